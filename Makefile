@@ -1,0 +1,50 @@
+# The two commands of the README: `make book` and `make test`. Both install the locked
+# environment into .venv/ when it is missing or older than the lock file.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+JOBS ?= 2
+
+# Every notebook and test runs offline, headless, one torch thread per parallel worker.
+export HF_DATASETS_OFFLINE := 1
+export HF_HUB_OFFLINE := 1
+export MPLBACKEND := Agg
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: book test env lock clean
+
+env: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+book: $(STAMP)
+	@status=0; \
+	$(BIN)/reprobook run --jobs $(JOBS) || status=$$?; \
+	$(BIN)/reprobook ledger; \
+	$(BIN)/reprobook book || status=1; \
+	exit $$status
+
+# Unit and runner tests plus every notebook through nbval (each notebook once, on one worker),
+# then the book's structure with warnings as errors (from the committed notebooks: nothing runs twice).
+test: $(STAMP)
+	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
+	  $(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
+	  -n $(JOBS) --dist loadfile -q
+	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
+	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
+
+# Re-resolve the lock file from requirements.in (review the diff before committing it).
+lock:
+	rm -rf _build/lockenv && $(PYTHON) -m venv _build/lockenv
+	_build/lockenv/bin/python -m pip install --quiet -r requirements.in
+	{ sed -n '1,3p' requirements.lock; _build/lockenv/bin/python -m pip freeze | sed 's/+cpu//'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock
+
+clean:
+	rm -rf _build

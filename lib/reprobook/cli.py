@@ -1,0 +1,95 @@
+"""The ``reprobook`` command line: list, run, ledger, book."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from .core.chapters import find_chapters
+
+    for ch in find_chapters():
+        print(f"{ch.number} {ch.slug}: {ch.title} ({len(ch.claims)} claims)")
+        for nb in ch.notebooks:
+            ids = [c.id for c in ch.claims if c.notebook == nb.stem]
+            print(f"    {nb.name}" + (f"  [{', '.join(ids)}]" if ids else ""))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from . import runner
+
+    try:
+        overrides = dict(runner.parse_override(p) for p in args.param)
+        summary = runner.run(args.chapters or None, profile=args.profile, overrides=overrides, jobs=args.jobs,
+                             force=args.force, timeout=args.timeout, progress=not args.no_progress)
+    except (runner.RunError, ValueError) as err:
+        print(f"reprobook run: {err}", file=sys.stderr)
+        return 2
+    print(runner.format_summary(summary))
+    if summary.failed:
+        print(f"{len(summary.failed)} notebook(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    from . import ledger
+
+    rows = ledger.collect(args.profile)
+    print(ledger.render(rows, args.format))
+    return 0
+
+
+def _cmd_book(args: argparse.Namespace) -> int:
+    from . import site
+
+    try:
+        index = site.build(profile=args.profile, source_only=args.source_only)
+    except site.BuildError as err:
+        print(f"reprobook book: {err}", file=sys.stderr)
+        return 1
+    print(f"the book is built: open {index}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="reprobook", description="Run the reproducibility book's chapters and build it.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("list", help="chapters, their notebooks and their number of claims")
+    s.set_defaults(func=_cmd_list)
+
+    s = sub.add_parser("run", help="execute chapters with papermill (skipping unchanged notebooks)")
+    s.add_argument("chapters", nargs="*", metavar="CHAPTER", help="slug, folder or number (default: every chapter)")
+    s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
+    s.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a notebook parameter (refused if no chosen notebook has it)")
+    s.add_argument("--jobs", "-j", type=int, default=2, help="notebooks executed at once (default 2)")
+    s.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
+    s.add_argument("--timeout", type=float, default=3600, help="seconds per notebook before it is stopped")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_run)
+
+    s = sub.add_parser("ledger", help="every claim of every chapter from the last run")
+    s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
+    s.add_argument("--format", default="table", choices=["table", "markdown", "json"])
+    s.set_defaults(func=_cmd_ledger)
+
+    s = sub.add_parser("book", help="build the HTML book from the last run's executed notebooks")
+    s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
+    s.add_argument("--source-only", action="store_true",
+                   help="render the notebooks as committed (no outputs): checks the book's structure without executing")
+    s.set_defaults(func=_cmd_book)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Recording what a notebook measured for its chapter's claims, and reading it back.
+
+A notebook opens a :class:`Run`, records one value per claim it checks, and ends with the
+table of those claims. Each record rewrites the notebook's results file atomically::
+
+    <results>/<profile>/<chapter slug>/<notebook>.json
+
+The verdict is never stored by hand: it is computed from the check in ``claims.yml`` whenever a
+table or the ledger is shown.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any
+
+from .chapters import VERDICT_LABELS, Chapter, get_chapter
+from .paths import atomic_write_text, book_root, results_dir
+from .profiles import PROFILE_NAMES, describe
+from .runtime import quiet_lightning, runtime_facts, seed_everything
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-ready Python (NumPy scalars and arrays become floats, ints and lists)."""
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return plain(value.item())
+    if hasattr(value, "tolist"):
+        return plain(value.tolist())
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return str(value)
+
+
+def _claim_value(value: Any) -> bool | int | float:
+    value = plain(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"a claim value must be finite, got {value}: a failed measurement should raise, not be recorded")
+        return value
+    raise TypeError(f"a claim value is a number or a bool, got {type(value).__name__}: {value!r}")
+
+
+class Run:
+    """One execution of one notebook: its seed, profile and configuration, and the claims it
+    has measured so far. Create it with :func:`start`."""
+
+    def __init__(self, chapter: Chapter, notebook: str, profile: str, seed: int, config: Any, root: Path,
+                 threads: int):
+        self.chapter = chapter
+        self.notebook = notebook
+        self.profile = profile
+        self.seed = seed
+        self.config = config
+        self.root = root
+        self.threads = threads
+        self.path = results_dir(root) / profile / chapter.slug / f"{notebook}.json"
+        self._data: dict[str, Any] = {
+            "chapter": chapter.slug,
+            "notebook": notebook,
+            "profile": profile,
+            "seed": seed,
+            "config": plain(describe(config)) if config is not None else None,
+            "started": _now(),
+            "facts": runtime_facts(root),
+            "torch_threads": threads,
+            "claims": {},
+        }
+        self._write()
+
+    def _write(self) -> None:
+        atomic_write_text(self.path, json.dumps(self._data, indent=2, sort_keys=False) + "\n")
+
+    @property
+    def claims(self) -> list:
+        """The chapter's claims that this notebook checks (``notebook:`` in claims.yml)."""
+        return [c for c in self.chapter.claims if c.notebook == self.notebook]
+
+    def record(self, claim_id: str, value: Any, **details: Any) -> str:
+        """Record the measured ``value`` of ``claim_id`` (with optional details such as the
+        number of instances) and return the verdict its check gives at this profile."""
+        claim = self.chapter.claim(claim_id)
+        if claim.notebook != self.notebook:
+            raise ValueError(
+                f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, not to {self.notebook}"
+            )
+        value = _claim_value(value)
+        self._data["claims"][claim_id] = {"value": value, "details": plain(details), "recorded": _now()}
+        self._write()
+        return claim.verdict(value, self.profile)
+
+    def value(self, claim_id: str) -> Any:
+        entry = self._data["claims"].get(claim_id)
+        return None if entry is None else entry["value"]
+
+    def claims_table(self, whole_chapter: bool = False):
+        """The claims of this notebook (or of the whole chapter, from every notebook's results
+        at this profile): paper value, our value, verdict."""
+        import pandas as pd
+
+        values = dict(load_values(self.chapter, self.profile, self.root)) if whole_chapter else {}
+        values.update({k: v["value"] for k, v in self._data["claims"].items()})
+        rows = []
+        for c in (self.chapter.claims if whole_chapter else self.claims):
+            value = values.get(c.id)
+            rows.append({
+                "claim": c.id,
+                "metric": c.metric,
+                "paper": c.paper_value,
+                "ours": "" if value is None else format_value(value),
+                "verdict": VERDICT_LABELS[c.verdict(value, self.profile)],
+            })
+        return pd.DataFrame(rows).set_index("claim")
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def load_results(profile: str, root: Path | None = None, slug: str | None = None) -> list[dict[str, Any]]:
+    """Every results file at ``profile`` (of one chapter when ``slug`` is given)."""
+    base = results_dir(root) / profile
+    pattern = f"{slug}/*.json" if slug else "*/*.json"
+    out = []
+    for path in sorted(base.glob(pattern)):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"unreadable results file {path}: {err}") from None
+    return out
+
+
+def load_values(chapter: Chapter, profile: str, root: Path | None = None) -> dict[str, Any]:
+    """claim id -> {value, seed, notebook, ...} recorded at ``profile`` for ``chapter``."""
+    values: dict[str, Any] = {}
+    for data in load_results(profile, root, chapter.slug):
+        for cid, entry in data.get("claims", {}).items():
+            values[cid] = entry["value"]
+    return values
+
+
+def start(chapter: str, notebook: str, profile: str = "reduced", seed: int = 0, config: Any = None,
+          threads: int | None = None) -> Run:
+    """Begin a notebook's run: seed everything, set torch's threads, quiet Lightning, record the
+    machine's facts, and return the :class:`Run` that records claims.
+
+    ``chapter`` is the paper's slug (``"spr_ldp"``), ``notebook`` the notebook's file stem
+    (``"01_lp_check"``). Raises a ValueError naming the valid choices for an unknown profile,
+    chapter or notebook.
+    """
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILE_NAMES)}")
+    root = book_root()
+    try:
+        ch = get_chapter(chapter, root)
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
+    if notebook not in ch.notebook_stems():
+        raise ValueError(f"chapter {ch.slug} has no notebook {notebook!r}; its notebooks: {', '.join(ch.notebook_stems())}")
+    quiet_lightning()
+    used = seed_everything(seed, threads)
+    return Run(ch, notebook, profile, seed, config, root, used)

@@ -1,0 +1,144 @@
+"""Seeding, threads, a quiet Lightning, and the facts of the machine a run used."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import platform
+import random
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+THREADS_ENV = "REPROBOOK_THREADS"
+
+#: The packages whose versions every run records.
+RECORDED_PACKAGES = (
+    "reprobook", "numpy", "scipy", "pandas", "torch", "lightning", "torchmetrics", "scikit-learn",
+    "matplotlib", "seaborn", "datasets", "papermill", "nbval", "jupyter-book",
+)
+
+
+def default_threads() -> int:
+    """``$REPROBOOK_THREADS`` when set (the runner and the test suite set 1 when they run
+    notebooks in parallel), else the number of usable cores."""
+    env = os.environ.get(THREADS_ENV)
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV}={env!r} is not a positive integer") from None
+        if n < 1:
+            raise ValueError(f"${THREADS_ENV}={env!r} is not a positive integer")
+        return n
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def quiet_lightning() -> None:
+    """Silence Lightning's start-up chatter (accelerator lines, tips, 'Seed set to') and the
+    warnings that only describe this small-machine setting, so executed notebooks show only what
+    the chapter prints."""
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for pattern in (
+        ".*does not have many workers.*",
+        ".*LeafSpec.*",
+        ".*GPU available but not used.*",
+        ".*litlogger.*",
+        ".*Jupyter is migrating its paths.*",
+    ):
+        warnings.filterwarnings("ignore", pattern)
+
+
+def seed_everything(seed: int, threads: int | None = None) -> int:
+    """Seed Python's ``random``, NumPy's global generator and torch (CPU and CUDA), export the
+    seed to Lightning (``PL_GLOBAL_SEED``, which ``L.seed_everything`` also sets, so Lightning's
+    dataloader workers derive theirs from it), and set torch's thread count.
+
+    Returns the number of torch threads. New code should still draw from an explicit
+    ``np.random.default_rng(seed)``; the global seeds only guard what does not.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    threads = default_threads() if threads is None else threads
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    os.environ["PL_GLOBAL_SEED"] = str(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:  # the library's algorithms do not need torch
+        return threads
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    torch.set_num_threads(threads)
+    return threads
+
+
+def git_commit(root: Path | None = None) -> str | None:
+    """The checkout's commit (with ``-dirty`` when the tree has uncommitted changes), or None."""
+    env = os.environ.get("REPROBOOK_GIT_COMMIT")
+    if env:
+        return env
+    cwd = str(root) if root else None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("-dirty" if dirty else "")
+
+
+def package_versions(names: tuple[str, ...] = RECORDED_PACKAGES) -> dict[str, str | None]:
+    """Installed versions of ``names`` (None for a package that is not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware() -> dict[str, Any]:
+    """CPU model and cores, memory, and the GPUs torch sees (when torch is already imported)."""
+    import psutil
+
+    facts: dict[str, Any] = {
+        "cpu": _cpu_model(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "gpus": [],
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return facts
+
+
+def runtime_facts(root: Path | None = None) -> dict[str, Any]:
+    """Everything a result needs to be traced: commit, Python, platform, versions, hardware."""
+    return {
+        "git_commit": git_commit(root),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "hardware": hardware(),
+    }

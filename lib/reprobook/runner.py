@@ -1,0 +1,362 @@
+"""The batch runner: execute chapters with papermill, in parallel, with a cache.
+
+For each notebook it computes a key from the notebook file, its chapter's claims file and
+library package, the core library, the lock file, the profile and the parameters. A notebook
+whose key matches its last successful run at that profile is skipped; anything else runs.
+Executed notebooks, claim results and a manifest (commit, versions, hardware, per-notebook
+status, wall time and peak memory) go under ``_build/``. A failing notebook does not stop the
+others; its partial output and error are kept and the run fails at the end.
+
+The runner reads notebooks and claims files; it imports no paper package.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import datetime as _dt
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .core.chapters import Chapter, find_chapters, get_chapter
+from .core.paths import atomic_write_text, book_root
+from .core.profiles import PROFILE_NAMES
+from .core.runtime import runtime_facts
+
+LOCK_FILE = "requirements.lock"
+
+
+class RunError(ValueError):
+    """A request the runner refuses before executing anything."""
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def notebook_parameters(path: Path) -> dict[str, str]:
+    """The names (and source text of the defaults) assigned in the cell tagged ``parameters``."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            params: dict[str, str] = {}
+            for node in ast.parse(source).body:
+                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    params[node.target.id] = ast.unparse(node.value) if node.value else ""
+                elif isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            params[target.id] = ast.unparse(node.value)
+            return params
+    raise RunError(f"{path}: no code cell is tagged 'parameters'")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with VALUE read as YAML (numbers, true/false, null, lists); ``None``,
+    ``True`` and ``False`` are read as Python spells them."""
+    if "=" not in text:
+        raise RunError(f"override {text!r} is not NAME=VALUE")
+    name, raw = text.split("=", 1)
+    name = name.strip()
+    if not name.isidentifier():
+        raise RunError(f"override name {name!r} is not a Python identifier")
+    special = {"None": None, "True": True, "False": False}
+    if raw in special:
+        return name, special[raw]
+    for number in (int, float):  # YAML 1.1 reads 1e-3 as a string
+        try:
+            return name, number(raw)
+        except ValueError:
+            pass
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, (dict, set)):
+        raise RunError(f"override {name}: mappings are not supported, got {raw!r}")
+    return name, value
+
+
+# ----------------------------------------------------------------------------- hashing
+
+def _hash_files(paths: list[Path], h: "hashlib._Hash", root: Path) -> None:
+    for p in sorted(paths):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+
+
+def _tree_files(folder: Path) -> list[Path]:
+    if not folder.exists():
+        return []
+    return [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")]
+
+
+def notebook_key(root: Path, chapter: Chapter, notebook: Path, profile: str, params: dict[str, Any]) -> str:
+    """The cache key: what, if changed, makes a notebook's last output stale."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"profile": profile, "params": params}, sort_keys=True, default=str).encode())
+    files = [notebook, chapter.folder / "claims.yml"]
+    files += _tree_files(root / "lib" / "reprobook" / "core")
+    files += _tree_files(root / "lib" / "reprobook" / "papers" / chapter.slug)
+    lock = root / LOCK_FILE
+    if lock.exists():
+        files.append(lock)
+    _hash_files(files, h, root)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- execution
+
+@dataclass
+class Job:
+    chapter: str
+    notebook: str  # path relative to the root
+    params: dict[str, Any]
+    key: str
+    output: str
+    status: str = "pending"  # pending | ok | failed | cached
+    wall_s: float | None = None
+    peak_mb: float | None = None
+    error: str | None = None
+    finished: str | None = None
+
+
+def _peak_rss_of_tree(proc: subprocess.Popen, stop: threading.Event, out: list[float]) -> None:
+    import psutil
+
+    try:
+        parent = psutil.Process(proc.pid)
+    except psutil.Error:
+        return
+    peak = 0
+    while not stop.is_set():
+        try:
+            procs = [parent, *parent.children(recursive=True)]
+            total = 0
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak = max(peak, total)
+        except psutil.Error:
+            break
+        stop.wait(0.2)
+    out.append(peak / 2**20)
+
+
+def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
+    source = root / job.notebook
+    output = root / job.output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "reprobook.execute", str(source), str(output), json.dumps(job.params),
+           str(source.parent)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stop, peak = threading.Event(), []
+    watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
+    watcher.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        stderr = f"timed out after {timeout:.0f} s\n" + (stderr or "")
+    stop.set()
+    watcher.join()
+    job.wall_s = round(time.perf_counter() - start, 2)
+    job.peak_mb = round(peak[0], 1) if peak else None
+    job.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if proc.returncode == 0:
+        job.status = "ok"
+    else:
+        job.status = "failed"
+        lines = [ln for ln in (stderr or "").strip().splitlines() if ln.strip()]
+        job.error = lines[-1] if lines else f"exit status {proc.returncode}"
+    return job
+
+
+def kernel_env(root: Path, profile: str, jobs: int) -> dict[str, str]:
+    """The environment of every executed kernel: results folder, offline hubs, headless plots,
+    and one thread per notebook when several run at once."""
+    env = dict(os.environ)
+    env.update({
+        "REPROBOOK_ROOT": str(root),
+        "REPROBOOK_RESULTS": str(root / "_build" / "results"),
+        "REPROBOOK_PROFILE": profile,
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "MPLBACKEND": "Agg",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    })
+    if jobs > 1:
+        for var in ("REPROBOOK_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = "1"
+    return env
+
+
+def _state_path(root: Path, profile: str) -> Path:
+    return root / "_build" / "state" / f"{profile}.json"
+
+
+def load_state(root: Path, profile: str) -> dict[str, Any]:
+    path = _state_path(root, profile)
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            return {}
+    return {}
+
+
+def select_chapters(root: Path, keys: list[str] | None) -> list[Chapter]:
+    if not keys:
+        return find_chapters(root)
+    out = []
+    for key in keys:
+        try:
+            out.append(get_chapter(key, root))
+        except KeyError as err:
+            raise RunError(err.args[0]) from None
+    return out
+
+
+@dataclass
+class RunSummary:
+    profile: str
+    jobs: list[Job] = field(default_factory=list)
+    manifest: Path | None = None
+
+    @property
+    def failed(self) -> list[Job]:
+        return [j for j in self.jobs if j.status == "failed"]
+
+    @property
+    def executed(self) -> list[Job]:
+        return [j for j in self.jobs if j.status in ("ok", "failed")]
+
+
+def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str, Any], force: bool) -> list[Job]:
+    """The jobs of a run, each with its injected parameters and key, marked ``cached`` when
+    its last successful output is still valid. Refuses an override no notebook accepts."""
+    if profile not in PROFILE_NAMES:
+        raise RunError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILE_NAMES)}")
+    accepted: set[str] = set()
+    per_notebook = []
+    for ch in chapters:
+        for nb in ch.notebooks:
+            names = notebook_parameters(nb)
+            if "profile" not in names:
+                raise RunError(f"{nb.relative_to(root)}: its parameters cell has no 'profile'")
+            accepted |= set(names)
+            per_notebook.append((ch, nb, names))
+    unknown = sorted(set(overrides) - accepted)
+    if unknown:
+        raise RunError(
+            f"no notebook of the chosen chapters has a parameter named {', '.join(unknown)}; "
+            f"their parameters: {', '.join(sorted(accepted))}"
+        )
+    state = load_state(root, profile)
+    jobs = []
+    for ch, nb, names in per_notebook:
+        params = {"profile": profile, **{k: v for k, v in overrides.items() if k in names}}
+        rel = str(nb.relative_to(root))
+        key = notebook_key(root, ch, nb, profile, params)
+        output = str(Path("_build") / "executed" / profile / rel)
+        job = Job(chapter=ch.slug, notebook=rel, params=params, key=key, output=output)
+        last = state.get(rel)
+        results = root / "_build" / "results" / profile / ch.slug / f"{nb.stem}.json"
+        fresh = (last and last.get("key") == key and last.get("status") == "ok" and (root / output).exists()
+                 and (results.exists() or not any(c.notebook == nb.stem for c in ch.claims)))
+        if fresh and not force:
+            job.status = "cached"
+            job.wall_s, job.peak_mb, job.finished = last.get("wall_s"), last.get("peak_mb"), last.get("finished")
+        jobs.append(job)
+    return jobs
+
+
+def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrides: dict[str, Any] | None = None,
+        jobs: int = 2, force: bool = False, root: Path | None = None, timeout: float | None = 3600,
+        progress: bool = True, echo=print) -> RunSummary:
+    """Execute the chosen chapters' notebooks (all chapters by default); see the module doc."""
+    root = root or book_root()
+    if jobs < 1:
+        raise RunError(f"--jobs must be at least 1, got {jobs}")
+    chapters = select_chapters(root, chapter_keys)
+    todo = plan(root, chapters, profile, overrides or {}, force)
+    summary = RunSummary(profile=profile, jobs=todo)
+    pending = [j for j in todo if j.status == "pending"]
+    cached = len(todo) - len(pending)
+    echo(f"{len(todo)} notebook(s) at profile {profile}: {len(pending)} to execute, {cached} unchanged since their last run")
+    state = load_state(root, profile)
+    env = kernel_env(root, profile, min(jobs, max(len(pending), 1)))
+    for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
+        stale = root / "_build" / "results" / profile / job.chapter / f"{Path(job.notebook).stem}.json"
+        stale.unlink(missing_ok=True)
+        state.pop(job.notebook, None)
+    bar = None
+    if progress and pending:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pending), unit="nb", desc=f"run {profile}", file=sys.stderr)
+    with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_execute, job, root, env, timeout): job for job in pending}
+        for fut in cf.as_completed(futures):
+            job = fut.result()
+            if job.status == "ok":
+                state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
+                                       "finished": job.finished}
+            atomic_write_text(_state_path(root, profile), json.dumps(state, indent=2) + "\n")
+            if bar is not None:
+                bar.set_postfix_str(f"{Path(job.notebook).name} {job.status}")
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    summary.manifest = write_manifest(root, summary)
+    return summary
+
+
+def write_manifest(root: Path, summary: RunSummary) -> Path:
+    """``_build/runs/<profile>/manifest.json`` (the latest run) plus a timestamped copy."""
+    stamp = _dt.datetime.now(_dt.timezone.utc)
+    manifest = {
+        "profile": summary.profile,
+        "finished": stamp.isoformat(timespec="seconds"),
+        **runtime_facts(root),
+        "notebooks": [asdict(j) for j in summary.jobs],
+    }
+    folder = root / "_build" / "runs" / summary.profile
+    text = json.dumps(manifest, indent=2) + "\n"
+    atomic_write_text(folder / f"{stamp.strftime('%Y%m%dT%H%M%SZ')}.json", text)
+    latest = folder / "manifest.json"
+    atomic_write_text(latest, text)
+    return latest
+
+
+def format_summary(summary: RunSummary, slowest: int = 5) -> str:
+    lines = []
+    width = max([len(j.notebook) for j in summary.jobs] + [8])
+    lines.append(f"{'notebook':<{width}}  {'status':<7}  {'wall s':>7}  {'peak MB':>8}")
+    for j in summary.jobs:
+        wall = f"{j.wall_s:.1f}" if j.wall_s is not None else "-"
+        peak = f"{j.peak_mb:.0f}" if j.peak_mb is not None else "-"
+        lines.append(f"{j.notebook:<{width}}  {j.status:<7}  {wall:>7}  {peak:>8}")
+    timed = sorted((j for j in summary.jobs if j.wall_s is not None), key=lambda j: -j.wall_s)[:slowest]
+    if timed:
+        lines.append("slowest: " + ", ".join(f"{Path(j.notebook).name} {j.wall_s:.1f} s" for j in timed))
+    for j in summary.failed:
+        lines.append(f"FAILED {j.notebook}: {j.error}  (partial output: {j.output})")
+    if summary.manifest:
+        lines.append(f"manifest: {summary.manifest}")
+    return "\n".join(lines)

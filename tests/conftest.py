@@ -1,0 +1,83 @@
+"""Shared fixtures: a throwaway book with a toy chapter, for the runner's tests."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_notebook(cells: list[tuple[str, str, list[str]]]) -> dict:
+    """A minimal nbformat-4 notebook from (cell_type, source, tags) triples."""
+    out = []
+    for kind, source, tags in cells:
+        cell = {"cell_type": kind, "metadata": {"tags": tags}, "source": textwrap.dedent(source).strip()}
+        if kind == "code":
+            cell.update(outputs=[], execution_count=None)
+        out.append(cell)
+    return {"cells": out, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                                       "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+TOY_CLAIMS = """
+paper: {title: A toy paper, arxiv: "0000.00000", bibkey: toy}
+claims:
+  - id: T1
+    claim: A uniform draw lies below one half.
+    metric: the draw
+    paper_value: "< 0.5"
+    source: reconstruction
+    notebook: 01_draw
+    check:
+      reproduced: {max: 0.5}
+  - id: T2
+    claim: n is positive.
+    metric: n
+    paper_value: "> 0"
+    source: extension
+    notebook: 02_count
+    check:
+      reproduced: {min: 1}
+"""
+
+
+def toy_notebook(name: str, body: str, params: str = "") -> dict:
+    return make_notebook([
+        ("markdown", f"# {name}", []),
+        ("code", 'profile: str = "reduced"  # the profile\nseed: int = 0  # the seed\n' + params, ["parameters"]),
+        ("code", f"""
+            from reprobook import core
+            run = core.start("toy", "{name}", profile=profile, seed=seed, threads=1)
+        """, []),
+        ("code", body, []),
+    ])
+
+
+@pytest.fixture
+def toy_book(tmp_path: Path) -> Path:
+    """A book root with one chapter, ``01_toy``, of two notebooks that record claims."""
+    root = tmp_path / "book"
+    chapter = root / "notebooks" / "01_toy"
+    chapter.mkdir(parents=True)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    (chapter / "index.md").write_text("# Toy\n")
+    (chapter / "claims.yml").write_text(TOY_CLAIMS)
+    (root / "lib" / "reprobook" / "papers" / "toy").mkdir(parents=True)
+    (root / "lib" / "reprobook" / "papers" / "toy" / "__init__.py").write_text("X = 1\n")
+    (root / "requirements.lock").write_text("numpy==2.4.6\n")
+    write_nb(chapter / "01_draw.ipynb", toy_notebook("01_draw", """
+        import numpy as np
+        run.record("T1", float(np.random.rand()) * 0.5)
+    """))
+    write_nb(chapter / "02_count.ipynb", toy_notebook("02_count", """
+        run.record("T2", n if n is not None else 3)
+    """, params="n: int | None = None  # an override\n"))
+    return root
+
+
+def write_nb(path: Path, nb: dict) -> None:
+    path.write_text(json.dumps(nb, indent=1))

@@ -1,0 +1,95 @@
+"""The book's own files: chapters, notebooks, configuration, bibliography."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reprobook.core import chapters
+from reprobook.runner import notebook_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+CHAPTERS = chapters.find_chapters(ROOT)
+NOTEBOOKS = [nb for ch in CHAPTERS for nb in ch.notebooks]
+
+
+def toc_files(node) -> list[str]:
+    out = []
+    if isinstance(node, dict):
+        if "file" in node:
+            out.append(node["file"])
+        for value in node.values():
+            out += toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            out += toc_files(item)
+    return out
+
+
+def test_config_pins_the_launch_settings() -> None:
+    assert CONFIG["repository"]["branch"] == "main"
+    assert CONFIG["repository"]["url"].startswith("https://github.com/")
+    assert {"colab_url", "jupyterhub_url", "binderhub_url"} <= set(CONFIG["launch_buttons"])
+    assert CONFIG["execute"]["execute_notebooks"] == "off"
+    assert CONFIG["only_build_toc_files"] is True
+
+
+def test_every_chapter_and_notebook_is_in_the_toc() -> None:
+    listed = toc_files(TOC)
+    for ch in CHAPTERS:
+        index = f"notebooks/{ch.name}/index"
+        assert index in listed, f"{index} is missing from _toc.yml"
+        assert [f for f in listed if f.startswith(f"notebooks/{ch.name}/") and f != index] == \
+            [f"notebooks/{ch.name}/{nb.stem}" for nb in ch.notebooks]
+    for f in listed:
+        assert (ROOT / f"{f}.md").exists() or (ROOT / f"{f}.ipynb").exists(), f
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_contract(nb: Path) -> None:
+    data = json.loads(nb.read_text())
+    code = [c for c in data["cells"] if c["cell_type"] == "code"]
+    for cell in code:
+        assert not cell.get("outputs") and cell.get("execution_count") is None, "commit notebooks without outputs"
+    # The first code cell installs the library in Colab only, from this repository, and never torch.
+    first = "".join(code[0]["source"])
+    assert '"google.colab" in sys.modules' in first
+    assert CONFIG["repository"]["url"] in first
+    assert not re.search(r"install[^\n]*\btorch\b", first)
+    # The second is the parameters cell, with the reduced profile as its default.
+    assert "parameters" in code[1]["metadata"].get("tags", [])
+    params = notebook_parameters(nb)
+    assert params["profile"] == "'reduced'" and "seed" in params
+    source = "".join(code[1]["source"])
+    for line in source.strip().splitlines():
+        assert "#" in line, f"every parameter is commented: {line!r}"
+        assert ":" in line.split("=")[0], f"every parameter is annotated: {line!r}"
+    # It records through core.start with its own chapter and stem.
+    body = "".join("".join(c["source"]) for c in code)
+    slug = nb.parent.name.split("_", 1)[1]
+    assert f'core.start("{slug}", "{nb.stem}"' in body
+
+
+def test_every_paper_is_in_the_bibliography() -> None:
+    bib = (ROOT / "book" / "references.bib").read_text()
+    slugs = [ch.slug for ch in CHAPTERS]
+    for ch in CHAPTERS:
+        assert f"paper{ch.number}_{ch.slug}" in bib
+        assert ch.paper.get("bibkey") == f"paper{ch.number}_{ch.slug}"
+    assert len(re.findall(r"^@misc\{paper\d\d_", bib, flags=re.M)) == 19
+    assert slugs
+
+
+def test_every_claim_has_a_notebook_that_records_it() -> None:
+    for ch in CHAPTERS:
+        for c in ch.claims:
+            nb = ch.folder / f"{c.notebook}.ipynb"
+            text = nb.read_text()
+            assert f'record(\\"{c.id}\\"' in text or f"record('{c.id}'" in text or f'record(\\"{c.id}\\",' in text, \
+                f"{c.id} is never recorded in {nb.name}"

@@ -1,0 +1,117 @@
+"""The runner on a throwaway book: cache skip and invalidation, failures, overrides, seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reprobook import cli, ledger, runner
+from conftest import toy_notebook, write_nb
+
+
+def statuses(summary: runner.RunSummary) -> dict[str, str]:
+    return {Path(j.notebook).name: j.status for j in summary.jobs}
+
+
+def results(root: Path, name: str) -> dict:
+    return json.loads((root / "_build" / "results" / "reduced" / "toy" / f"{name}.json").read_text())
+
+
+def test_cache_skip_and_invalidation(toy_book: Path) -> None:
+    first = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    assert statuses(first) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}
+    assert all(j.wall_s > 0 and j.peak_mb > 0 for j in first.jobs)
+
+    second = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    assert statuses(second) == {"01_draw.ipynb": "cached", "02_count.ipynb": "cached"}
+    assert not second.executed
+
+    # Editing one notebook re-runs that one only.
+    nb = toy_book / "notebooks" / "01_toy" / "01_draw.ipynb"
+    data = json.loads(nb.read_text())
+    data["cells"][0]["source"] = "# 01_draw, edited"
+    nb.write_text(json.dumps(data))
+    third = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    assert statuses(third) == {"01_draw.ipynb": "ok", "02_count.ipynb": "cached"}
+
+    # The chapter's library, the lock file and the claims file each invalidate the whole chapter.
+    for path in (toy_book / "lib" / "reprobook" / "papers" / "toy" / "__init__.py", toy_book / "requirements.lock",
+                 toy_book / "notebooks" / "01_toy" / "claims.yml"):
+        path.write_text(path.read_text() + "\n# changed\n")
+        again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+        assert statuses(again) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, path.name
+
+    # Another profile's parameters are another key.
+    other = runner.run(root=toy_book, overrides={"n": 4}, progress=False, echo=lambda *_: None)
+    assert statuses(other) == {"01_draw.ipynb": "cached", "02_count.ipynb": "ok"}
+    assert results(toy_book, "02_count")["claims"]["T2"]["value"] == 4
+
+    manifest = json.loads((toy_book / "_build" / "runs" / "reduced" / "manifest.json").read_text())
+    assert {"git_commit", "packages", "hardware", "notebooks"} <= set(manifest)
+    assert manifest["packages"]["numpy"]
+
+
+def test_failing_notebook_does_not_stop_the_others(toy_book: Path, monkeypatch, capsys) -> None:
+    write_nb(toy_book / "notebooks" / "01_toy" / "01_draw.ipynb",
+             toy_notebook("01_draw", "raise RuntimeError('deliberate failure')"))
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    code = cli.main(["run", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED notebooks/01_toy/01_draw.ipynb: RuntimeError: deliberate failure" in out
+    partial = toy_book / "_build" / "executed" / "reduced" / "notebooks" / "01_toy" / "01_draw.ipynb"
+    assert "deliberate failure" in partial.read_text()  # the partial output keeps the error
+    assert results(toy_book, "02_count")["claims"]["T2"]["value"] == 3  # the other notebook ran
+    # A failed notebook is not cached: the next run tries it again.
+    again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    assert statuses(again) == {"01_draw.ipynb": "failed", "02_count.ipynb": "cached"}
+
+
+def test_unknown_override_is_refused_before_anything_runs(toy_book: Path, monkeypatch, capsys) -> None:
+    with pytest.raises(runner.RunError, match=r"no notebook .* parameter named stepz; their parameters: n, profile, seed"):
+        runner.run(root=toy_book, overrides={"stepz": 3}, progress=False)
+    assert not (toy_book / "_build" / "executed").exists()
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    assert cli.main(["run", "-p", "stepz=3"]) == 2
+    assert "stepz" in capsys.readouterr().err
+    assert cli.main(["run", "nochapter"]) == 2
+    assert "no chapter 'nochapter'; chapters: toy" in capsys.readouterr().err
+
+
+def test_same_seed_same_values_other_seed_other_values(toy_book: Path) -> None:
+    values = []
+    for seed in (7, 7, 8):
+        runner.run(root=toy_book, overrides={"seed": seed}, force=True, progress=False, echo=lambda *_: None)
+        data = results(toy_book, "01_draw")
+        assert data["seed"] == seed
+        values.append(data["claims"]["T1"]["value"])
+    assert values[0] == values[1]
+    assert values[0] != values[2]
+
+
+def test_ledger_json_and_verdicts(toy_book: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    rows = ledger.collect("reduced", toy_book)
+    assert [r["verdict"] for r in rows] == ["not_run", "not_run"]
+    runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    assert cli.main(["ledger", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {"chapter", "claim", "verdict", "value", "paper_value", "profile"} <= set(rows[0])
+    by_id = {r["claim"]: r for r in rows}
+    assert by_id["T1"]["verdict"] == "reproduced" and by_id["T1"]["chapter"] == "toy"
+    assert by_id["T2"]["value"] == 3 and by_id["T2"]["verdict"] == "reproduced"
+
+
+def test_parse_override() -> None:
+    assert runner.parse_override("n=3") == ("n", 3)
+    assert runner.parse_override("lr=1e-3") == ("lr", 1e-3)
+    assert runner.parse_override("flag=True") == ("flag", True)
+    assert runner.parse_override("x=None") == ("x", None)
+    assert runner.parse_override("ks=[1, 2]") == ("ks", [1, 2])
+    assert runner.parse_override("name=abc") == ("name", "abc")
+    with pytest.raises(runner.RunError, match="not NAME=VALUE"):
+        runner.parse_override("n3")
+    with pytest.raises(runner.RunError, match="not a Python identifier"):
+        runner.parse_override("1n=3")
