@@ -10,7 +10,6 @@ JOBS ?= 2
 # Every notebook and test runs offline, headless, one torch thread per parallel worker.
 export HF_DATASETS_OFFLINE := 1
 export HF_HUB_OFFLINE := 1
-export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: book test env lock clean

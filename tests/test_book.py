@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from reprobook.core import chapters
 from reprobook.runner import notebook_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from notebook_cells import COLAB_CELL  # noqa: E402
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 CHAPTERS = chapters.find_chapters(ROOT)
@@ -59,8 +62,10 @@ def test_notebook_contract(nb: Path) -> None:
         assert not cell.get("outputs") and cell.get("execution_count") is None, "commit notebooks without outputs"
     # The first code cell installs the library in Colab only, from this repository, and never torch.
     first = "".join(code[0]["source"])
+    assert first == COLAB_CELL, "the first code cell is tools/notebook_cells.COLAB_CELL"
     assert '"google.colab" in sys.modules' in first
-    assert CONFIG["repository"]["url"] in first
+    repo = CONFIG["repository"]
+    assert f'"{repo["url"]}", "{repo["branch"]}"' in first
     assert not re.search(r"install[^\n]*\btorch\b", first)
     # The second is the parameters cell, with the reduced profile as its default.
     assert "parameters" in code[1]["metadata"].get("tags", [])

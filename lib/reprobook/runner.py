@@ -5,7 +5,9 @@ library package, the core library, the lock file, the profile and the parameters
 whose key matches its last successful run at that profile is skipped; anything else runs.
 Executed notebooks, claim results and a manifest (commit, versions, hardware, per-notebook
 status, wall time and peak memory) go under ``_build/``. A failing notebook does not stop the
-others; its partial output and error are kept and the run fails at the end.
+others; its partial output and error are kept and the run fails at the end. Chapters run in
+parallel; the notebooks of one chapter run in order, so a notebook may use what an earlier one
+of its chapter wrote.
 
 The runner reads notebooks and claims files; it imports no paper package.
 """
@@ -197,7 +199,6 @@ def kernel_env(root: Path, profile: str, jobs: int) -> dict[str, str]:
         "REPROBOOK_PROFILE": profile,
         "HF_DATASETS_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
-        "MPLBACKEND": "Agg",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
     })
     if jobs > 1:
@@ -300,7 +301,8 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     cached = len(todo) - len(pending)
     echo(f"{len(todo)} notebook(s) at profile {profile}: {len(pending)} to execute, {cached} unchanged since their last run")
     state = load_state(root, profile)
-    env = kernel_env(root, profile, min(jobs, max(len(pending), 1)))
+    n_chapters = len({j.chapter for j in pending})
+    env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)))
     for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
         stale = root / "_build" / "results" / profile / job.chapter / f"{Path(job.notebook).stem}.json"
         stale.unlink(missing_ok=True)
@@ -310,10 +312,10 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(pending), unit="nb", desc=f"run {profile}", file=sys.stderr)
-    with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_execute, job, root, env, timeout): job for job in pending}
-        for fut in cf.as_completed(futures):
-            job = fut.result()
+    lock = threading.Lock()
+
+    def finished(job: Job) -> None:
+        with lock:
             if job.status == "ok":
                 state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
                                        "finished": job.finished}
@@ -321,6 +323,19 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
             if bar is not None:
                 bar.set_postfix_str(f"{Path(job.notebook).name} {job.status}")
                 bar.update(1)
+
+    def run_chapter(chapter_jobs: list[Job]) -> None:
+        # A chapter's notebooks run one after another, in order: a later notebook may read what
+        # an earlier one wrote (a checkpoint, the chapter's claims so far). Chapters run in parallel.
+        for job in chapter_jobs:
+            finished(_execute(job, root, env, timeout))
+
+    by_chapter: dict[str, list[Job]] = {}
+    for job in pending:
+        by_chapter.setdefault(job.chapter, []).append(job)
+    with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for fut in [pool.submit(run_chapter, chapter_jobs) for chapter_jobs in by_chapter.values()]:
+            fut.result()
     if bar is not None:
         bar.close()
     summary.manifest = write_manifest(root, summary)
