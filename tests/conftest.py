@@ -58,8 +58,9 @@ def toy_notebook(name: str, body: str, params: str = "") -> dict:
 
 
 @pytest.fixture
-def toy_book(tmp_path: Path) -> Path:
+def toy_book(tmp_path: Path, monkeypatch) -> Path:
     """A book root with one chapter, ``01_toy``, of two notebooks that record claims."""
+    monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)  # results under the toy book's own _build
     root = tmp_path / "book"
     chapter = root / "notebooks" / "01_toy"
     chapter.mkdir(parents=True)

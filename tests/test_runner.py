@@ -115,3 +115,21 @@ def test_parse_override() -> None:
         runner.parse_override("n3")
     with pytest.raises(runner.RunError, match="not a Python identifier"):
         runner.parse_override("1n=3")
+
+
+def test_notebooks_of_a_chapter_run_in_order(toy_book: Path) -> None:
+    """02 reads what 01 wrote; 01 is slow, so running them side by side would fail."""
+    chapter = toy_book / "notebooks" / "01_toy"
+    write_nb(chapter / "01_draw.ipynb", toy_notebook("01_draw", """
+        import time
+        time.sleep(3)
+        run.record("T1", 0.25)
+    """))
+    write_nb(chapter / "02_count.ipynb", toy_notebook("02_count", """
+        first = run.path.with_name("01_draw.json")
+        import json
+        assert json.loads(first.read_text())["claims"]["T1"]["value"] == 0.25, "01 has not finished"
+        run.record("T2", 1)
+    """, params="n: int | None = None  # an override\\n"))
+    summary = runner.run(root=toy_book, jobs=2, progress=False, echo=lambda *_: None)
+    assert statuses(summary) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, [j.error for j in summary.jobs]

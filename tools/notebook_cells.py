@@ -36,7 +36,7 @@ def notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"},
     }
-    out = [nbformat.v4.new_code_cell(COLAB_CELL, metadata={"tags": ["colab"]})]
+    out = [nbformat.v4.new_code_cell(COLAB_CELL, metadata={"tags": ["colab", "hide-input"]})]
     for kind, source in cells:
         source = source.strip("\n")
         if kind == "md":

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from .core.chapters import Chapter, find_chapters, get_chapter
-from .core.paths import atomic_write_text, book_root
+from .core.paths import atomic_write_text, book_root, results_dir
 from .core.profiles import PROFILE_NAMES
 from .core.runtime import runtime_facts
 
@@ -195,7 +195,7 @@ def kernel_env(root: Path, profile: str, jobs: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update({
         "REPROBOOK_ROOT": str(root),
-        "REPROBOOK_RESULTS": str(root / "_build" / "results"),
+        "REPROBOOK_RESULTS": str(results_dir(root)),
         "REPROBOOK_PROFILE": profile,
         "HF_DATASETS_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
@@ -277,7 +277,7 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
         output = str(Path("_build") / "executed" / profile / rel)
         job = Job(chapter=ch.slug, notebook=rel, params=params, key=key, output=output)
         last = state.get(rel)
-        results = root / "_build" / "results" / profile / ch.slug / f"{nb.stem}.json"
+        results = results_dir(root) / profile / ch.slug / f"{nb.stem}.json"
         fresh = (last and last.get("key") == key and last.get("status") == "ok" and (root / output).exists()
                  and (results.exists() or not any(c.notebook == nb.stem for c in ch.claims)))
         if fresh and not force:
@@ -304,7 +304,7 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     n_chapters = len({j.chapter for j in pending})
     env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)))
     for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
-        stale = root / "_build" / "results" / profile / job.chapter / f"{Path(job.notebook).stem}.json"
+        stale = results_dir(root) / profile / job.chapter / f"{Path(job.notebook).stem}.json"
         stale.unlink(missing_ok=True)
         state.pop(job.notebook, None)
     bar = None

@@ -57,14 +57,23 @@ def status_box(rows: list[dict], profile: str) -> str:
 
 
 def ledger_page(root: Path, profile: str) -> str:
+    """The ledger page's body: the totals, the run's facts, and one table per chapter."""
     rows = ledger.collect(profile, root)
     c = ledger.counts(rows)
     summary = ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in c.items() if n)
-    return "\n\n".join([
-        f"**{len(rows)} claims at the {profile} profile:** {summary}.",
-        _run_facts(root, profile),
-        ledger.render(rows, "markdown"),
-    ])
+    parts = [f"**{len(rows)} claims at the {profile} profile:** {summary}.", _run_facts(root, profile)]
+    for ch in find_chapters(root):
+        mine = [r for r in rows if r["chapter"] == ch.slug]
+        index = f"/{ch.folder.relative_to(root).as_posix()}/index"
+        lines = [f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{index}>`", "",
+                 "| claim | statement | metric | paper | ours | verdict | seed |", "|---|---|---|---|---|---|---|"]
+        for r in mine:
+            cells = [r["claim"], r["statement"], r["metric"], r["paper_value"],
+                     "" if r["value"] is None else format_value(r["value"]), VERDICT_LABELS[r["verdict"]],
+                     "" if r["seed"] is None else r["seed"]]
+            lines.append("| " + " | ".join(str(x).replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def stage(root: Path, profile: str, source_only: bool) -> Path:
