@@ -25,7 +25,7 @@ $(STAMP): requirements.lock pyproject.toml
 book: $(STAMP)
 	@status=0; \
 	$(BIN)/reprobook run --jobs $(JOBS) || status=$$?; \
-	$(BIN)/reprobook ledger; \
+	$(BIN)/reprobook ledger || status=$$?; \
 	$(BIN)/reprobook book || status=1; \
 	exit $$status
 

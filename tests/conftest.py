@@ -45,13 +45,13 @@ claims:
 """
 
 
-def toy_notebook(name: str, body: str, params: str = "") -> dict:
+def toy_notebook(name: str, body: str, params: str = "", slug: str = "toy") -> dict:
     return make_notebook([
         ("markdown", f"# {name}", []),
         ("code", 'profile: str = "reduced"  # the profile\nseed: int = 0  # the seed\n' + params, ["parameters"]),
         ("code", f"""
             from reprobook import core
-            run = core.start("toy", "{name}", profile=profile, seed=seed, threads=1)
+            run = core.start("{slug}", "{name}", profile=profile, seed=seed, threads=1)
         """, []),
         ("code", body, []),
     ])

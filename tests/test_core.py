@@ -80,6 +80,8 @@ def test_verdicts_follow_the_check() -> None:
     (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "reproduced: {maximum: 0.5}"), "unknown condition key"),
     (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "partial: {max: 0.5}"), "needs a 'reproduced' condition"),
     (TOY_CLAIMS.replace("id: T2", "id: T1"), "duplicate claim id T1"),
+    (TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}", "check:\n      full: {reproduced: {max: 1}}"),
+     "names both profiles; missing: reduced"),
     (TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}", "check:\n      fast: {reproduced: {max: 1}}"),
      "unknown key"),
     ("paper: {}\nclaims: [", "not valid YAML"),

@@ -28,25 +28,40 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
     assert statuses(second) == {"01_draw.ipynb": "cached", "02_count.ipynb": "cached"}
     assert not second.executed
 
-    # Editing one notebook re-runs that one only.
-    nb = toy_book / "notebooks" / "01_toy" / "01_draw.ipynb"
-    data = json.loads(nb.read_text())
-    data["cells"][0]["source"] = "# 01_draw, edited"
-    nb.write_text(json.dumps(data))
-    third = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
-    assert statuses(third) == {"01_draw.ipynb": "ok", "02_count.ipynb": "cached"}
+    # Editing the last notebook re-runs that one only; editing the first re-runs the chapter from
+    # there on, since a later notebook may show what an earlier one recorded.
+    for name, expected in (("02_count", {"01_draw.ipynb": "cached", "02_count.ipynb": "ok"}),
+                           ("01_draw", {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"})):
+        nb = toy_book / "notebooks" / "01_toy" / f"{name}.ipynb"
+        data = json.loads(nb.read_text())
+        data["cells"][0]["source"] = f"# {name}, edited"
+        nb.write_text(json.dumps(data))
+        assert statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None)) == expected, name
 
-    # The chapter's library, the lock file and the claims file each invalidate the whole chapter.
-    for path in (toy_book / "lib" / "reprobook" / "papers" / "toy" / "__init__.py", toy_book / "requirements.lock",
-                 toy_book / "notebooks" / "01_toy" / "claims.yml"):
+    # The core library, the chapter's library, the lock file and the claims file each invalidate it all.
+    core = toy_book / "lib" / "reprobook" / "core" / "claims.py"
+    core.parent.mkdir(parents=True)
+    core.write_text("# core\n")
+    for path in (core, toy_book / "lib" / "reprobook" / "papers" / "toy" / "__init__.py",
+                 toy_book / "requirements.lock", toy_book / "notebooks" / "01_toy" / "claims.yml"):
         path.write_text(path.read_text() + "\n# changed\n")
         again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
         assert statuses(again) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, path.name
 
-    # Another profile's parameters are another key.
+    # A results file deleted, or rewritten by a run outside the runner, makes its notebook run again.
+    draw = toy_book / "_build" / "results" / "reduced" / "toy" / "01_draw.json"
+    draw.unlink()
+    assert statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None))["01_draw.ipynb"] == "ok"
+    draw.write_text(draw.read_text().replace('"seed": 0', '"seed": 5'))
+    assert statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None))["01_draw.ipynb"] == "ok"
+
+    # Other parameters are another key; the results record them and the ledger shows them.
     other = runner.run(root=toy_book, overrides={"n": 4}, progress=False, echo=lambda *_: None)
     assert statuses(other) == {"01_draw.ipynb": "cached", "02_count.ipynb": "ok"}
     assert results(toy_book, "02_count")["claims"]["T2"]["value"] == 4
+    assert results(toy_book, "02_count")["overrides"] == {"n": 4}
+    row = {r["claim"]: r for r in ledger.collect("reduced", toy_book)}["T2"]
+    assert ledger.run_cell(row) == "reduced (n=4)"
 
     manifest = json.loads((toy_book / "_build" / "runs" / "reduced" / "manifest.json").read_text())
     assert {"git_commit", "packages", "hardware", "notebooks"} <= set(manifest)
@@ -64,14 +79,22 @@ def test_failing_notebook_does_not_stop_the_others(toy_book: Path, monkeypatch, 
     partial = toy_book / "_build" / "executed" / "reduced" / "notebooks" / "01_toy" / "01_draw.ipynb"
     assert "deliberate failure" in partial.read_text()  # the partial output keeps the error
     assert results(toy_book, "02_count")["claims"]["T2"]["value"] == 3  # the other notebook ran
-    # A failed notebook is not cached: the next run tries it again.
+    # A failed notebook is not cached: the next run tries it again, and a notebook that fails on a
+    # re-run leaves none of its earlier claims behind.
     again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
     assert statuses(again) == {"01_draw.ipynb": "failed", "02_count.ipynb": "cached"}
+    write_nb(toy_book / "notebooks" / "01_toy" / "02_count.ipynb",
+             toy_notebook("02_count", "raise ValueError('now broken')", params="n: int | None = None  # n\n"))
+    runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    assert "T2" not in results(toy_book, "02_count")["claims"]
+    assert {r["claim"]: r["verdict"] for r in ledger.collect("reduced", toy_book)}["T2"] == "not_run"
 
 
 def test_unknown_override_is_refused_before_anything_runs(toy_book: Path, monkeypatch, capsys) -> None:
     with pytest.raises(runner.RunError, match=r"no notebook .* parameter named stepz; their parameters: n, profile, seed"):
         runner.run(root=toy_book, overrides={"stepz": 3}, progress=False)
+    with pytest.raises(runner.RunError, match=r"--profile reduced\|full, not with -p"):
+        runner.run(root=toy_book, overrides={"profile": "full"}, progress=False)
     assert not (toy_book / "_build" / "executed").exists()
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     assert cli.main(["run", "-p", "stepz=3"]) == 2
@@ -133,3 +156,22 @@ def test_notebooks_of_a_chapter_run_in_order(toy_book: Path) -> None:
     """, params="n: int | None = None  # an override\\n"))
     summary = runner.run(root=toy_book, jobs=2, progress=False, echo=lambda *_: None)
     assert statuses(summary) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, [j.error for j in summary.jobs]
+
+
+def test_chapters_run_in_parallel(toy_book: Path) -> None:
+    """Two chapters run side by side: the run takes clearly less than its notebooks in turn."""
+    import time
+
+    other = toy_book / "notebooks" / "02_other"
+    other.mkdir()
+    (other / "index.md").write_text("# Other\n")
+    (other / "claims.yml").write_text((toy_book / "notebooks" / "01_toy" / "claims.yml").read_text().split("  - id: T2")[0])
+    write_nb(other / "01_draw.ipynb", toy_notebook("01_draw", "import time; time.sleep(3); run.record('T1', 0.1)",
+                                                   slug="other"))
+    t0 = time.perf_counter()
+    summary = runner.run(root=toy_book, jobs=2, progress=False, echo=lambda *_: None)
+    wall = time.perf_counter() - t0
+    assert [j.status for j in summary.jobs] == ["ok", "ok", "ok"], [j.error for j in summary.jobs]
+    assert wall < 0.85 * sum(j.wall_s for j in summary.jobs), (wall, [j.wall_s for j in summary.jobs])
+    assert results(toy_book, "01_draw")["chapter"] == "toy"
+    assert json.loads((toy_book / "_build" / "results" / "reduced" / "other" / "01_draw.json").read_text())["claims"]

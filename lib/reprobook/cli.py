@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
     s.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a notebook parameter (refused if no chosen notebook has it)")
-    s.add_argument("--jobs", "-j", type=int, default=2, help="notebooks executed at once (default 2)")
+    s.add_argument("--jobs", "-j", type=int, default=2, help="chapters executed at once (default 2); a chapter's notebooks run in order")
     s.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
     s.add_argument("--timeout", type=float, default=3600, help="seconds per notebook before it is stopped")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

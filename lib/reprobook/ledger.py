@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .core.chapters import VERDICT_LABELS, find_chapters
-from .core.claims import format_value, load_results
+from .core.claims import format_value, load_records
 from .core.paths import book_root
-
-COLUMNS = ("chapter", "claim", "statement", "metric", "paper_value", "value", "verdict", "profile", "seed", "notebook")
 
 
 def collect(profile: str = "reduced", root: Path | None = None) -> list[dict[str, Any]]:
@@ -23,44 +21,55 @@ def collect(profile: str = "reduced", root: Path | None = None) -> list[dict[str
     root = root or book_root()
     rows = []
     for ch in find_chapters(root):
-        recorded: dict[str, dict[str, Any]] = {}
-        for data in load_results(profile, root, ch.slug):
-            for cid, entry in data.get("claims", {}).items():
-                recorded[cid] = {"value": entry["value"], "seed": data.get("seed"), "details": entry.get("details", {}),
-                                 "commit": data.get("facts", {}).get("git_commit"),
-                                 "hardware": data.get("facts", {}).get("hardware", {})}
+        records = load_records(ch, profile, root)
         for c in ch.claims:
-            rec = recorded.get(c.id, {})
+            rec = records.get(c.id, {})
             value = rec.get("value")
+            facts = rec.get("facts", {})
             rows.append({
                 "chapter": ch.slug, "number": ch.number, "title": ch.title, "claim": c.id, "statement": c.claim,
                 "metric": c.metric, "paper_value": c.paper_value, "source": c.source, "value": value,
                 "verdict": c.verdict(value, profile), "profile": profile, "seed": rec.get("seed"),
-                "notebook": c.notebook, "commit": rec.get("commit"), "hardware": rec.get("hardware"),
+                "overrides": rec.get("overrides", {}), "notebook": c.notebook,
+                "commit": facts.get("git_commit"), "hardware": facts.get("hardware"),
             })
     return rows
 
 
-def _cell(value: Any) -> str:
+def value_cell(value: Any) -> str:
     return "" if value is None else format_value(value)
+
+
+def run_cell(row: dict[str, Any]) -> str:
+    """The profile, with any parameter the runner overrode (``reduced (n_instances=5)``)."""
+    extra = ", ".join(f"{k}={v}" for k, v in sorted((row.get("overrides") or {}).items()))
+    return f"{row['profile']} ({extra})" if extra else row["profile"]
+
+
+def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A MyST/GitHub Markdown table; pipes and newlines inside cells are escaped."""
+    def cell(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def render(rows: list[dict[str, Any]], fmt: str = "table") -> str:
     """The ledger as a plain-text table, a Markdown table, or JSON."""
     if fmt == "json":
         return json.dumps(rows, indent=2)
-    headers = ["chapter", "claim", "metric", "paper", "ours", "verdict", "profile", "seed"]
-    body = [[r["chapter"], r["claim"], r["metric"], r["paper_value"], _cell(r["value"]), VERDICT_LABELS[r["verdict"]],
-             r["profile"], "" if r["seed"] is None else str(r["seed"])] for r in rows]
+    headers = ["chapter", "claim", "statement", "metric", "paper", "ours", "verdict", "profile", "seed"]
+    body = [[r["chapter"], r["claim"], r["statement"], r["metric"], r["paper_value"], value_cell(r["value"]),
+             VERDICT_LABELS[r["verdict"]], run_cell(r), "" if r["seed"] is None else str(r["seed"])] for r in rows]
     if fmt == "markdown":
-        esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-        lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-        lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
-        return "\n".join(lines)
+        return markdown_table(headers, body)
     if fmt == "table":
         from tabulate import tabulate
 
-        return tabulate(body, headers=headers, tablefmt="simple", maxcolwidths=[None, None, 40, 18, 12, None, None, None])
+        return tabulate(body, headers=headers, tablefmt="simple",
+                        maxcolwidths=[None, None, 36, 28, 14, 10, 12, 14, None])
     raise ValueError(f"unknown ledger format {fmt!r}; valid formats: table, markdown, json")
 
 

@@ -20,6 +20,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +32,7 @@ from typing import Any
 import yaml
 
 from .core.chapters import Chapter, find_chapters, get_chapter
-from .core.paths import atomic_write_text, book_root, results_dir
+from .core.paths import atomic_write_text, book_root, results_dir, results_file
 from .core.profiles import PROFILE_NAMES
 from .core.runtime import runtime_facts
 
@@ -104,10 +105,14 @@ def _tree_files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")]
 
 
-def notebook_key(root: Path, chapter: Chapter, notebook: Path, profile: str, params: dict[str, Any]) -> str:
-    """The cache key: what, if changed, makes a notebook's last output stale."""
+def notebook_key(root: Path, chapter: Chapter, notebook: Path, profile: str, params: dict[str, Any],
+                 previous: str = "") -> str:
+    """The cache key: what, if changed, makes a notebook's last output stale. ``previous`` is
+    the key of the chapter's preceding notebook: a notebook may show what earlier ones of its
+    chapter recorded, so a change upstream re-runs everything after it."""
     h = hashlib.sha256()
-    h.update(json.dumps({"profile": profile, "params": params}, sort_keys=True, default=str).encode())
+    h.update(json.dumps({"profile": profile, "params": params, "previous": previous}, sort_keys=True,
+                        default=str).encode())
     files = [notebook, chapter.folder / "claims.yml"]
     files += _tree_files(root / "lib" / "reprobook" / "core")
     files += _tree_files(root / "lib" / "reprobook" / "papers" / chapter.slug)
@@ -158,6 +163,10 @@ def _peak_rss_of_tree(proc: subprocess.Popen, stop: threading.Event, out: list[f
     out.append(peak / 2**20)
 
 
+def file_digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
 def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
     source = root / job.notebook
     output = root / job.output
@@ -165,14 +174,20 @@ def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -
     cmd = [sys.executable, "-m", "reprobook.execute", str(source), str(output), json.dumps(job.params),
            str(source.parent)]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**env, "REPROBOOK_OVERRIDES": json.dumps({k: v for k, v in job.params.items() if k != "profile"})}
+    # a session of its own, so a timeout stops the kernel too, not only the wrapper
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     stop, peak = threading.Event(), []
     watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
     watcher.start()
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         stdout, stderr = proc.communicate()
         stderr = f"timed out after {timeout:.0f} s\n" + (stderr or "")
     stop.set()
@@ -262,6 +277,8 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
                 raise RunError(f"{nb.relative_to(root)}: its parameters cell has no 'profile'")
             accepted |= set(names)
             per_notebook.append((ch, nb, names))
+    if "profile" in overrides:
+        raise RunError("the profile is chosen with --profile reduced|full, not with -p profile=...")
     unknown = sorted(set(overrides) - accepted)
     if unknown:
         raise RunError(
@@ -270,16 +287,21 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
         )
     state = load_state(root, profile)
     jobs = []
+    previous: dict[str, str] = {}  # chapter slug -> key of its last notebook so far
     for ch, nb, names in per_notebook:
         params = {"profile": profile, **{k: v for k, v in overrides.items() if k in names}}
         rel = str(nb.relative_to(root))
-        key = notebook_key(root, ch, nb, profile, params)
+        key = notebook_key(root, ch, nb, profile, params, previous.get(ch.slug, ""))
+        previous[ch.slug] = key
         output = str(Path("_build") / "executed" / profile / rel)
         job = Job(chapter=ch.slug, notebook=rel, params=params, key=key, output=output)
-        last = state.get(rel)
-        results = results_dir(root) / profile / ch.slug / f"{nb.stem}.json"
-        fresh = (last and last.get("key") == key and last.get("status") == "ok" and (root / output).exists()
-                 and (results.exists() or not any(c.notebook == nb.stem for c in ch.claims)))
+        last = state.get(rel) or {}
+        records = any(c.notebook == nb.stem for c in ch.claims)
+        results = results_file(profile, ch.slug, nb.stem, root)
+        # fresh: same key, last run succeeded, its output is there, and its results file is the
+        # one that run wrote (not one a hand-run in Jupyter left since)
+        fresh = (last.get("key") == key and last.get("status") == "ok" and (root / output).exists()
+                 and (file_digest(results) == last.get("results_sha256") if records else True))
         if fresh and not force:
             job.status = "cached"
             job.wall_s, job.peak_mb, job.finished = last.get("wall_s"), last.get("peak_mb"), last.get("finished")
@@ -304,8 +326,7 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     n_chapters = len({j.chapter for j in pending})
     env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)))
     for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
-        stale = results_dir(root) / profile / job.chapter / f"{Path(job.notebook).stem}.json"
-        stale.unlink(missing_ok=True)
+        results_file(profile, job.chapter, Path(job.notebook).stem, root).unlink(missing_ok=True)
         state.pop(job.notebook, None)
     bar = None
     if progress and pending:
@@ -317,8 +338,9 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     def finished(job: Job) -> None:
         with lock:
             if job.status == "ok":
+                results = results_file(profile, job.chapter, Path(job.notebook).stem, root)
                 state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
-                                       "finished": job.finished}
+                                       "finished": job.finished, "results_sha256": file_digest(results)}
             atomic_write_text(_state_path(root, profile), json.dumps(state, indent=2) + "\n")
             if bar is not None:
                 bar.set_postfix_str(f"{Path(job.notebook).name} {job.status}")

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 from .core.chapters import VERDICT_LABELS, find_chapters
-from .core.claims import format_value
 from .core.paths import book_root
 from . import ledger
 
@@ -44,16 +43,17 @@ def _run_facts(root: Path, profile: str) -> str:
 def status_box(rows: list[dict], profile: str) -> str:
     """The admonition that opens a chapter: each claim, our value and its verdict."""
     n_rep = sum(r["verdict"] == "reproduced" for r in rows)
-    lines = [f"```{{admonition}} Status at the {profile} profile: {n_rep} of {len(rows)} claims reproduced",
-             ":class: tip", "",
-             "| claim | metric | paper | ours | verdict |", "|---|---|---|---|---|"]
-    for r in rows:
-        value = "" if r["value"] is None else format_value(r["value"])
-        cells = [r["claim"], r["metric"], r["paper_value"], value, VERDICT_LABELS[r["verdict"]]]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
-    lines += ["", "The verdicts are computed from each claim's check in `claims.yml`; the "
-              "[claims ledger](ledger-page) gathers every chapter.", "```"]
-    return "\n".join(lines)
+    table = ledger.markdown_table(
+        ["claim", "metric", "paper", "ours", "verdict"],
+        [[r["claim"], r["metric"], r["paper_value"], ledger.value_cell(r["value"]), VERDICT_LABELS[r["verdict"]]]
+         for r in rows])
+    overridden = sorted({ledger.run_cell(r) for r in rows if r.get("overrides")})
+    note = f" Some values were measured with overridden parameters: {'; '.join(overridden)}." if overridden else ""
+    return "\n".join([
+        f"```{{admonition}} Status at the {profile} profile: {n_rep} of {len(rows)} claims reproduced",
+        ":class: tip", "", table, "",
+        "The verdicts are computed from each claim's check in `claims.yml`; the "
+        f"[claims ledger](ledger-page) gathers every chapter.{note}", "```"])
 
 
 def ledger_page(root: Path, profile: str) -> str:
@@ -65,20 +65,18 @@ def ledger_page(root: Path, profile: str) -> str:
     for ch in find_chapters(root):
         mine = [r for r in rows if r["chapter"] == ch.slug]
         index = f"/{ch.folder.relative_to(root).as_posix()}/index"
-        lines = [f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{index}>`", "",
-                 "| claim | statement | metric | paper | ours | verdict | seed |", "|---|---|---|---|---|---|---|"]
-        for r in mine:
-            cells = [r["claim"], r["statement"], r["metric"], r["paper_value"],
-                     "" if r["value"] is None else format_value(r["value"]), VERDICT_LABELS[r["verdict"]],
-                     "" if r["seed"] is None else r["seed"]]
-            lines.append("| " + " | ".join(str(x).replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
-        parts.append("\n".join(lines))
+        table = ledger.markdown_table(
+            ["claim", "statement", "metric", "paper", "ours", "verdict", "run", "seed"],
+            [[r["claim"], r["statement"], r["metric"], r["paper_value"], ledger.value_cell(r["value"]),
+              VERDICT_LABELS[r["verdict"]], ledger.run_cell(r), "" if r["seed"] is None else r["seed"]] for r in mine])
+        parts.append(f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{index}>`\n\n{table}")
     return "\n\n".join(parts)
 
 
 def stage(root: Path, profile: str, source_only: bool) -> Path:
-    """Copy the book into ``_build/stage`` with executed notebooks and generated pages."""
-    target = root / "_build" / "stage"
+    """Copy the book into ``_build/stage`` with executed notebooks and generated pages
+    (``_build/stage-check`` with the committed notebooks when ``source_only``)."""
+    target = root / "_build" / ("stage-check" if source_only else "stage")
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
@@ -119,10 +117,11 @@ def stage(root: Path, profile: str, source_only: bool) -> Path:
 
 def build(profile: str = "reduced", source_only: bool = False, root: Path | None = None) -> Path:
     """Stage and build; returns the path of the HTML entry page. Raises BuildError on any
-    Sphinx warning (the log names it)."""
+    Sphinx warning (the log names it). A ``source_only`` build (the test suite's check of the
+    book's structure) goes to ``_build/site-check`` and never replaces the rendered book."""
     root = root or book_root()
     staged = stage(root, profile, source_only)
-    out = root / "_build" / "site"
+    out = root / "_build" / ("site-check" if source_only else "site")
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(staged), "--path-output", str(out),
            "-W", "--keep-going", "--quiet"]

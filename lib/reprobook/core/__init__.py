@@ -2,9 +2,9 @@
 offline data and Lightning helpers. ``core`` imports no paper package."""
 
 from .chapters import VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
-from .claims import Run, load_results, load_values, start
+from .claims import Run, load_records, load_results, load_values, start
 from .data import ensure_offline, to_dataset
-from .paths import atomic_write_text, book_root, results_dir
+from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve
 from .runtime import quiet_lightning, runtime_facts, seed_everything
@@ -12,7 +12,7 @@ from .training import make_trainer
 
 __all__ = [
     "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
-    "ensure_offline", "find_chapters", "get_chapter", "load_results", "load_values", "make_trainer",
-    "method_colors", "quiet_lightning", "resolve", "results_dir", "runtime_facts", "seed_everything", "set_theme",
+    "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
+    "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",
     "start", "to_dataset",
 ]

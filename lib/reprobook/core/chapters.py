@@ -65,10 +65,8 @@ class Claim:
 
     def check_for(self, profile: str) -> dict[str, Any]:
         """The check that applies at ``profile`` (a per-profile entry, else the shared one)."""
-        if profile in self.check:
-            return self.check[profile]
         if any(p in self.check for p in ("reduced", "full")):
-            return {"needs_full": True} if profile == "reduced" else {}
+            return self.check[profile]  # the file's loader makes sure both profiles are there
         return self.check
 
     def verdict(self, value: Any, profile: str) -> str:
@@ -188,6 +186,10 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
                 if profile not in ("reduced", "full"):
                     raise ClaimsFileError(f"{where}.check: unknown profile {profile!r}; valid: reduced, full")
                 _check_block(f"{where}.check.{profile}", block)
+            missing_profiles = [p for p in ("reduced", "full") if p not in check]
+            if missing_profiles:
+                raise ClaimsFileError(f"{where}.check: a per-profile check names both profiles; "
+                                      f"missing: {', '.join(missing_profiles)}")
         else:
             _check_block(f"{where}.check", check)
         claims.append(Claim(

@@ -15,11 +15,12 @@ import datetime as _dt
 import json
 import math
 import numbers
+import os
 from pathlib import Path
 from typing import Any
 
 from .chapters import VERDICT_LABELS, Chapter, get_chapter
-from .paths import atomic_write_text, book_root, results_dir
+from .paths import atomic_write_text, book_root, results_dir, results_file
 from .profiles import PROFILE_NAMES, describe
 from .runtime import quiet_lightning, runtime_facts, seed_everything
 
@@ -58,6 +59,21 @@ def _claim_value(value: Any) -> bool | int | float:
     raise TypeError(f"a claim value is a number or a bool, got {type(value).__name__}: {value!r}")
 
 
+OVERRIDES_ENV = "REPROBOOK_OVERRIDES"
+PROFILE_ENV = "REPROBOOK_PROFILE"
+
+
+def _runner_overrides() -> dict[str, Any]:
+    text = os.environ.get(OVERRIDES_ENV)
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"${OVERRIDES_ENV} is not JSON: {text!r}") from None
+    return {k: v for k, v in data.items() if k not in ("profile", "seed")}
+
+
 class Run:
     """One execution of one notebook: its seed, profile and configuration, and the claims it
     has measured so far. Create it with :func:`start`."""
@@ -71,13 +87,16 @@ class Run:
         self.config = config
         self.root = root
         self.threads = threads
-        self.path = results_dir(root) / profile / chapter.slug / f"{notebook}.json"
+        self.path = results_file(profile, chapter.slug, notebook, root)
         self._data: dict[str, Any] = {
             "chapter": chapter.slug,
             "notebook": notebook,
             "profile": profile,
             "seed": seed,
             "config": plain(describe(config)) if config is not None else None,
+            # parameters the runner injected besides profile and seed (say n_instances=5): the
+            # ledger shows them, so a value measured off the profile's sizes is never mistaken
+            "overrides": _runner_overrides(),
             "started": _now(),
             "facts": runtime_facts(root),
             "torch_threads": threads,
@@ -115,7 +134,8 @@ class Run:
         at this profile): paper value, our value, verdict."""
         import pandas as pd
 
-        values = dict(load_values(self.chapter, self.profile, self.root)) if whole_chapter else {}
+        values = ({cid: r["value"] for cid, r in load_records(self.chapter, self.profile, self.root).items()}
+                  if whole_chapter else {})
         values.update({k: v["value"] for k, v in self._data["claims"].items()})
         rows = []
         for c in (self.chapter.claims if whole_chapter else self.claims):
@@ -153,13 +173,25 @@ def load_results(profile: str, root: Path | None = None, slug: str | None = None
     return out
 
 
-def load_values(chapter: Chapter, profile: str, root: Path | None = None) -> dict[str, Any]:
-    """claim id -> {value, seed, notebook, ...} recorded at ``profile`` for ``chapter``."""
-    values: dict[str, Any] = {}
+def load_records(chapter: Chapter, profile: str, root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """claim id -> what was recorded for it at ``profile``: value, seed, notebook, overrides,
+    details and the run's facts. A value counts only from the notebook its claims.yml entry
+    names (a file left by a renamed notebook is ignored)."""
+    owner = {c.id: c.notebook for c in chapter.claims}
+    records: dict[str, dict[str, Any]] = {}
     for data in load_results(profile, root, chapter.slug):
         for cid, entry in data.get("claims", {}).items():
-            values[cid] = entry["value"]
-    return values
+            if owner.get(cid) != data.get("notebook"):
+                continue
+            records[cid] = {"value": entry["value"], "details": entry.get("details", {}), "seed": data.get("seed"),
+                            "notebook": data.get("notebook"), "overrides": data.get("overrides") or {},
+                            "facts": data.get("facts", {})}
+    return records
+
+
+def load_values(chapter: Chapter, profile: str, root: Path | None = None) -> dict[str, Any]:
+    """claim id -> the value recorded at ``profile`` for ``chapter``."""
+    return {cid: r["value"] for cid, r in load_records(chapter, profile, root).items()}
 
 
 def start(chapter: str, notebook: str, profile: str = "reduced", seed: int = 0, config: Any = None,
@@ -173,6 +205,10 @@ def start(chapter: str, notebook: str, profile: str = "reduced", seed: int = 0, 
     """
     if profile not in PROFILE_NAMES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILE_NAMES)}")
+    expected = os.environ.get(PROFILE_ENV)
+    if expected and expected != profile:
+        raise ValueError(f"the runner executes this notebook at profile {expected!r} but its profile parameter is "
+                         f"{profile!r}: choose the profile with `reprobook run --profile`, not with -p")
     root = book_root()
     try:
         ch = get_chapter(chapter, root)

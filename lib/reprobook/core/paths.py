@@ -46,6 +46,11 @@ def results_dir(root: Path | None = None) -> Path:
     return (root or book_root()) / "_build" / "results"
 
 
+def results_file(profile: str, slug: str, notebook: str, root: Path | None = None) -> Path:
+    """The results file of one notebook: ``<results>/<profile>/<chapter slug>/<notebook stem>.json``."""
+    return results_dir(root) / profile / slug / f"{notebook}.json"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename, so a reader never
     sees a half-written file and an interrupted write leaves the old file in place."""

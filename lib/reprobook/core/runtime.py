@@ -56,9 +56,11 @@ def quiet_lightning() -> None:
 
 
 def seed_everything(seed: int, threads: int | None = None) -> int:
-    """Seed Python's ``random``, NumPy's global generator and torch (CPU and CUDA), export the
-    seed to Lightning (``PL_GLOBAL_SEED``, which ``L.seed_everything`` also sets, so Lightning's
-    dataloader workers derive theirs from it), and set torch's thread count.
+    """Seed Python's ``random``, NumPy's global generator and torch (CPU and CUDA), seed
+    Lightning (``L.seed_everything`` when Lightning is imported; otherwise the variables it
+    reads, ``PL_GLOBAL_SEED`` and ``PL_SEED_WORKERS``, so that dataloader workers derive their
+    seeds from it), and set torch's thread count. Importing Lightning only to seed it would cost
+    chapters that never train several seconds.
 
     Returns the number of torch threads. New code should still draw from an explicit
     ``np.random.default_rng(seed)``; the global seeds only guard what does not.
@@ -68,7 +70,11 @@ def seed_everything(seed: int, threads: int | None = None) -> int:
     threads = default_threads() if threads is None else threads
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
-    os.environ["PL_GLOBAL_SEED"] = str(seed)
+    lightning = sys.modules.get("lightning")
+    if lightning is not None:  # already imported: let Lightning seed itself (and its workers)
+        lightning.seed_everything(seed, workers=True, verbose=False)
+    os.environ["PL_GLOBAL_SEED"] = str(seed)  # what L.seed_everything(seed, workers=True) exports,
+    os.environ["PL_SEED_WORKERS"] = "1"  # so a Lightning imported later seeds its workers from it
     random.seed(seed)
     np.random.seed(seed)
     try:
@@ -127,10 +133,24 @@ def hardware() -> dict[str, Any]:
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "gpus": [],
     }
+    facts["gpus"] = gpus()
+    return facts
+
+
+def gpus() -> list[str]:
+    """The names of the GPUs on this machine: from ``nvidia-smi`` when it is there (no torch
+    import needed), else from torch when it is already imported."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+        if out.returncode == 0:
+            return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        pass
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
-        facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return facts
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return []
 
 
 def runtime_facts(root: Path | None = None) -> dict[str, Any]:

@@ -589,9 +589,9 @@ def staircase_lp_budget(
     div = get_divergence(divergence)
     k = p0.size
     _check_lp_size(k, BUDGET_LP_MAX_K, "the budget LP")
-    if isinstance(max_outputs, bool) or not isinstance(max_outputs, (int, np.integer)) or max_outputs < 1:
-        raise ValueError(f"max_outputs must be a positive integer, got {max_outputs!r}")
-    ell = int(min(max_outputs, k))
+    if max_outputs is None:
+        raise ValueError("the budget LP needs max_outputs, a positive integer; staircase_lp solves the unrestricted case")
+    ell = _check_budget(max_outputs, k)
     n_choices = sum(math.comb((1 << k) - 1, s) for s in range(1, ell + 1))
     if n_choices > BUDGET_LP_MAX_CHOICES:
         raise ValueError(
