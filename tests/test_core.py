@@ -175,7 +175,7 @@ def test_plain_makes_numpy_json_ready() -> None:
     assert json.loads(json.dumps(out)) == {"a": [0, 1, 2], "b": 0.5, "c": [2, True]}
 
 
-def test_lightning_trainer_is_quiet_and_deterministic() -> None:
+def test_lightning_trainer_is_quiet_and_deterministic(capfd) -> None:
     import lightning as L
     import torch
 
@@ -200,3 +200,6 @@ def test_lightning_trainer_is_quiet_and_deterministic() -> None:
         core.make_trainer(max_steps=8).fit(model, data)
         weights.append(model.lin.weight.detach().clone())
     assert torch.equal(weights[0], weights[1])
+    printed = "".join(capfd.readouterr())
+    for chatter in ("GPU available", "TPU available", "Seed set", "litlogger", "does not have many workers"):
+        assert chatter not in printed, printed

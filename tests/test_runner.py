@@ -175,3 +175,11 @@ def test_chapters_run_in_parallel(toy_book: Path) -> None:
     assert wall < 0.85 * sum(j.wall_s for j in summary.jobs), (wall, [j.wall_s for j in summary.jobs])
     assert results(toy_book, "01_draw")["chapter"] == "toy"
     assert json.loads((toy_book / "_build" / "results" / "reduced" / "other" / "01_draw.json").read_text())["claims"]
+
+
+def test_list_names_chapters_notebooks_and_claims(toy_book: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "01 toy: A toy paper (2 claims)"
+    assert out[1:] == ["    01_draw.ipynb  [T1]", "    02_count.ipynb  [T2]"]
