@@ -390,13 +390,10 @@ def optimal_mechanism(
     """The optimal eps-LDP mechanism for D_f(M1 || M0) with at most ``max_outputs`` outputs.
 
     Sort-Partition-Randomize dynamic program, O(ell k^2) time and O(k^2 + ell k) memory:
+    sort, fill the block gains G and the layers F (:func:`dp_tables`, steps 1-3), then
 
-    1. sort the labels by L = p1 / p0, decreasing (:func:`likelihood_order`);
-    2. G[j, i] = g(a, b) for the block of sorted positions j+1..i (:func:`block_gain_matrix`);
-    3. F[0] = (0, -inf, ...), F[l] = max_j (F[l-1][j] + G[j, :]) for l = 1..ell (a max-plus
-       vector-matrix product per layer, with the argmax kept for backtracking);
-    4. l* = argmax_l F[l][k] / Z_l with Z_l = e^eps + l - 1 (the smallest l on ties), then
-       backtrack the cuts.
+    4. l* = argmax_l F[l][k] / Z_l with Z_l = e^eps + l - 1 (the smallest l on ties), and
+       backtrack the cuts of the best partition into l* blocks.
 
     ``max_outputs=None`` means ell = k (the unrestricted optimum); larger values are clipped to
     k. ``max_outputs=1`` gives the constant mechanism, value 0. The recurrence is our
