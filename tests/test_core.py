@@ -203,3 +203,10 @@ def test_lightning_trainer_is_quiet_and_deterministic(capfd) -> None:
     printed = "".join(capfd.readouterr())
     for chatter in ("GPU available", "TPU available", "Seed set", "litlogger", "does not have many workers"):
         assert chatter not in printed, printed
+
+
+def test_resolve_notebook_names_the_notebooks() -> None:
+    table = {"first": PROFILES, "second": PROFILES}
+    assert profiles.resolve_notebook(table, "second", "full", n=2).n == 2
+    with pytest.raises(core.ProfileError, match="unknown notebook 'third'; valid notebooks: first, second"):
+        profiles.resolve_notebook(table, "third", "reduced")

@@ -88,6 +88,16 @@ def resolve(profiles: Mapping[str, T], profile: str, /, **overrides: Any) -> T:
     return dataclasses.replace(base, **given)
 
 
+def resolve_notebook(table: Mapping[str, Mapping[str, T]], notebook: str, profile: str, /, **overrides: Any) -> T:
+    """The configuration of one notebook of a chapter: ``table`` maps notebook names to their
+    ``{"reduced": ..., "full": ...}`` profiles (a chapter's ``config.PROFILES``). Raises
+    :class:`ProfileError` naming the chapter's notebooks for an unknown one, and otherwise as
+    :func:`resolve` does."""
+    if notebook not in table:
+        raise ProfileError(f"unknown notebook {notebook!r}; valid notebooks: {', '.join(table)}")
+    return resolve(table[notebook], profile, **overrides)
+
+
 def describe(config: Any) -> dict[str, Any]:
     """The configuration as a plain dict (for the results file and for display)."""
     return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)

@@ -134,8 +134,6 @@ def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
     Delegates to :func:`reprobook.core.profiles.resolve`, which names the valid profiles and
     keys when a request does not fit. Raises ValueError naming the notebooks for an unknown one.
     """
-    from reprobook.core.profiles import resolve as core_resolve
+    from reprobook.core.profiles import resolve_notebook
 
-    if notebook not in PROFILES:
-        raise ValueError(f"unknown notebook {notebook!r}; valid notebooks: {', '.join(PROFILES)}")
-    return core_resolve(PROFILES[notebook], profile, **overrides)
+    return resolve_notebook(PROFILES, notebook, profile, **overrides)
