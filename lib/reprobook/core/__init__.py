@@ -6,12 +6,13 @@ from .claims import Run, load_records, load_results, load_values, start
 from .data import ensure_offline, to_dataset
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
-from .profiles import ProfileError, resolve
+from .profiles import ProfileError, resolve, resolve_notebook
+from .rng import as_generator
 from .runtime import quiet_lightning, runtime_facts, seed_everything
 from .training import make_trainer
 
 __all__ = [
-    "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
+    "as_generator", "resolve_notebook", "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
     "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
     "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",
     "start", "to_dataset",

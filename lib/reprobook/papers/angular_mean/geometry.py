@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from reprobook.core.rng import as_generator
+
 __all__ = [
     "as_generator",
     "check_profile",
@@ -39,13 +41,6 @@ __all__ = [
 
 SHARE_TOL = 1e-9  # |sum(alphas) - 1| allowed
 _ANTIPODAL_SINE = 1e-14  # |u - <v,u> v| below this with <v,u> < 0 counts as the antipode of v
-
-
-def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
-    """A numpy Generator from a Generator, a seed or None (fresh entropy)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(rng)
 
 
 def check_profile(thetas, alphas=None) -> tuple[np.ndarray, np.ndarray | None]:

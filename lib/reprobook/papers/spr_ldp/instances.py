@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
+from reprobook.core.rng import as_generator
+
 __all__ = [
     "as_generator",
     "dirichlet_pair",
@@ -32,13 +34,6 @@ __all__ = [
 ]
 
 Pair = tuple[np.ndarray, np.ndarray]
-
-
-def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
-    """A numpy Generator from a Generator, a seed or None (fresh entropy)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(rng)
 
 
 def _normalise(p: np.ndarray) -> np.ndarray:
