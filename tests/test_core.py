@@ -122,6 +122,8 @@ def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> No
         run.record("T1", float("nan"))
     with pytest.raises(TypeError, match="number or a bool"):
         run.record("T1", "0.3")
+    with pytest.raises(ValueError, match="record the measured value, not None"):
+        run.record("T1", None)  # None is only for claims that need the full profile
     with pytest.raises(ValueError, match="unknown profile 'big'"):
         core.start("toy", "01_draw", profile="big")
     with pytest.raises(ValueError, match="no notebook '03_x'; its notebooks: 01_draw, 02_count"):
@@ -210,3 +212,66 @@ def test_resolve_notebook_names_the_notebooks() -> None:
     assert profiles.resolve_notebook(table, "second", "full", n=2).n == 2
     with pytest.raises(core.ProfileError, match="unknown notebook 'third'; valid notebooks: first, second"):
         profiles.resolve_notebook(table, "third", "reduced")
+
+
+# --- checkpoints shared between notebooks -------------------------------------------------------
+
+
+def _linear_factory(calls):
+    import torch
+
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 2)
+
+    def train(module):
+        calls.append(1)
+        with torch.no_grad():
+            module.weight.add_(1.0)
+        return module
+
+    return build, train
+
+
+def test_load_or_train_trains_once_then_loads(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    calls: list[int] = []
+    build, train = _linear_factory(calls)
+    first, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1, "b": (1, 2)}, build=build, train=train)
+    assert not loaded and calls == [1]
+    second, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"b": (1, 2), "a": 1}, build=build, train=train)
+    assert loaded and calls == [1]
+    assert torch.equal(first.weight, second.weight) and not second.training
+    files = sorted(p.name for p in (tmp_path / "reduced" / "spr_ldp").iterdir())
+    assert len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".pt")
+    # another key, another profile: trained again
+    core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 2, "b": (1, 2)}, build=build, train=train)
+    core.load_or_train("spr_ldp", "toy", profile="full", key={"a": 1, "b": (1, 2)}, build=build, train=train)
+    assert calls == [1, 1, 1]
+
+
+def test_load_or_train_retrains_a_damaged_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    calls: list[int] = []
+    build, train = _linear_factory(calls)
+    core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
+    (pt,) = (tmp_path / "reduced" / "spr_ldp").glob("*.pt")
+    pt.write_bytes(b"not a checkpoint")
+    _, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
+    assert not loaded and calls == [1, 1]
+    _, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
+    assert loaded and calls == [1, 1]
+
+
+def test_load_or_train_refuses_bad_names_and_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    build, train = _linear_factory([])
+    with pytest.raises(ValueError, match="letters, digits"):
+        core.load_or_train("spr_ldp", "../up", profile="reduced", key={}, build=build, train=train)
+    with pytest.raises(TypeError, match="checkpoint key"):
+        core.load_or_train("spr_ldp", "toy", profile="reduced", key={"x": object()}, build=build, train=train)
+    with pytest.raises(ValueError, match="no paper package"):
+        core.load_or_train("no_such_slug", "toy", profile="reduced", key={}, build=build, train=train)
+    assert not any(tmp_path.iterdir())

@@ -1,6 +1,7 @@
 """What every chapter uses: profiles, seeding and runtime facts, claims, the plotting theme,
 offline data and Lightning helpers. ``core`` imports no paper package."""
 
+from .checkpoints import checkpoints_dir, load_or_train
 from .chapters import VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
 from .claims import Run, load_records, load_results, load_values, start
 from .data import ensure_offline, to_dataset
@@ -12,6 +13,7 @@ from .runtime import quiet_lightning, runtime_facts, seed_everything
 from .training import make_trainer
 
 __all__ = [
+    "checkpoints_dir", "load_or_train",
     "as_generator", "resolve_notebook", "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
     "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
     "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",

@@ -114,13 +114,23 @@ class Run:
 
     def record(self, claim_id: str, value: Any, **details: Any) -> str:
         """Record the measured ``value`` of ``claim_id`` (with optional details such as the
-        number of instances) and return the verdict its check gives at this profile."""
+        number of instances) and return the verdict its check gives at this profile.
+
+        ``value`` may be None only for a claim whose check is ``needs_full`` at this profile (one
+        that cannot be measured here); the details should then say why."""
         claim = self.chapter.claim(claim_id)
         if claim.notebook != self.notebook:
             raise ValueError(
                 f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, not to {self.notebook}"
             )
-        value = _claim_value(value)
+        if value is None:
+            if claim.verdict(None, self.profile) != "needs_full":
+                raise ValueError(
+                    f"claim {claim_id} is checked at profile {self.profile!r}: record the measured value, not None "
+                    "(None is for claims whose check is needs_full at this profile)"
+                )
+        else:
+            value = _claim_value(value)
         self._data["claims"][claim_id] = {"value": value, "details": plain(details), "recorded": _now()}
         self._write()
         return claim.verdict(value, self.profile)

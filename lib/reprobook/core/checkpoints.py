@@ -1,0 +1,130 @@
+"""Checkpoints shared between the notebooks of a chapter.
+
+A chapter may train a model in one notebook and reuse it in the next. The runner orders a
+chapter's notebooks, but a reader may open the third notebook first, and the test suite may run
+two notebooks of one chapter at the same time. So a checkpoint is a cache, never a requirement:
+:func:`load_or_train` loads it when a file for exactly this key exists and trains (then saves)
+otherwise.
+
+The key of a checkpoint is the caller's description of what was trained (configurations, seed,
+data parameters, the key of the model it started from) plus a digest of the chapter's paper
+package and of ``reprobook.core``, so a change to the training code never loads a stale model.
+Files live in ``<results>/../checkpoints/<profile>/<slug>/<name>-<digest>.pt`` (``_build/checkpoints``
+by default) beside a JSON file with the key, and are written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .paths import atomic_write_text, results_dir
+
+CHECKPOINTS_ENV = "REPROBOOK_CHECKPOINTS"
+
+
+def checkpoints_dir(profile: str, slug: str) -> Path:
+    """``$REPROBOOK_CHECKPOINTS/<profile>/<slug>``, else ``checkpoints/<profile>/<slug>`` beside the
+    results folder (``_build/checkpoints/...`` by default)."""
+    env = os.environ.get(CHECKPOINTS_ENV)
+    base = Path(env).expanduser().resolve() if env else results_dir().parent / "checkpoints"
+    return base / profile / slug
+
+
+def source_digest(slug: str) -> str:
+    """SHA-256 over the Python files of ``reprobook.papers.<slug>`` and ``reprobook.core``."""
+    import importlib
+
+    core_dir = Path(__file__).resolve().parent
+    try:
+        package = importlib.import_module(f"reprobook.papers.{slug}")
+    except ModuleNotFoundError as err:
+        raise ValueError(f"no paper package reprobook.papers.{slug} (chapter slug {slug!r})") from err
+    paper_dir = Path(package.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for folder in (paper_dir, core_dir):
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-able form of a key: dataclasses as dicts, tuples as lists, sorted mappings."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"__class__": type(value).__name__, **_canonical(dataclasses.asdict(value))}
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    raise TypeError(
+        f"a checkpoint key holds only dataclasses, mappings, sequences, str, int, float, bool or None; "
+        f"got {type(value).__name__}"
+    )
+
+
+def checkpoint_key(slug: str, name: str, key: Mapping[str, Any]) -> tuple[str, dict]:
+    """The digest and the canonical key of checkpoint ``name`` of chapter ``slug``."""
+    import torch
+
+    full = {"slug": slug, "name": name, "key": _canonical(key), "source": source_digest(slug), "torch": torch.__version__}
+    text = json.dumps(full, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16], full
+
+
+def load_or_train(
+    slug: str,
+    name: str,
+    *,
+    profile: str,
+    key: Mapping[str, Any],
+    build: Callable[[], Any],
+    train: Callable[[Any], Any],
+) -> tuple[Any, bool]:
+    """A trained ``torch.nn.Module``: loaded from its checkpoint when one exists for ``key``,
+    otherwise ``build()``, trained by ``train(module)`` (which trains in place or returns the
+    trained module) and saved.
+
+    Returns ``(module, loaded)``. The module is in eval mode. ``name`` is a file-name stem
+    (letters, digits, ``-``, ``_``); ``key`` must describe everything that decides the trained
+    weights. An unreadable checkpoint file is trained again and replaced, not trusted.
+    """
+    import re
+
+    import torch
+
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise ValueError(f"checkpoint name {name!r}: use letters, digits, '-' and '_' only")
+    digest, full = checkpoint_key(slug, name, key)
+    folder = checkpoints_dir(profile, slug)
+    path = folder / f"{name}-{digest}.pt"
+    module = build()
+    if path.is_file():
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            module.load_state_dict(state)
+            module.eval()
+            return module, True
+        except Exception:  # noqa: BLE001 - a damaged cache is retrained, never trusted
+            pass
+    trained = train(module)
+    module = trained if trained is not None else module
+    module.eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    atomic_write_text(path.with_suffix(".json"), json.dumps(full, indent=1, sort_keys=True))
+    return module, False

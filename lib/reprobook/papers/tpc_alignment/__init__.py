@@ -1,0 +1,14 @@
+"""Chapter 04: "Text as Partial Constraint: Core-Residual Alignment for Robust Vision-Language
+Learning" (arXiv 2607.03143).
+
+Modules: ``data`` (the shapes-and-captions generator, vocabulary, prompts, hard negatives and the
+semantic relevance of each caption), ``loss`` (the TPC objective: consensus core, disagreement,
+core filter, unsaid residual, per-instance temperature, symmetric InfoNCE), ``model`` (the dual
+encoder as a LightningModule), ``train`` (pretraining and the fine-tuning arms, cached between
+notebooks), ``theory`` (Theorem 5.1, Lemma A.1, Theorem 5.2), ``diagnostics`` (dispersion,
+leakage, rank volatility, retrieval, calibration, risk-coverage), ``attacks`` (PGD for
+adversarial fine-tuning; PGD and APGD evaluation through the Adversarial Robustness Toolbox) and
+``config`` (the notebooks' profiles).
+"""
+
+from . import attacks, config, data, diagnostics, evaluate, loss, model, theory, train

@@ -1,0 +1,151 @@
+"""Profiles of the notebooks of the chapter on Text as Partial Constraint (arXiv 2607.03143).
+
+Paper: "Text as Partial Constraint: Core-Residual Alignment for Robust Vision-Language
+Learning", arXiv 2607.03143 (full text read; hyperparameters of its Appendix B.4).
+
+Every notebook may train the models it needs (a checkpoint written by an earlier notebook is
+loaded when its key matches, see :func:`reprobook.core.load_or_train`), so every notebook's
+configuration carries the same data and training fields, :class:`Training`, and adds its own.
+The training fields must agree between notebooks for the checkpoints to be shared; change them
+through the profile, not in one notebook, unless a separate model is what you want.
+
+Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1, C2, C3, C5),
+``calibration`` (C4), ``robustness`` (C7, C8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Training", "DiagnosticConfig", "CoreResidualConfig", "CalibrationConfig", "RobustnessConfig",
+    "PROFILES", "resolve",
+]
+
+
+@dataclass(frozen=True)
+class Training:
+    """Data, encoders and optimisation shared by every notebook (reduced: about 0.1M parameters)."""
+
+    n_train: int = 4000  # generated training images, each with n_views captions
+    n_test: int = 1000  # generated test images (their own seed stream)
+    image_size: int = 32  # pixels per side
+    n_views: int = 5  # caption views per image (K); view 0 states the core only
+    p_mention: float = 0.5  # probability that a view states each non-core attribute
+    image_encoder: str = "cnn"  # "cnn" (reduced) or "vit" (full)
+    embed_dim: int = 64  # joint embedding dimension d
+    text_layers: int = 0  # Transformer layers of the text encoder (0: masked mean of words + MLP)
+    pretrain_steps: int = 300  # CLIP pretraining steps from random initialisation
+    pretrain_lr: float = 3e-3  # AdamW learning rate of pretraining (best zero-shot of 1e-3, 3e-3, 1e-2 at 300 steps)
+    finetune_steps: int = 200  # steps of each fine-tuning arm, all from the same pretrained weights
+    batch_size: int = 128  # images per step (each with its K caption views)
+    lr_encoders: float = 5e-4  # fine-tuning learning rate of both encoders (paper: 5e-5 on pretrained ViTs)
+    lr_filter: float = 5e-3  # learning rate of the core filter (the paper's 10x ratio)
+    weight_decay: float = 0.1  # AdamW weight decay (paper: 0.1)
+    tau0: float = 0.07  # base temperature (paper: 0.07)
+    gamma: float = 1.0  # uncertainty scaling of the temperature (paper: 1.0)
+    lambda_agree: float = 1.0  # weight of the core-agreement term (paper: 1.0)
+    lambda_nc: float = 0.1  # weight of the non-commitment term (paper: 0.1)
+    views: tuple[int, ...] = (3, 4, 5)  # K' drawn per step (paper: 3, 4 or 5)
+    finetune_seeds: tuple[int, ...] = (0, 1)  # fine-tuning seeds of CLIP-FT and TPC (added to the notebook seed)
+
+    def training_fields(self) -> dict[str, Any]:
+        """The shared fields only (the part of a configuration that decides the checkpoints)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Training)}
+
+
+@dataclass(frozen=True)
+class DiagnosticConfig(Training):
+    """C6 and the preliminary study on the pretrained (CLIP-objective) model."""
+
+    theorem_instances: int = 200  # random (v, c, U, rho) instances of Theorem 5.1
+    theorem_dim: int = 64  # ambient dimension of those instances (the embedding dimension)
+    theorem_samples: int = 4000  # sampled members of each ambiguity set
+    dense_grid: int = 200_001  # grid points of the one-dimensional residual subspace (exact minimum)
+    lemma_sets: int = 5000  # random view sets for Lemma A.1 (K = 2..8, some nearly coincident)
+    n_bins: int = 10  # quantile bins of the dispersion and leakage plots
+
+
+@dataclass(frozen=True)
+class CoreResidualConfig(Training):
+    """C1, C2, C3, C5: CLIP-FT against TPC and its four single-factor ablations."""
+
+    ablation_seeds: tuple[int, ...] = (0,)  # fine-tuning seeds of the four ablations (a subset of finetune_seeds)
+    n_bootstrap: int = 2000  # paired bootstrap resamples of the test images (intervals of C3)
+
+
+@dataclass(frozen=True)
+class CalibrationConfig(Training):
+    """C4: retrieval and zero-shot calibration, risk-coverage, the AUROC of u_hat."""
+
+    n_top: int = 100  # hardest non-matching images in each candidate set (paper: 100)
+    n_random: int = 300  # random non-matching images in each candidate set (paper: 300)
+    n_bins: int = 15  # equal-width bins of the ECE (paper: 15)
+
+
+@dataclass(frozen=True)
+class RobustnessConfig(Training):
+    """C7: zero-shot accuracy under PGD and APGD, with and without adversarial fine-tuning."""
+
+    n_attack: int = 500  # test images attacked
+    eps: tuple[float, ...] = (2 / 255, 4 / 255)  # l_inf radii (Table 1 caption: 2/255; Appendix B.3: 4/255)
+    attack_steps: int = 10  # iterations of PGD and APGD-CE
+    adv_eps: float = 4 / 255  # radius of adversarial fine-tuning
+    adv_steps: int = 2  # PGD steps inside each adversarial fine-tuning step
+    adv_alpha: float = 2 / 255  # PGD step size inside adversarial fine-tuning
+    robust_seeds: tuple[int, ...] = (0,)  # fine-tuning seeds attacked and adversarially fine-tuned
+
+
+# The full profile: the brief's scale on one GPU (a ViT with patch 4 on 64x64 images, trained
+# from scratch on a million generated image-caption sets, then every arm fine-tuned, three seeds).
+# Not run on this machine; sized from the brief, about 1-2 GPU hours in all.
+_FULL_TRAINING = dict(
+    n_train=1_000_000,
+    n_test=5000,
+    image_size=64,
+    image_encoder="vit",
+    embed_dim=256,
+    text_layers=4,
+    pretrain_steps=20_000,
+    pretrain_lr=5e-4,
+    finetune_steps=2000,
+    batch_size=1024,
+    lr_encoders=5e-5,
+    lr_filter=5e-4,
+    finetune_seeds=(0, 1, 2),
+)
+
+# Compute time of each notebook at the reduced sizes, 2-core CPU, one torch thread, with and
+# without the checkpoints of earlier notebooks: filled in from `reprobook run` (see the notebooks'
+# title cells).
+PROFILES: dict[str, dict[str, Any]] = {
+    "diagnostic": {
+        "reduced": DiagnosticConfig(),
+        "full": DiagnosticConfig(**_FULL_TRAINING, theorem_instances=2000, theorem_dim=256, lemma_sets=50_000),
+    },
+    "core_residual": {
+        "reduced": CoreResidualConfig(),
+        "full": CoreResidualConfig(**_FULL_TRAINING, ablation_seeds=(0, 1, 2)),
+    },
+    "calibration": {
+        "reduced": CalibrationConfig(),
+        "full": CalibrationConfig(**_FULL_TRAINING),
+    },
+    "robustness": {
+        "reduced": RobustnessConfig(),
+        "full": RobustnessConfig(**_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_seeds=(0, 1, 2)),
+    },
+}
+
+
+def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
+    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied.
+
+    Delegates to :func:`reprobook.core.profiles.resolve_notebook`, which names the valid
+    profiles and keys when a request does not fit.
+    """
+    from reprobook.core.profiles import resolve_notebook
+
+    return resolve_notebook(PROFILES, notebook, profile, **overrides)

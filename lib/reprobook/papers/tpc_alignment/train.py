@@ -1,0 +1,177 @@
+"""Pretraining and the fine-tuning arms of the chapter on "Text as Partial Constraint: Core-Residual
+Alignment for Robust Vision-Language Learning" (arXiv 2607.03143), cached between notebooks.
+
+The paper fine-tunes pretrained OpenCLIP weights. We pretrain a small dual encoder from random
+initialisation with CLIP's loss (:func:`pretrain`), then fine-tune a copy of it, with the core
+filter reset to the identity, for the same number of steps under each arm (:func:`finetune`):
+
+* ``clip_ft``: CLIP's loss (one random caption per image): the baseline;
+* ``tpc``: the full TPC objective (Sec. 4.5);
+* ``no_consensus``, ``gamma0``, ``no_agree``, ``no_nc``: the four single-factor ablations of
+  Table 3 (one random view instead of the consensus core; gamma = 0; lambda_agree = 0;
+  lambda_nc = 0).
+
+An :class:`~.model.AdvConfig` with ``steps > 0`` adds PGD adversarial fine-tuning (TeCoA style).
+Each trained model is a checkpoint of :func:`reprobook.core.load_or_train`, keyed by every
+configuration, the seed, the training data's ``spec`` and (for the arms) the pretrained model's key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from reprobook.core import load_or_train, make_trainer
+from reprobook.core.checkpoints import checkpoint_key
+
+from .data import ShapesCaptions, ShapesCaptionsDataModule
+from .loss import TPCConfig
+from .model import AdvConfig, DualEncoder, ModelConfig, OptimConfig
+
+__all__ = ["SLUG", "ARMS", "arm_objective", "fit", "pretrain", "finetune", "Setup", "setup", "datasets", "pretrained", "arm_model"]
+
+SLUG = "tpc_alignment"
+ARMS: tuple[str, ...] = ("clip_ft", "tpc", "no_consensus", "gamma0", "no_agree", "no_nc")
+
+
+def arm_objective(arm: str, base: TPCConfig) -> TPCConfig:
+    """The objective of a fine-tuning arm: ``base`` with objective "tpc", except clip_ft ("clip")
+    and the ablations (consensus False, gamma 0, lambda_agree 0, lambda_nc 0)."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {ARMS}")
+    changes: dict[str, object] = {
+        "clip_ft": {"objective": "clip"},
+        "tpc": {"objective": "tpc"},
+        "no_consensus": {"objective": "tpc", "consensus": False},
+        "gamma0": {"objective": "tpc", "gamma": 0.0},
+        "no_agree": {"objective": "tpc", "lambda_agree": 0.0},
+        "no_nc": {"objective": "tpc", "lambda_nc": 0.0},
+    }[arm]
+    return dataclasses.replace(base, **changes)
+
+
+def fit(module: DualEncoder, train: ShapesCaptions, *, seed: int) -> DualEncoder:
+    """Train ``module`` for ``module.optim.steps`` steps on ``train`` (batches shuffled with ``seed``),
+    with :func:`reprobook.core.make_trainer` (quiet, deterministic, gradient clipping)."""
+    optim = module.optim
+    data = ShapesCaptionsDataModule(train, batch_size=optim.batch_size, seed=seed)
+    trainer = make_trainer(max_steps=optim.steps, gradient_clip_val=optim.grad_clip)
+    trainer.fit(module, datamodule=data)
+    return module
+
+
+def _pretrain_key(train: ShapesCaptions, model: ModelConfig, optim: OptimConfig, tau0: float, seed: int) -> dict:
+    return {"data": train.spec, "model": model, "objective": TPCConfig(objective="clip", tau0=tau0), "optim": optim,
+            "seed": seed}
+
+
+def pretrain(train: ShapesCaptions, *, model: ModelConfig, optim: OptimConfig, tau0: float, seed: int,
+             profile: str) -> tuple[DualEncoder, bool]:
+    """A dual encoder trained from random initialisation (``seed``) with CLIP's loss for
+    ``optim.steps`` steps; loaded from its checkpoint when one exists.
+
+    Returns ``(model, loaded)``. ``model.checkpoint_key`` is the checkpoint's digest, the
+    ``base_key`` of :func:`finetune`."""
+    objective = TPCConfig(objective="clip", tau0=tau0)
+    key = _pretrain_key(train, model, optim, tau0, seed)
+    module, loaded = load_or_train(
+        SLUG, "pretrain", profile=profile, key=key,
+        build=lambda: DualEncoder(model, objective, optim, None, seed),
+        train=lambda m: fit(m, train, seed=seed),
+    )
+    module.checkpoint_key = checkpoint_key(SLUG, "pretrain", key)[0]
+    return module, loaded
+
+
+def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: str, objective: TPCConfig,
+             optim: OptimConfig, adv: AdvConfig | None, seed: int, profile: str) -> tuple[DualEncoder, bool]:
+    """Fine-tune a copy of ``base`` (its core filter reset to the identity) with the objective of
+    ``arm`` (:func:`arm_objective` of ``objective``) and, when ``adv.steps > 0``, PGD adversarial
+    training; checkpoint ``ft-<arm>`` (``ft-<arm>-adv``) keyed by ``base_key`` and everything else.
+
+    Returns ``(model, loaded)``; ``model.checkpoint_key`` is set as in :func:`pretrain`."""
+    if not isinstance(base, DualEncoder):
+        raise TypeError(f"base must be a DualEncoder, got {type(base).__name__}")
+    if not isinstance(base_key, str) or not base_key:
+        raise ValueError(
+            f"base_key must be a non-empty string (the pretrained model's checkpoint_key), got {base_key!r}"
+        )
+    obj = arm_objective(arm, objective)
+    adversarial = adv is not None and adv.active
+    name = f"ft-{arm}" + ("-adv" if adversarial else "")
+    key = {"base": base_key, "arm": arm, "data": train.spec, "model": base.model_cfg, "objective": obj,
+           "optim": optim, "adv": adv if adversarial else None, "seed": seed}
+    state = {k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"}  # weights only
+
+    def build() -> DualEncoder:
+        module = DualEncoder(base.model_cfg, obj, optim, adv if adversarial else None, seed)
+        missing, unexpected = module.load_state_dict(state, strict=False)
+        if unexpected or set(missing) != {"curve"}:
+            raise RuntimeError(f"base weights do not fit the model: missing {missing}, unexpected {unexpected}")
+        module.core_filter.reset_identity()
+        return module
+
+    module, loaded = load_or_train(SLUG, name, profile=profile, key=key, build=build,
+                                   train=lambda m: fit(m, train, seed=seed))
+    module.checkpoint_key = checkpoint_key(SLUG, name, key)[0]
+    return module, loaded
+
+
+# ---------------------------------------------------------------------------------------------
+# what the notebooks call: one profile configuration -> data, the pretrained model, the arms
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """The library objects one notebook configuration (:class:`config.Training`) stands for."""
+
+    model: ModelConfig
+    objective: TPCConfig  # the paper's objective with the profile's coefficients (arm "tpc")
+    pretrain: OptimConfig
+    finetune: OptimConfig
+    adv: AdvConfig | None  # adversarial fine-tuning (robustness notebook), else None
+
+
+def setup(cfg) -> Setup:
+    """Map the flat fields of a notebook configuration onto the library's configurations.
+
+    Pretraining uses ``pretrain_lr`` for both encoders (the core filter is not used by CLIP's
+    loss); fine-tuning uses ``lr_encoders`` and ``lr_filter``. ``adv`` is built when the
+    configuration has ``adv_steps`` (the robustness notebook)."""
+    model = ModelConfig(image_encoder=cfg.image_encoder, image_size=cfg.image_size, embed_dim=cfg.embed_dim,
+                        text_width=cfg.embed_dim, text_layers=cfg.text_layers)
+    objective = TPCConfig(tau0=cfg.tau0, gamma=cfg.gamma, lambda_agree=cfg.lambda_agree, lambda_nc=cfg.lambda_nc,
+                          views=tuple(cfg.views))
+    pre = OptimConfig(steps=cfg.pretrain_steps, batch_size=cfg.batch_size, lr_encoders=cfg.pretrain_lr,
+                      lr_filter=cfg.pretrain_lr, weight_decay=cfg.weight_decay)
+    fine = OptimConfig(steps=cfg.finetune_steps, batch_size=cfg.batch_size, lr_encoders=cfg.lr_encoders,
+                       lr_filter=cfg.lr_filter, weight_decay=cfg.weight_decay)
+    adv = None
+    if getattr(cfg, "adv_steps", 0):
+        adv = AdvConfig(eps=cfg.adv_eps, alpha=cfg.adv_alpha, steps=cfg.adv_steps)
+    return Setup(model, objective, pre, fine, adv)
+
+
+def datasets(cfg, seed: int) -> tuple[ShapesCaptions, ShapesCaptions]:
+    """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream)."""
+    from .data import generate
+
+    common = dict(image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention)
+    return generate(cfg.n_train, seed, **common), generate(cfg.n_test, seed + 1, **common)
+
+
+def pretrained(cfg, train: ShapesCaptions, *, seed: int, profile: str) -> tuple[DualEncoder, bool]:
+    """The CLIP-pretrained model of this configuration (loaded when an earlier notebook trained it)."""
+    s = setup(cfg)
+    return pretrain(train, model=s.model, optim=s.pretrain, tau0=cfg.tau0, seed=seed, profile=profile)
+
+
+def arm_model(cfg, base: DualEncoder, train: ShapesCaptions, arm: str, *, seed: int, profile: str,
+              adversarial: bool = False) -> tuple[DualEncoder, bool]:
+    """Fine-tuning arm ``arm`` from ``base`` (``adversarial``: with the configuration's PGD
+    adversarial fine-tuning, which needs ``adv_steps`` > 0)."""
+    s = setup(cfg)
+    if adversarial and s.adv is None:
+        raise ValueError("adversarial=True needs a configuration with adv_steps > 0 (the robustness notebook's)")
+    return finetune(base, base.checkpoint_key, train, arm=arm, objective=s.objective, optim=s.finetune,
+                    adv=s.adv if adversarial else None, seed=seed, profile=profile)
