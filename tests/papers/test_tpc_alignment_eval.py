@@ -18,6 +18,7 @@ from torch import nn
 from torchmetrics.functional.classification import multiclass_calibration_error
 
 from reprobook.papers.tpc_alignment import attacks, diagnostics as dg, theory as th
+from reprobook.papers.tpc_alignment import data as data_mod, evaluate as ev, loss as lo, model as mo
 
 
 def gen(seed: int) -> torch.Generator:
@@ -497,3 +498,83 @@ def test_robust_accuracy_bad_inputs(probe_data):
         attacks.robust_accuracy(model, x, y, attack="apgd", eps=0.01, steps=5, seed=-1)
     with pytest.raises(ValueError, match="nn.Module"):
         attacks.robust_accuracy(lambda z: z, x, y, attack="pgd", eps=0.01, steps=5, seed=0)
+
+
+# ============================================================================ Lemma A.1 on the training code
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5])
+def test_lemma_a1_u_is_the_training_disagreement(K):
+    """theory.lemma_a1's u equals loss.disagreement(t, loss.consensus_core(t)), the quantity the TPC
+    loss uses, so the lemma is checked on the code used in training; and Lemma A.1's inequalities
+    u <= rho^2 <= K u hold for that u, with rho^2 = max_k ||loss.residual(t_k, c)||^2 from the loss
+    module too."""
+    for seed, spread in enumerate((0.1, 0.5, 2.0)):
+        g = gen(1000 + 10 * K + seed)
+        core = F.normalize(torch.randn(150, 1, 12, generator=g, dtype=torch.float64), dim=-1)
+        t = F.normalize(core + spread * torch.randn(150, K, 12, generator=g, dtype=torch.float64), dim=-1)
+        c = lo.consensus_core(t)
+        u_train = lo.disagreement(t, c)
+        u_lemma, rho2_lemma, _ = th.lemma_a1(t)
+        assert torch.allclose(u_lemma, u_train, rtol=0, atol=1e-12)
+        rho2 = lo.residual(t, c[:, None, :].expand_as(t)).square().sum(-1).amax(-1)
+        assert torch.allclose(rho2, rho2_lemma, rtol=0, atol=1e-12)
+        assert bool((u_train <= rho2 + 1e-12).all()) and bool((rho2 <= K * u_train + 1e-12).all())
+        if K > 1:
+            assert bool((u_train > 1e-4).all())  # non-degenerate sets
+
+
+# ============================================================================ evaluate
+
+
+@pytest.fixture(scope="module")
+def eval_setup():
+    data = data_mod.generate(40, 11)
+    cfg = mo.ModelConfig(cnn_channels=(8, 16, 16), embed_dim=16, text_width=16)
+    model = mo.DualEncoder(cfg, lo.TPCConfig(), mo.OptimConfig(), seed=0)  # identity filter at init
+    return ev.test_set(data), model
+
+
+def test_evaluate_per_image_and_summary_agree_with_diagnostics(eval_setup):
+    """On a tiny generated set with a fresh model (identity filter): cos(c_hat, c) = cos(t, c), the
+    leakage is diagnostics.consensus_leakage against the consensus, the ranks are
+    diagnostics.text_to_image_ranks of the c_hat queries under the caption relevance, and summary
+    restores the model's training mode (train and eval alike)."""
+    test, model = eval_setup
+    e = mo.embed(model, test.data)
+    assert torch.allclose(e.c_hat, e.t, atol=1e-6)  # identity filter
+    per = ev.per_image(model, test)
+    assert per["ranks"].shape == (40, 5)
+    assert torch.allclose(per["cos_chat_c"], per["cos_t_c"], atol=1e-6)
+    leak = dg.consensus_leakage(e.v, e.t)
+    assert torch.allclose(per["leakage"], leak, atol=1e-7)
+    assert torch.equal(per["ranks"], dg.text_to_image_ranks(e.v, e.c_hat, test.relevance))
+    assert torch.allclose(per["u_hat"], torch.zeros(40, 5), atol=1e-6)
+    for mode in (True, False):
+        model.train(mode)
+        out, per2 = ev.summary(model, test)
+        assert model.training is mode
+        assert out["cos_chat_c"] == pytest.approx(out["cos_t_c"], abs=1e-6)
+        assert out["leakage"] == pytest.approx(float(leak.double().mean()), rel=1e-6)
+        assert torch.equal(per2["ranks"], per["ranks"])
+        assert out["t2i_r1"] == pytest.approx(float((per["ranks"] == 1).double().mean()))
+        assert 0.0 <= out["zero_shot"] <= 1.0
+    model.train()
+
+
+def test_evaluate_queries_are_the_filtered_cores(eval_setup):
+    """With a non-identity filter the ranks are those of the c_hat queries (the paper's inference
+    rule), not of the raw captions t, and cos(c_hat, c) is measured on c_hat."""
+    test, base = eval_setup
+    model = mo.DualEncoder(base.model_cfg, lo.TPCConfig(), mo.OptimConfig(), seed=0)
+    with torch.no_grad():
+        model.core_filter.linear.weight.add_(0.8 * torch.randn(16, 16, generator=gen(3)))
+    e = mo.embed(model, test.data)
+    per = ev.per_image(model, test)
+    by_chat = dg.text_to_image_ranks(e.v, e.c_hat, test.relevance)
+    assert torch.equal(per["ranks"], by_chat)
+    assert not torch.equal(by_chat, dg.text_to_image_ranks(e.v, e.t, test.relevance))  # the test can tell
+    c = lo.consensus_core(e.t)
+    assert torch.allclose(per["cos_chat_c"], (e.c_hat * c[:, None]).sum(-1), atol=1e-6)
+    assert not torch.allclose(per["cos_chat_c"], per["cos_t_c"], atol=1e-3)
+    assert torch.allclose(per["leakage"], dg.consensus_leakage(e.v, e.t), atol=1e-7)  # residual by consensus

@@ -577,3 +577,155 @@ def test_training_curve_survives_the_checkpoint(tmp_path, monkeypatch):
     ft, _ = _train.finetune(again, again.checkpoint_key, ds, arm="tpc", objective=_TPCConfig(),
                             optim=_dc.replace(optim, steps=3), adv=None, seed=0, profile="reduced")
     assert len(ft.training_curve()) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# added: the disagreement without its clamp, the K = 1 reduction against a hand-written CLIP loss,
+# the view selection, the query temperature's clip and the fine-tuning stream
+# ---------------------------------------------------------------------------------------------
+
+
+def test_disagreement_equals_the_unclamped_formula_and_antipodal_views():
+    """u_i = (1/K) sum_k (1 - (t_ik . c_i)^2) exactly, compared with the formula written out without
+    a clamp (the [0, 1] range test cannot catch a wrong formula that the clamp hides).
+
+    u = 0 exactly when every view is +-c, not only when the views coincide: the antipodal set
+    {t, t, -t} has c = t and u = 0. "u = 0 iff the views coincide" therefore holds only for views in
+    one hemisphere (all t_k . c >= 0), the setting of Lemma A.1's tests."""
+    for k in (1, 2, 3, 5, 8):
+        t = unit(40, k, 12, seed=20 + k)  # float64 unit views
+        c = Lo.consensus_core(t)
+        u = Lo.disagreement(t, c)
+        dots = torch.einsum("nkd,nd->nk", t, c)
+        ref = (1.0 - dots**2).sum(dim=1) / k  # no clamp
+        assert torch.allclose(u, ref, rtol=0.0, atol=1e-12)
+        if k > 1:
+            assert (ref > 1e-3).all()  # a non-trivial check: random views disagree
+    # antipodal views: c = t, every t_k . c = +-1, so u = 0 although the views do not coincide
+    base = unit(10, 1, 12, seed=30)
+    anti = torch.cat([base, base, -base], dim=1)  # (10, 3, 12) = {t, t, -t}
+    c = Lo.consensus_core(anti)
+    assert torch.allclose(c, base[:, 0], atol=1e-12)
+    assert Lo.disagreement(anti, c).abs().max() < 1e-12
+    assert not torch.allclose(anti[:, 0], anti[:, 2])  # the views are not all equal
+
+
+def _hand_clip_loss(v: torch.Tensor, t: torch.Tensor, tau0: float) -> torch.Tensor:
+    """The standard symmetric CLIP loss, written out: both cross-entropies SUMMED (our info_nce is
+    the sum of the two directions, as the paper writes L_core; CLIP's paper averages them)."""
+    logits = v @ t.T / tau0
+    target = torch.arange(v.shape[0])
+    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
+
+
+def test_tpc_with_one_view_equals_hand_written_clip_loss():
+    """K = 1, gamma = 0, lambda_agree = lambda_nc = 0, identity filter: L_TPC = CLIP's loss, against a
+    hand-written CLIP loss (not the library's clip_loss, which calls the same info_nce).
+
+    Why the reduction holds: with one view c = norm(t) = t (t is a unit vector, F.normalize is
+    idempotent), so L_core is CLIP's InfoNCE at tau0. It still holds with NON-zero gamma and lambdas:
+    u = 1 - (t . c)^2 = 0 whatever the filter, so tau_i = tau0 for every gamma; with the identity filter
+    c_hat = t = c, so L_agree = ||c_hat - c||^2 = 0 and r = t - (t . c_hat) c_hat = 0, so L_nc = 0.
+    With a trained (non-identity) filter only the gamma part survives: L_agree and L_nc are then > 0."""
+    b, d, tau0 = 24, 16, 0.07
+    v, t = unit(b, d, seed=40), unit(b, 1, d, seed=41)
+    ref = _hand_clip_loss(v, t[:, 0], tau0)
+    ident = Lo.CoreFilter(d).double().requires_grad_(False)
+    zero = Lo.TPCConfig(tau0=tau0, gamma=0.0, lambda_agree=0.0, lambda_nc=0.0)
+    assert math.isclose(float(Lo.tpc_loss(v, t, ident, zero)["loss"]), float(ref), rel_tol=0, abs_tol=1e-12)
+    # non-zero gamma and lambdas: u = 0, r = 0 and c_hat = c when K = 1 with the identity filter
+    full = Lo.TPCConfig(tau0=tau0, gamma=2.0, lambda_agree=1.5, lambda_nc=0.7)
+    out = Lo.tpc_loss(v, t, ident, full)
+    assert out["u"].abs().max() < 1e-12
+    assert torch.allclose(out["tau"], torch.full((b,), tau0, dtype=torch.float64), rtol=0, atol=1e-15)
+    assert float(out["agree"]) < 1e-24 and float(out["nc"]) < 1e-24
+    assert math.isclose(float(out["loss"]), float(ref), rel_tol=0, abs_tol=1e-12)
+    # the temperature part needs no identity filter (u = 0 for K = 1); the regularisers do
+    bent = Lo.CoreFilter(d).double().requires_grad_(False)
+    with torch.no_grad():
+        bent.linear.weight.add_(0.5 * torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3)))
+    only_gamma = Lo.TPCConfig(tau0=tau0, gamma=5.0, lambda_agree=0.0, lambda_nc=0.0)
+    assert math.isclose(float(Lo.tpc_loss(v, t, bent, only_gamma)["loss"]), float(ref), rel_tol=0, abs_tol=1e-12)
+    bent_full = Lo.tpc_loss(v, t, bent, full)
+    assert float(bent_full["agree"]) > 1e-3 and float(bent_full["nc"]) > 1e-5
+    assert float(bent_full["loss"]) > float(ref) + 1e-3
+
+
+def _identifiable_tokens(b: int, k: int, length: int = 4) -> torch.Tensor:
+    """tokens[i, k, :] = i * K + k + 1: every (instance, view) pair has its own id."""
+    ids = torch.arange(b * k).reshape(b, k) + 1
+    return ids[:, :, None].expand(b, k, length).clone()
+
+
+@pytest.mark.parametrize("views, k", [((3, 4, 5), 5), ((3, 4, 5), 4), ((2, 7), 4), ((9,), 3)])
+def test_select_views_draws_distinct_views_of_the_instance(views, k):
+    """TPC's step uses K' DISTINCT views of each instance, K' in objective.views capped at K."""
+    b = 16
+    m = M.DualEncoder(TINY, Lo.TPCConfig(views=views), M.OptimConfig(), seed=0)
+    tokens = _identifiable_tokens(b, k)
+    allowed = {min(v, k) for v in views}
+    seen = set()
+    for _ in range(30):
+        chosen, view_index = m._select_views(tokens)
+        assert view_index is None  # the consensus is the target
+        kp = chosen.shape[1]
+        seen.add(kp)
+        assert chosen.shape == (b, kp, tokens.shape[2]) and kp in allowed
+        assert (chosen == chosen[:, :, :1]).all()  # whole views are gathered, not mixed tokens
+        ids = chosen[:, :, 0] - 1  # (B, K')
+        assert torch.equal(ids // k, torch.arange(b)[:, None].expand(b, kp))  # the instance's own views
+        for row in (ids % k).tolist():
+            assert len(set(row)) == kp  # distinct views
+    assert seen == allowed  # every capped size is drawn
+    # the no-consensus ablation draws its target among the K' chosen views
+    ab = M.DualEncoder(TINY, Lo.TPCConfig(views=views, consensus=False), M.OptimConfig(), seed=0)
+    chosen, view_index = ab._select_views(tokens)
+    assert view_index.shape == (b,) and int(view_index.min()) >= 0 and int(view_index.max()) < chosen.shape[1]
+
+
+def test_query_temperature_clips_at_three_tau0_and_is_linear_inside():
+    """tau(y) = clip(tau0 (1 + gamma u_hat), tau0, 3 tau0): gamma = 10 with a far-from-identity filter
+    (u_hat > 0.2 for every query) gives 3 tau0; a near-identity filter (0 < u_hat < 0.2) gives
+    tau0 (1 + gamma u_hat), strictly inside the range."""
+    tau0, gamma, d = 0.07, 10.0, 16
+    t = unit(32, d, seed=50, dtype=torch.float32)
+    g = torch.Generator().manual_seed(5)
+    far = M.DualEncoder(TINY, Lo.TPCConfig(tau0=tau0, gamma=gamma), M.OptimConfig(), seed=0)
+    with torch.no_grad():
+        far.core_filter.linear.weight.copy_(torch.randn(d, d, generator=g))
+        u_hat = 1 - (t * far.cores(t)).sum(-1) ** 2
+    assert (u_hat > 0.25).all()  # tau0 (1 + 10 u_hat) > 3.5 tau0 before the clip
+    assert torch.allclose(far.query_temperature(t), torch.full((32,), 3 * tau0), rtol=0, atol=1e-7)
+    near = M.DualEncoder(TINY, Lo.TPCConfig(tau0=tau0, gamma=gamma), M.OptimConfig(), seed=0)
+    with torch.no_grad():
+        near.core_filter.linear.weight.add_(0.04 * torch.randn(d, d, generator=g))
+        u_hat = 1 - (t * near.cores(t)).sum(-1) ** 2
+    assert (u_hat > 1e-3).all() and (u_hat < 0.18).all()
+    tau = near.query_temperature(t)
+    assert torch.allclose(tau, tau0 * (1 + gamma * u_hat), rtol=1e-5, atol=1e-7)
+    assert (tau > tau0 * 1.01).all() and (tau < 3 * tau0).all()
+
+
+def test_finetune_uses_its_own_stream(small, tmp_path, monkeypatch):
+    """finetune(seed=s) draws its views and batch order from s + FINETUNE_STREAM, never from s (the
+    pretraining's stream with the same seed)."""
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    seen: list[int] = []
+    real_fit = T.fit
+
+    def recording_fit(module, train, *, seed):
+        seen.append(seed)
+        return real_fit(module, train, seed=seed)
+
+    monkeypatch.setattr(T, "fit", recording_fit)
+    s = 4
+    base = M.DualEncoder(TINY, Lo.TPCConfig(objective="clip"), M.OptimConfig(), seed=s)
+    ft = M.OptimConfig(steps=1, batch_size=64)
+    m, loaded = T.finetune(base, "base", small, arm="tpc", objective=Lo.TPCConfig(), optim=ft, adv=None, seed=s,
+                           profile="test")
+    assert not loaded and T.FINETUNE_STREAM != 0
+    assert m.seed == s + T.FINETUNE_STREAM != base.seed
+    assert seen == [s + T.FINETUNE_STREAM]  # the batch order's seed too
+    again, loaded2 = T.finetune(base, "base", small, arm="tpc", objective=Lo.TPCConfig(), optim=ft, adv=None,
+                                seed=s, profile="test")
+    assert loaded2 and again.seed == s + T.FINETUNE_STREAM and seen == [s + T.FINETUNE_STREAM]

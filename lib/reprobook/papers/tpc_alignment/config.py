@@ -27,7 +27,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Training:
-    """Data, encoders and optimisation shared by every notebook (reduced: about 0.1M parameters)."""
+    """Data, encoders and optimisation shared by every notebook (reduced: about 54k parameters)."""
 
     n_train: int = 4000  # generated training images, each with n_views captions
     n_test: int = 1000  # generated test images (their own seed stream)
@@ -63,7 +63,7 @@ class DiagnosticConfig(Training):
     theorem_instances: int = 200  # random (v, c, U, rho) instances of Theorem 5.1
     theorem_dim: int = 64  # ambient dimension of those instances (the embedding dimension)
     theorem_samples: int = 4000  # sampled members of each ambiguity set
-    dense_grid: int = 200_001  # grid points of the one-dimensional residual subspace (exact minimum)
+    dense_grid: int = 200_001  # random members of a two-dimensional residual set (dense enough for a 1e-6 gap)
     lemma_sets: int = 5000  # random view sets for Lemma A.1 (K = 2..8, some nearly coincident)
     n_bins: int = 10  # quantile bins of the dispersion and leakage plots
 

@@ -61,6 +61,7 @@ def summary(model: DualEncoder, test: TestSet) -> tuple[dict[str, float], dict[s
     caption_sensitivity, rank_volatility, i2t_r1/5/10), ``leakage`` (mean (v . r)^2),
     ``leakage_dir`` (mean (v . r)^2 / ||r||^2, the squared cosine between v and the residual's
     direction), ``cos_t_c``, ``cos_chat_c``, ``u_hat`` (means) and ``hard_negative_acc``."""
+    was_training = model.training
     model.eval()
     e = embed(model, test.data)
     out = D.caption_retrieval(e.v, e.c_hat, test.relevance)
@@ -76,4 +77,5 @@ def summary(model: DualEncoder, test: TestSet) -> tuple[dict[str, float], dict[s
     out["cos_chat_c"] = float(per["cos_chat_c"].double().mean())
     out["u_hat"] = float(per["u_hat"].double().mean())
     out["hard_negative_acc"] = D.hard_negative_accuracy(e.v, e.c_hat, e.hard_c_hat)
+    model.train(was_training)
     return out, per

@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 ENCODERS = ("cnn", "vit")
+ADV_STREAM = 1_000_003  # offset of the PGD random starts' seed from the model's seed (its own stream)
 
 
 def _positive_int(name: str, value, least: int = 1) -> None:
@@ -340,7 +341,7 @@ class DualEncoder(L.LightningModule):
     # training --------------------------------------------------------------------------------
     def _adv_generator(self, device: torch.device) -> torch.Generator:
         if self._adv_gen is None or self._adv_gen.device != device:
-            self._adv_gen = torch.Generator(device=device).manual_seed(self.seed + 1)
+            self._adv_gen = torch.Generator(device=device).manual_seed(self.seed + ADV_STREAM)
         return self._adv_gen
 
     def _select_views(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -30,6 +30,8 @@ from .model import AdvConfig, DualEncoder, ModelConfig, OptimConfig
 __all__ = ["SLUG", "ARMS", "arm_objective", "fit", "pretrain", "finetune", "Setup", "setup", "datasets", "pretrained", "arm_model"]
 
 SLUG = "tpc_alignment"
+FINETUNE_STREAM = 7919  # offset of a fine-tuning run's stream seed (views, batch order) from its seed,
+# so that fine-tuning never replays the view draws and batch order of the pretraining with the same seed
 ARMS: tuple[str, ...] = ("clip_ft", "tpc", "no_consensus", "gamma0", "no_agree", "no_nc")
 
 
@@ -88,6 +90,8 @@ def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: st
     ``arm`` (:func:`arm_objective` of ``objective``) and, when ``adv.steps > 0``, PGD adversarial
     training; checkpoint ``ft-<arm>`` (``ft-<arm>-adv``) keyed by ``base_key`` and everything else.
 
+    The run draws its views and batch order from seed ``seed + FINETUNE_STREAM``, so a
+    fine-tuning run with the pretraining's seed does not replay the pretraining's draws.
     Returns ``(model, loaded)``; ``model.checkpoint_key`` is set as in :func:`pretrain`."""
     if not isinstance(base, DualEncoder):
         raise TypeError(f"base must be a DualEncoder, got {type(base).__name__}")
@@ -96,6 +100,7 @@ def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: st
             f"base_key must be a non-empty string (the pretrained model's checkpoint_key), got {base_key!r}"
         )
     obj = arm_objective(arm, objective)
+    stream = seed + FINETUNE_STREAM  # the views and batch order of this run (never the pretraining's)
     adversarial = adv is not None and adv.active
     name = f"ft-{arm}" + ("-adv" if adversarial else "")
     key = {"base": base_key, "arm": arm, "data": train.spec, "model": base.model_cfg, "objective": obj,
@@ -103,7 +108,7 @@ def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: st
     state = {k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"}  # weights only
 
     def build() -> DualEncoder:
-        module = DualEncoder(base.model_cfg, obj, optim, adv if adversarial else None, seed)
+        module = DualEncoder(base.model_cfg, obj, optim, adv if adversarial else None, stream)
         missing, unexpected = module.load_state_dict(state, strict=False)
         if unexpected or set(missing) != {"curve"}:
             raise RuntimeError(f"base weights do not fit the model: missing {missing}, unexpected {unexpected}")
@@ -111,7 +116,7 @@ def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: st
         return module
 
     module, loaded = load_or_train(SLUG, name, profile=profile, key=key, build=build,
-                                   train=lambda m: fit(m, train, seed=seed))
+                                   train=lambda m: fit(m, train, seed=stream))
     module.checkpoint_key = checkpoint_key(SLUG, name, key)[0]
     return module, loaded
 
