@@ -119,10 +119,10 @@ _FULL_TRAINING = dict(
 
 # Wall time of each notebook at the reduced sizes as timed by `reprobook run` (2-core CPU, one
 # torch thread, kernel start included, the chapter's notebooks in order so that each loads the
-# checkpoints of the earlier ones): diagnostic 17.7 s (pretraining 4.5 s), core_residual 44.8 s
-# (eight fine-tuning runs of about 4 s), calibration 12.7 s, robustness 40.5 s (two adversarial
-# fine-tuning runs of about 10.5 s, 16 attacks on 500 images in about 10 s). A notebook run on
-# its own trains what it lacks: up to about 25 s more.
+# checkpoints of the earlier ones): diagnostic 19.7 s (pretraining about 5 s), core_residual 46.6 s
+# (eight fine-tuning runs of about 4.5 s), calibration 10.2 s, robustness 40.6 s (two adversarial
+# fine-tuning runs of about 11 s, 16 attacks on 500 images in about 10 s). A notebook run on its
+# own trains what it lacks: calibration 32 s, robustness 53 s.
 PROFILES: dict[str, dict[str, Any]] = {
     "diagnostic": {
         "reduced": DiagnosticConfig(),
