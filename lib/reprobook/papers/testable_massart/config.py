@@ -1,0 +1,119 @@
+"""Profiles of the notebooks of the chapter on testable learning of Massart halfspaces
+(arXiv 2602.22300).
+
+Paper: "Testable Learning of General Halfspaces under Massart Noise", arXiv 2602.22300 (only
+the abstract was available; the tester and learner are our reconstruction).
+
+Notebooks: ``sandwiching`` (C1), ``moment_tester`` (C2, C3), ``tester_learner`` (C4, C5). The
+seed is a notebook parameter; Monte Carlo streams derive from it.
+
+The full profile runs the same NumPy and SciPy code at the brief's larger sizes (higher degrees,
+dimensions and sample sizes, more seeds). The brief budgeted a GPU for degree-4 to 6 moments in
+d = 20 to 50; this chapter computes features in float64 NumPy, in row chunks, and has not been
+ported to torch, so the full profile is sized for a many-core CPU (it runs on the GPU machine's
+CPUs). No data set applies: every distribution is generated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SandwichingConfig", "MomentTesterConfig", "TesterLearnerConfig", "PROFILES", "resolve"]
+
+
+@dataclass(frozen=True)
+class SandwichingConfig:
+    """C1: sandwiching polynomials for sign(z - t) by linear programming."""
+
+    thresholds: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # thresholds t (bias gamma = Phi(-|t|))
+    degrees: tuple[int, ...] = (2, 4, 6, 8, 10, 12, 14, 16)  # polynomial degrees k
+    grid_points: int = 1001  # LP constraint points on [-R, R], R = max(8, |t| + 6), before refinement
+    refine: int = 8  # exchange rounds: violations on a 10x finer check grid are added and the LP re-solved
+    valid_tol: float = 1e-6  # a sandwich is valid when its off-grid violation is at most this
+    ratio_targets: tuple[float, ...] = (30.0, 10.0)  # G / gamma levels for the degree-needed plot
+    example_t: float = 1.0  # threshold of the drawn example
+    example_degrees: tuple[int, ...] = (4, 12)  # degrees of the drawn example
+
+
+@dataclass(frozen=True)
+class MomentTesterConfig:
+    """C2, C3: the Hermite moment-matching tester, its null calibration and its power."""
+
+    d: int = 5  # dimension
+    degree: int = 4  # largest total degree of the tested moments (125 features at d = 5)
+    n: int = 20_000  # samples per test (the largest of sample_sizes)
+    null_reps: int = 200  # Gaussian samples drawn to calibrate the threshold
+    quantile: float = 0.99  # the threshold is this quantile of the null statistics
+    check_reps: int = 100  # fresh Gaussian samples for the acceptance rate (C2)
+    alt_reps: int = 20  # samples per alternative and sample size (C3)
+    sample_sizes: tuple[int, ...] = (1000, 3000, 10_000, 20_000)  # n of the power curves (each calibrated)
+    null_reps_small: int = 100  # calibration repetitions at the smaller sample sizes
+
+
+@dataclass(frozen=True)
+class TesterLearnerConfig:
+    """C4, C5: the tester-learner on Massart data, and how its cost grows."""
+
+    d: int = 5  # dimension
+    n: int = 2000  # training samples
+    n_test: int = 50_000  # test samples (error against the noisy labels; opt = E[eta])
+    thresholds: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)  # halfspace thresholds t
+    noises: tuple[str, ...] = ("boundary_band", "minority_side", "random_flips")  # Massart noise models
+    eta_max: float = 0.4  # largest flip probability
+    eta_low: float = 0.05  # flip probability away from the boundary band
+    flip_eta: float = 0.1  # flip probability of the random-flips control (the easy case)
+    band: float = 0.5  # half-width of the boundary band
+    degrees: tuple[int, ...] = (1, 3)  # degrees of the L1 regression learners
+    eps: float = 0.03  # target excess error; the constant hypothesis is used when the minority is rarer
+    solver: str = "dual"  # L1 regression: "dual" (HiGHS on the LP dual, about 7x faster) or "sklearn"
+    test_degree: int = 4  # degree of the tester's moments
+    null_reps: int = 100  # Gaussian samples to calibrate the tester at n
+    seeds: int = 2  # repetitions (data seeds) of the learner comparison
+    cost_dims: tuple[int, ...] = (2, 5, 10, 20)  # dimensions of the cost illustration
+    cost_degrees: tuple[int, ...] = (2, 3, 4)  # degrees of the cost illustration
+    cost_n: int = 5000  # samples in the cost illustration
+    cost_max_features: int = 12_000  # skip (d, k) pairs with more features than this
+
+
+# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
+# start included): sandwiching 23.6 s (56 sandwiches, 303 exchange rounds in about 17 s),
+# moment_tester 11.7 s (calibrations at four sample sizes about 4 s, alternatives about 3 s),
+# tester_learner 15.4 s (24 learner problems with the dual L1 solver about 6 s).
+PROFILES: dict[str, dict[str, Any]] = {
+    "sandwiching": {
+        "reduced": SandwichingConfig(),
+        "full": SandwichingConfig(
+            thresholds=tuple(0.25 * i for i in range(17)),
+            degrees=tuple(range(2, 41, 2)),
+            grid_points=5001,
+            refine=20,
+            ratio_targets=(30.0, 10.0, 3.0, 1.0),
+        ),
+    },
+    "moment_tester": {
+        "reduced": MomentTesterConfig(),
+        "full": MomentTesterConfig(
+            d=20, degree=4, n=1_000_000, null_reps=1000, check_reps=1000, alt_reps=200,
+            sample_sizes=(10_000, 100_000, 1_000_000), null_reps_small=1000,
+        ),
+    },
+    # The learner's L1 regression is one linear program with n rows and C(d + k, k) columns (HiGHS);
+    # d = 10, degree 3 (286 features) at n = 20,000 is the largest size it solves in minutes.
+    "tester_learner": {
+        "reduced": TesterLearnerConfig(),
+        "full": TesterLearnerConfig(
+            d=10, n=20_000, n_test=1_000_000, thresholds=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5),
+            degrees=(1, 2, 3), null_reps=1000, seeds=20, cost_dims=(2, 5, 10, 20, 50),
+            cost_degrees=(2, 3, 4, 5, 6), cost_n=100_000, cost_max_features=2_000_000,
+        ),
+    },
+}
+
+
+def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
+    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
+    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
+    from reprobook.core.profiles import resolve_notebook
+
+    return resolve_notebook(PROFILES, notebook, profile, **overrides)

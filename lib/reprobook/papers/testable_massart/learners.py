@@ -1,0 +1,355 @@
+"""Learners for the chapter on testable learning of halfspaces under Massart noise.
+
+Paper: "Testable Learning of General Halfspaces under Massart Noise", Diakonikolas, Iakovidis,
+Kane and Liu, arXiv 2602.22300. Only the abstract was read, so the learner here is our
+reconstruction of the standard testable-learning template (Gollakota, Klivans and Kothari; the
+L1 polynomial regression of Kalai, Klivans, Mansour and Servedio), not the paper's algorithm:
+
+* :class:`L1PolynomialRegression`: minimise sum_i |y_i - p(x_i)| over polynomials p of degree <= k
+  written in the orthonormal Hermite basis, then output sign(p(x) - theta) with the threshold
+  theta that minimises the training error (an improper, polynomial-threshold hypothesis).
+* :class:`ChowHalfspace`: the direction of the Chow vector E[y x] (the degree-1 Hermite
+  coefficients of the labels) with the best training threshold: a proper baseline.
+* :class:`ConstantHypothesis`: the majority label, which the reconstruction outputs when the
+  minority is rarer than epsilon (its excess error is then at most about epsilon).
+* :class:`TesterLearner`: run a tester (any object with ``statistic(X)`` and ``accepts(X)``,
+  e.g. ``tester.MomentTester``); on rejection output nothing, otherwise the constant when the
+  observed minority frequency is <= eps, else the L1 learner. The paper's tester also has a
+  "non-negativity test", which is not reconstructed.
+
+Errors are measured against noisy labels: err(h) = P[h(x) != y]; under Massart noise the target
+is Bayes optimal, so err(h) - opt >= 0 in expectation, opt = E[eta(x)].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import optimize
+
+from .data import Problem, positive_rate
+
+__all__ = [
+    "best_threshold",
+    "ConstantHypothesis",
+    "ChowHalfspace",
+    "L1PolynomialRegression",
+    "l1_regression",
+    "error",
+    "excess_error",
+    "conditional_excess_error",
+    "constant_error",
+    "Outcome",
+    "TesterLearner",
+]
+
+L1_SOLVERS = ("sklearn", "dual")
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+
+def _check_Xy(X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ValueError(f"X must be a non-empty 2-D array (n, d), got shape {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X has non-finite entries (nan or inf); every feature must be finite")
+    if not np.all((y == 1) | (y == -1)):
+        raise ValueError(f"labels must be -1 or +1, got the values {np.unique(y)[:5].tolist()}")
+    return X, y.astype(np.int64)
+
+
+def _check_X(X: ArrayLike, d: int) -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != d:
+        raise ValueError(f"X must be a 2-D array with d = {d} columns (as in fit), got shape {X.shape}")
+    return X
+
+
+def _sign(s: np.ndarray) -> np.ndarray:
+    """sign with sign(0) := +1, as int in {-1, +1}."""
+    return np.where(s >= 0, 1, -1)
+
+
+def best_threshold(scores: ArrayLike, y: ArrayLike) -> tuple[float, float]:
+    """theta minimising the training error of sign(s - theta): (theta, error).
+
+    Sort the scores; cutting before position k predicts -1 for the k smallest and +1 for the rest,
+    with err(k) = (#{y = +1 among the k smallest} + #{y = -1 among the others}) / n, computed for
+    every k at once by cumulative sums. Only cuts between distinct scores (and k = 0, n) are
+    allowed, so tied scores get one label. theta is the midpoint of the cut's neighbours
+    (-inf for k = 0, +inf for k = n); the smallest error wins, the first such cut on ties.
+    """
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(y)
+    n = s.size
+    order = np.argsort(s, kind="stable")
+    s_sorted = s[order]
+    pos = (y[order] == 1).astype(np.int64)
+    pos_below = np.concatenate([[0], np.cumsum(pos)])  # (n + 1,): +1 labels among the k smallest
+    neg_above = (n - np.arange(n + 1)) - (pos_below[-1] - pos_below)  # -1 labels among the rest
+    errs = pos_below + neg_above
+    valid = np.ones(n + 1, dtype=bool)
+    valid[1:n] = s_sorted[1:] > s_sorted[:-1]
+    errs = np.where(valid, errs, n + 1)
+    k = int(np.argmin(errs))
+    if k == 0:
+        theta = -math.inf
+    elif k == n:
+        theta = math.inf
+    else:
+        theta = 0.5 * (s_sorted[k - 1] + s_sorted[k])
+    return float(theta), float(errs[k] / n)
+
+
+# --- hypotheses -------------------------------------------------------------------------------
+
+
+class ConstantHypothesis:
+    """h(x) = the majority label of the training sample (+1 on a tie)."""
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> ConstantHypothesis:
+        X, y = _check_Xy(X, y)
+        self.d_ = X.shape[1]
+        self.label_ = 1 if np.sum(y) >= 0 else -1
+        return self
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        X = _check_X(X, self.d_)
+        return np.full(X.shape[0], self.label_, dtype=np.int64)
+
+
+class ChowHalfspace:
+    """h(x) = sign(w . x - theta), w = chi / ||chi||, chi = mean_i y_i x_i (the Chow vector).
+
+    For x ~ N(0, I_d) and labels that depend on x only through w* . x, E[y x] is parallel to w*
+    (rotation invariance), so w estimates the target's direction; theta is chosen by
+    :func:`best_threshold` on the projections w . x_i. (If chi = 0 the projections are all 0 and
+    the hypothesis is constant.)
+    """
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> ChowHalfspace:
+        X, y = _check_Xy(X, y)
+        chi = (y @ X) / X.shape[0]  # (d,)
+        norm = float(np.linalg.norm(chi))
+        self.chow_ = chi
+        self.w_ = chi / norm if norm > 0 else chi
+        self.theta_, self.train_error_ = best_threshold(X @ self.w_, y)
+        return self
+
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        return _check_X(X, self.w_.size) @ self.w_
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        return _sign(self.decision_function(X) - self.theta_)
+
+
+def l1_regression(
+    F: ArrayLike, y: ArrayLike, solver: str = "sklearn", sample_weight: ArrayLike | None = None
+) -> np.ndarray:
+    """argmin_c sum_i s_i |y_i - F_i . c| (weighted least absolute deviations), c of shape (m,).
+
+    s_i = ``sample_weight`` (default 1).
+
+    * "sklearn": ``QuantileRegressor(quantile=0.5, alpha=0, solver="highs", fit_intercept=False)``,
+      i.e. HiGHS on the primal LP min s.(u + v) s.t. F c + u - v = y, u, v >= 0 (2n + m variables).
+    * "dual": HiGHS (``scipy.optimize.linprog``) on the LP dual max_b y . b s.t. F^T b = 0,
+      -s_i <= b_i <= s_i (n variables, m equations); c is read off the equality constraints'
+      multipliers (c = -marginals in SciPy's sign convention). Same optimum, several times faster.
+    The minimiser need not be unique; the two solvers may return different optimal vertices.
+    """
+    F = np.asarray(F, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if F.ndim != 2 or y.shape != (F.shape[0],):
+        raise ValueError(f"F must be (n, m) and y (n,); got F {F.shape} and y {y.shape}")
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=float)
+        if sample_weight.shape != y.shape or not np.all(np.isfinite(sample_weight)) or np.any(sample_weight < 0):
+            raise ValueError(f"sample_weight must be finite, non-negative and of shape {y.shape}")
+    if solver == "sklearn":
+        from sklearn.linear_model import QuantileRegressor
+
+        model = QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs", fit_intercept=False)
+        return np.asarray(model.fit(F, y, sample_weight=sample_weight).coef_, dtype=float)
+    if solver == "dual":
+        m = F.shape[1]
+        if sample_weight is None:
+            bounds: Any = (-1.0, 1.0)
+        else:
+            bounds = np.column_stack([-sample_weight, sample_weight])
+        res = optimize.linprog(-y, A_eq=F.T, b_eq=np.zeros(m), bounds=bounds, method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"the L1 regression LP (dual) failed: {res.message}")
+        return -np.asarray(res.eqlin.marginals, dtype=float)
+    raise ValueError(f"unknown L1 solver {solver!r}; allowed: {', '.join(L1_SOLVERS)}")
+
+
+class L1PolynomialRegression:
+    """Degree-k L1 polynomial regression, thresholded (reconstructed learner; KKMS / GKK).
+
+    p(x) = sum_{|a| <= k} c_a H_a(x) with the orthonormal Hermite features of
+    ``hermite.features`` (constant included, no separate intercept), c = argmin sum_i |y_i - p(x_i)|
+    (:func:`l1_regression`), and h(x) = sign(p(x) - theta) with theta from :func:`best_threshold`
+    (theta = 0 if ``tune_threshold`` is False). Degree 1 is a halfspace; degree k >= 2 an improper
+    polynomial threshold function.
+
+    L1 regression fits a conditional median, so when one label is clearly the minority (in our
+    runs from about 30% of the labels down) the best low-degree p is often exactly the majority
+    constant, and no threshold can undo that.
+    ``class_weight="balanced"`` (our extension, not part of the reconstruction) weighs each
+    example by n / (2 n_{y_i}), so both labels carry half the loss; with one label only, the
+    weights stay 1.
+    """
+
+    def __init__(
+        self,
+        degree: int,
+        *,
+        solver: str = "sklearn",
+        tune_threshold: bool = True,
+        class_weight: str | None = None,
+    ):
+        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 0:
+            raise ValueError(f"degree must be an integer >= 0, got {degree!r}")
+        if solver not in L1_SOLVERS:
+            raise ValueError(f"unknown L1 solver {solver!r}; allowed: {', '.join(L1_SOLVERS)}")
+        if class_weight not in (None, "balanced"):
+            raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
+        self.degree = int(degree)
+        self.solver = solver
+        self.tune_threshold = bool(tune_threshold)
+        self.class_weight = class_weight
+
+    def _features(self, X: np.ndarray) -> np.ndarray:
+        from . import hermite
+
+        return hermite.features(X, self.degree, include_constant=True)
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> L1PolynomialRegression:
+        X, y = _check_Xy(X, y)
+        self.d_ = X.shape[1]
+        F = self._features(X)  # (n, C(d + k, k))
+        weights = None
+        n_pos = int(np.sum(y == 1))
+        if self.class_weight == "balanced" and 0 < n_pos < y.size:
+            weights = np.where(y == 1, y.size / (2.0 * n_pos), y.size / (2.0 * (y.size - n_pos)))
+        self.coef_ = l1_regression(F, y, self.solver, weights)
+        scores = F @ self.coef_
+        if self.tune_threshold:
+            self.theta_, self.train_error_ = best_threshold(scores, y)
+        else:
+            self.theta_ = 0.0
+            self.train_error_ = float(np.mean(_sign(scores) != y))
+        return self
+
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """p(x) (n,)."""
+        return self._features(_check_X(X, self.d_)) @ self.coef_
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        return _sign(self.decision_function(X) - self.theta_)
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def error(h: Any, X: ArrayLike, y: ArrayLike) -> float:
+    """err(h) = mean_i 1{h(x_i) != y_i}: disagreement with the (noisy) labels."""
+    X, y = _check_Xy(X, y)
+    return float(np.mean(np.asarray(h.predict(X)) != y))
+
+
+def excess_error(h: Any, problem: Problem) -> float:
+    """err(h) - opt on a (test) problem, opt = mean(eta) (an unbiased estimate of err(h) - err(f))."""
+    return error(h, problem.X, problem.y) - problem.opt
+
+
+def conditional_excess_error(h: Any, problem: Problem) -> float:
+    """E[err(h) - err(f) | x_1..x_n] = mean_i 1{h(x_i) != f(x_i)} (1 - 2 eta_i).
+
+    The same target as :func:`excess_error` without the label noise's variance (for a point where
+    h and f disagree, h is wrong with probability 1 - eta and f with probability eta).
+    """
+    disagree = np.asarray(h.predict(problem.X)) != problem.f
+    return float(np.mean(disagree * (1.0 - 2.0 * problem.eta)))
+
+
+def constant_error(t: float, noise: Any) -> float:
+    """Population error of the best constant under x ~ N(0, I_d) and Massart labels of sign(w . x - t).
+
+    err = min(P[y = +1], P[y = -1]) with P[y = +1] from ``data.positive_rate`` (independent of d
+    and w). Closed forms with gamma = Phi(-|t|): minority_side(eta_max): gamma (1 - eta_max) (the
+    minority's labels are flipped towards the majority with probability eta_max, the majority's
+    never); random_flips(eta): gamma (1 - eta) + (1 - gamma) eta. boundary_band and any other noise
+    function: by quadrature over z = w . x ~ N(0, 1). The excess is this minus ``data.population_opt``.
+    """
+    p = positive_rate(t, noise)
+    return float(min(p, 1.0 - p))
+
+
+# --- the tester-learner -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What :meth:`TesterLearner.run` returns.
+
+    accepted: the tester's verdict; statistic: its statistic on X; minority: the observed minority
+    frequency min(mean(y = +1), mean(y = -1)); hypothesis: a fitted hypothesis, or None when the
+    tester rejected; which: "constant", "polynomial", or None when rejected.
+    """
+
+    accepted: bool
+    statistic: float
+    minority: float
+    hypothesis: Any
+    which: str | None
+
+
+class TesterLearner:
+    """Test, then learn (reconstructed; the paper's non-negativity test is not implemented).
+
+    1. s = tester.statistic(X); if not tester.accepts(X): reject (no hypothesis).
+    2. If the observed minority frequency min_b mean(y = b) <= eps, output the majority constant:
+       its error is the minority frequency, so its excess error is at most about eps.
+    3. Otherwise output degree-k L1 polynomial regression, thresholded.
+
+    ``tester`` is any object with ``statistic(X) -> float`` and ``accepts(X) -> bool``, e.g.
+    ``tester.MomentTester(tester.calibrate(...))``; nothing from ``tester`` is imported here.
+    """
+
+    def __init__(
+        self, tester: Any, degree: int, eps: float, *, solver: str = "sklearn", class_weight: str | None = None
+    ):
+        for method in ("accepts", "statistic"):
+            if not callable(getattr(tester, method, None)):
+                raise ValueError(f"tester must have methods statistic(X) and accepts(X); {tester!r} lacks {method}")
+        if not (isinstance(eps, (int, float, np.floating)) and 0 <= float(eps) <= 0.5):
+            raise ValueError(f"eps must be a number in [0, 1/2], got {eps!r}")
+        self.tester = tester
+        # validates degree, solver and class_weight; each run fits a fresh copy
+        self.learner = L1PolynomialRegression(degree, solver=solver, class_weight=class_weight)
+        self.degree = self.learner.degree
+        self.eps = float(eps)
+
+    def run(self, X: ArrayLike, y: ArrayLike) -> Outcome:
+        X, y = _check_Xy(X, y)
+        statistic = float(self.tester.statistic(X))
+        accepted = bool(self.tester.accepts(X))
+        minority = float(min(np.mean(y == 1), np.mean(y == -1)))
+        if not accepted:
+            return Outcome(False, statistic, minority, None, None)
+        if minority <= self.eps:
+            return Outcome(True, statistic, minority, ConstantHypothesis().fit(X, y), "constant")
+        learner = L1PolynomialRegression(
+            self.degree, solver=self.learner.solver, class_weight=self.learner.class_weight
+        )
+        return Outcome(True, statistic, minority, learner.fit(X, y), "polynomial")

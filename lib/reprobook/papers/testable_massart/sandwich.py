@@ -1,0 +1,325 @@
+"""Sandwiching polynomials for the biased sign function sign(z - t) by linear programming (claim C1).
+
+Paper: "Testable Learning of General Halfspaces under Massart Noise" (Diakonikolas, Iakovidis,
+Kane, Liu), arXiv 2602.22300. The abstract announces sandwiching polynomials for the sign
+function "with multiplicative error". Only the abstract was read, so this module is a
+RECONSTRUCTION: we read "multiplicative error" as a sandwich gap that is small relative to the
+bias gamma = Phi(-|t|) (the Gaussian mass of the smaller side of the halfspace), and we compute
+the best sandwich of each degree numerically instead of the paper's construction.
+
+For a threshold t and a degree k, with f(z) = sign(z - t) (sign(0) := +1) and z ~ N(0, 1),
+
+    G(t, k) = min { E[p_up(z) - p_lo(z)] :  deg p_lo, deg p_up <= k,  p_lo <= f <= p_up on R },
+
+and the multiplicative ratio is G(t, k) / gamma. In the orthonormal Hermite basis h_0..h_k,
+p = sum_j c_j h_j has E[p] = c_0, so the objective is linear: c_up[0] - c_lo[0]. The constraint
+"for every z" is imposed on a grid (an LP); the two polynomials do not interact, so two LPs are
+solved. Our addition to the plain grid: constraints on the compactified tail |z| >= R, including
+z = +-infinity (the leading coefficient's sign), without which high-degree solutions dive between
+or beyond the last grid points. The grid is checked afterwards on a finer one and the violation is
+reported, not hidden.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import linprog
+from scipy.stats import norm
+
+from .hermite import hermite_1d
+
+__all__ = [
+    "bias",
+    "sign_mean",
+    "SandwichResult",
+    "sandwich",
+    "sandwich_table",
+    "degree_needed",
+    "lp_grid",
+]
+
+JUMP_OFFSET = 1e-9  # the grid holds t (where f = +1) and t - JUMP_OFFSET (where f = -1)
+MAX_DEGREE = 40  # float64 Hermite values lose accuracy beyond this (use mpmath there)
+
+
+def _check_t(t) -> float:
+    try:
+        t = float(t)
+    except (TypeError, ValueError):
+        raise TypeError(f"t must be a real number, got {t!r}") from None
+    if not math.isfinite(t):
+        raise ValueError(f"t must be finite, got {t}")
+    return t
+
+
+def _check_degree(degree) -> int:
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)):
+        raise TypeError(f"degree must be an integer in [0, {MAX_DEGREE}], got {degree!r}")
+    if not 0 <= degree <= MAX_DEGREE:
+        raise ValueError(f"degree must be an integer in [0, {MAX_DEGREE}], got {degree}")
+    return int(degree)
+
+
+def bias(t: float) -> float:
+    """gamma = Phi(-|t|) = P[N(0, 1) on the smaller side of sign(z - t)], via ``scipy.stats.norm.sf(|t|)``."""
+    return float(norm.sf(abs(_check_t(t))))
+
+
+def sign_mean(t: float) -> float:
+    """E[sign(z - t)] = P[z >= t] - P[z < t] = 1 - 2 Phi(t) for z ~ N(0, 1) (sign(0) := +1)."""
+    t = _check_t(t)
+    # 1 - 2 Phi(t) = Phi(-t) - Phi(t) = sf(t) - cdf(t), written without cancellation in the tails
+    return float(norm.sf(t) - norm.cdf(t))
+
+
+def _sign(z: np.ndarray, t: float) -> np.ndarray:
+    return np.where(z >= t, 1.0, -1.0)
+
+
+def lp_grid(t: float, grid_points: int = 3001, radius: float | None = None) -> tuple[np.ndarray, float]:
+    """The finite LP grid and its radius R.
+
+    ``grid_points`` equally spaced points on [-R, R] (R = radius or max(8, |t| + 6)), plus t and
+    t - 1e-9 (the two sides of the jump), plus the pins +-(R + 2) and +-(R + 4). Sorted, unique.
+    """
+    t = _check_t(t)
+    if isinstance(grid_points, bool) or not isinstance(grid_points, (int, np.integer)) or grid_points < 3:
+        raise ValueError(f"grid_points must be an integer >= 3, got {grid_points!r}")
+    if radius is None:
+        R = max(8.0, abs(t) + 6.0)
+    else:
+        R = float(radius)
+        if not math.isfinite(R) or R <= abs(t):
+            raise ValueError(f"radius must be finite and larger than |t| = {abs(t)}, got {radius!r}")
+    pins = [t, t - JUMP_OFFSET, R + 2, -(R + 2), R + 4, -(R + 4)]
+    z = np.unique(np.concatenate([np.linspace(-R, R, int(grid_points)), pins]))
+    return z, R
+
+
+def _tail_rows(t: float, degree: int, R: float, tail_points: int):
+    """Constraint rows for the tails |z| >= R, in the compactified variable u = R / |z| in [0, 1).
+
+    p(z) - f(z) >= 0 is multiplied by sqrt(k!) / |z|^k > 0, which leaves its sign alone and keeps
+    the rows of order 1 (h_k(z) = z^k / sqrt(k!) + lower terms); u = 0 is z = +-infinity, where
+    the scaled row tends to the leading coefficient: sqrt(k!) (p(z) - f(z)) / |z|^k -> sign(z)^k c_k
+    (minus f when k = 0). Returns (z, rows, f, scale) with the infinite points encoded as +-inf.
+    """
+    if tail_points <= 0:
+        return np.empty(0), np.empty((0, degree + 1)), np.empty(0), np.empty(0)
+    T = R
+    u = np.linspace(0.0, 1.0, tail_points + 1)[1:-1]  # u = 1 (z = R) is on the grid; u = 0 below
+    root_fact = math.sqrt(math.factorial(degree))
+    rows, zs, fs, scales = [], [], [], []
+    for side in (-1.0, 1.0):
+        f_side = 1.0 if side > 0 else -1.0  # f(+inf) = +1, f(-inf) = -1
+        z = side * T / u
+        scale = root_fact / np.abs(z) ** degree
+        rows.append(hermite_1d(z, degree) * scale[:, None])
+        zs.append(z)
+        fs.append(np.full(z.size, f_side))
+        scales.append(scale)
+        # z = side * infinity: only h_k has a z^k term, with coefficient 1 / sqrt(k!)
+        inf_row = np.zeros((1, degree + 1))
+        inf_row[0, degree] = side**degree
+        rows.append(inf_row)
+        zs.append(np.array([side * np.inf]))
+        fs.append(np.array([f_side]))
+        scales.append(np.array([1.0 if degree == 0 else 0.0]))
+    return np.concatenate(zs), np.vstack(rows), np.concatenate(fs), np.concatenate(scales)
+
+
+@dataclass(frozen=True, eq=False)
+class SandwichResult:
+    """The optimal LP sandwich p_lo <= sign(z - t) <= p_up of one degree (coefficients in h_0..h_k).
+
+    gap = E[p_up - p_lo] = coef_up[0] - coef_lo[0]; ratio = gap / gamma with gamma = Phi(-|t|).
+    grid_violation: the largest violation of either inequality at the LP's points (the tail
+    points in the LP's own scaled units); off_grid_violation and off_grid_where: the largest
+    violation on a check grid 10 times finer than the LP's over [-2R, 2R], and where it occurs.
+    seconds: wall time of the LP solves (all refinement rounds).
+    """
+
+    t: float
+    degree: int
+    gamma: float
+    gap: float
+    ratio: float
+    coef_lo: np.ndarray = field(repr=False)
+    coef_up: np.ndarray = field(repr=False)
+    radius: float
+    grid_violation: float
+    off_grid_violation: float
+    off_grid_where: float
+    n_constraints: int
+    tail_points: int
+    refine_rounds: int
+    seconds: float
+
+    def p_lo(self, z: ArrayLike) -> np.ndarray:
+        """p_lo(z) = sum_j coef_lo[j] h_j(z)."""
+        return hermite_1d(z, self.degree) @ self.coef_lo
+
+    def p_up(self, z: ArrayLike) -> np.ndarray:
+        """p_up(z) = sum_j coef_up[j] h_j(z)."""
+        return hermite_1d(z, self.degree) @ self.coef_up
+
+
+def _solve_side(V: np.ndarray, f: np.ndarray, upper: bool, t: float, degree: int) -> np.ndarray:
+    """min c_0 s.t. V c >= f (upper) or max c_0 s.t. V c <= f (lower), with HiGHS."""
+    k1 = V.shape[1]
+    cost = np.zeros(k1)
+    cost[0] = 1.0 if upper else -1.0
+    A, b = (-V, -f) if upper else (V, f)
+    res = linprog(cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, method="highs")
+    if res.status != 0 or res.x is None:
+        side = "upper" if upper else "lower"
+        raise RuntimeError(
+            f"sandwich LP for the {side} polynomial failed at t={t}, degree={degree}: "
+            f"status {res.status} ({res.message}); try fewer grid_points or a smaller degree"
+        )
+    return np.asarray(res.x, dtype=np.float64)
+
+
+def _local_minima(slack: np.ndarray, tol: float) -> np.ndarray:
+    """Indices of local minima of a 1-d slack curve that are below -tol."""
+    inner = (slack[1:-1] <= slack[:-2]) & (slack[1:-1] <= slack[2:])
+    idx = np.flatnonzero(inner) + 1
+    ends = [i for i in (0, slack.size - 1) if slack[i] < -tol]
+    return np.union1d(idx[slack[idx] < -tol], ends).astype(int)
+
+
+def sandwich(
+    t: float,
+    degree: int,
+    *,
+    grid_points: int = 3001,
+    radius: float | None = None,
+    tail_points: int = 200,
+    refine: int = 0,
+) -> SandwichResult:
+    """Optimal degree-k sandwich of f(z) = sign(z - t) under N(0, 1), by two LPs (reconstructed).
+
+    minimise c_up[0] - c_lo[0]  s.t.  sum_j c_lo[j] h_j(z) <= f(z) <= sum_j c_up[j] h_j(z)  for z in Z,
+
+    Z = ``lp_grid(t, grid_points, radius)`` (uniform grid on [-R, R], the jump t and t - 1e-9, the pins
+    +-(R + 2), +-(R + 4)). ``tail_points`` > 0 adds, on each side, that many points of the
+    compactified tail |z| >= R (u = R/|z| uniform in [0, 1), rows scaled by sqrt(k!)/|z|^k) including
+    z = +-infinity, where the constraint says that the leading coefficient has the right sign (zero
+    for odd k): this removes the tail "cheat" of polynomials that dive between or beyond the pins.
+    ``tail_points=0`` is the plain grid LP. ``refine`` > 0 runs that many exchange rounds: the local
+    minima of the slack that violate by more than 1e-9 on the 10x finer check grid are added to Z
+    and the LPs are solved again; it stops early when nothing violates, and keeps the previous
+    round's polynomials (reporting their off-grid violation) if HiGHS fails on a refined LP.
+    Raises RuntimeError if HiGHS does not return an optimum for the first LP.
+    """
+    t = _check_t(t)
+    degree = _check_degree(degree)
+    if isinstance(tail_points, bool) or not isinstance(tail_points, (int, np.integer)) or tail_points < 0:
+        raise ValueError(f"tail_points must be an integer >= 0, got {tail_points!r}")
+    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
+        raise ValueError(f"refine must be an integer >= 0, got {refine!r}")
+    z, R = lp_grid(t, grid_points, radius)
+    f = _sign(z, t)
+    V = hermite_1d(z, degree)  # (|Z|, k + 1)
+    zt, Vt, ft, st = _tail_rows(t, degree, R, int(tail_points))
+    ft_scaled = ft * st
+
+    # the check grid: 10 times finer than the LP's spacing, over [-2R, 2R]
+    n_check = 20 * (int(grid_points) - 1) + 1
+    zc = np.linspace(-2 * R, 2 * R, n_check)
+    fc = _sign(zc, t)
+    Vc = hermite_1d(zc, degree)
+
+    seconds = 0.0
+    rounds = 0
+    failed_rounds = 0
+    while True:
+        A = np.vstack([V, Vt])
+        b = np.concatenate([f, ft_scaled])
+        t0 = time.perf_counter()
+        try:
+            c_up_new = _solve_side(A, b, True, t, degree)
+            c_lo_new = _solve_side(A, b, False, t, degree)
+        except RuntimeError:
+            if rounds == 0:
+                raise
+            # HiGHS gave up on the refined LP (it happens at high degree): keep the previous
+            # round's polynomials, whose constraints are a subset, and report their violation.
+            seconds += time.perf_counter() - t0
+            z, f, V = z[:n_prev], f[:n_prev], V[:n_prev]
+            failed_rounds += 1
+            break
+        c_up, c_lo = c_up_new, c_lo_new
+        seconds += time.perf_counter() - t0
+        slack_up = Vc @ c_up - fc  # >= 0 wanted
+        slack_lo = fc - Vc @ c_lo  # >= 0 wanted
+        if rounds >= refine:
+            break
+        new = np.union1d(_local_minima(slack_up, 1e-9), _local_minima(slack_lo, 1e-9))
+        new = new[np.abs(zc[new] - t) > 1e-6]  # the jump itself is handled by the pins
+        if new.size == 0:
+            break
+        rounds += 1
+        n_prev = z.size
+        z_new = zc[new]
+        z = np.concatenate([z, z_new])
+        f = np.concatenate([f, fc[new]])
+        V = np.vstack([V, hermite_1d(z_new, degree)])
+
+    grid_violation = max(
+        0.0,
+        float(np.max(f - V @ c_up)),
+        float(np.max(V @ c_lo - f)),
+        float(np.max(ft_scaled - Vt @ c_up, initial=0.0)),
+        float(np.max(Vt @ c_lo - ft_scaled, initial=0.0)),
+    )
+    worst_up, worst_lo = int(np.argmin(slack_up)), int(np.argmin(slack_lo))
+    off_up, off_lo = -float(slack_up[worst_up]), -float(slack_lo[worst_lo])
+    off = max(0.0, off_up, off_lo)
+    where = float(zc[worst_up] if off_up >= off_lo else zc[worst_lo])
+    gamma = bias(t)
+    gap = float(c_up[0] - c_lo[0])
+    c_up.flags.writeable = False
+    c_lo.flags.writeable = False
+    return SandwichResult(
+        t=t,
+        degree=degree,
+        gamma=gamma,
+        gap=gap,
+        ratio=gap / gamma,
+        coef_lo=c_lo,
+        coef_up=c_up,
+        radius=R,
+        grid_violation=grid_violation,
+        off_grid_violation=off,
+        off_grid_where=where if off > 0 else float("nan"),
+        n_constraints=int(V.shape[0] + Vt.shape[0]),
+        tail_points=int(tail_points),
+        refine_rounds=rounds - failed_rounds,
+        seconds=seconds,
+    )
+
+
+def sandwich_table(ts: Iterable[float], degrees: Iterable[int], **kw) -> list[SandwichResult]:
+    """``sandwich(t, k, **kw)`` for every t in ts and k in degrees (t outer, k inner)."""
+    degrees = list(degrees)
+    return [sandwich(t, k, **kw) for t in ts for k in degrees]
+
+
+def degree_needed(results: Sequence[SandwichResult], ratio_target: float) -> dict[float, int | None]:
+    """For each t in ``results``: the smallest degree with G(t, k) / gamma <= ratio_target (None if none)."""
+    target = float(ratio_target)
+    if not math.isfinite(target) or target <= 0:
+        raise ValueError(f"ratio_target must be a positive finite number, got {ratio_target!r}")
+    out: dict[float, int | None] = {}
+    for r in results:
+        out.setdefault(r.t, None)
+        if r.ratio <= target and (out[r.t] is None or r.degree < out[r.t]):
+            out[r.t] = r.degree
+    return out

@@ -1,0 +1,363 @@
+"""Tests of the core of reprobook.papers.testable_massart (arXiv 2602.22300): the Hermite basis,
+the sandwich LP and the moment tester.
+
+Exact properties where they exist (Gauss-Hermite quadrature is exact for the polynomials
+involved, closed forms, brute force, LP invariances); seeded Monte Carlo with stated tolerances
+for the calibrated tester; clear errors on bad input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numpy.polynomial import hermite_e
+from scipy import integrate
+from scipy.stats import norm
+
+from reprobook.papers.testable_massart import hermite, sandwich, tester
+from reprobook.papers.testable_massart.hermite import (
+    feature_means,
+    features,
+    gauss_hermite_product,
+    hermite_1d,
+    multi_indices,
+    n_features,
+)
+from reprobook.papers.testable_massart.sandwich import bias, degree_needed, lp_grid, sign_mean
+from reprobook.papers.testable_massart.tester import (
+    Calibration,
+    MomentTester,
+    calibrate,
+    moment_statistic,
+    population_statistic,
+    time_statistic,
+)
+
+# --- hermite ---------------------------------------------------------------------------------
+
+
+def test_features_are_orthonormal_under_the_gaussian_exactly():
+    # 5 nodes per coordinate integrate degree <= 9 per coordinate: products H_a H_b with |a|, |b| <= 4 are exact
+    atoms, w = gauss_hermite_product(3, 5)
+    F = features(atoms, 4)  # (125, 35)
+    gram = F.T @ (w[:, None] * F)
+    assert F.shape == (125, n_features(3, 4)) == (125, 35)
+    np.testing.assert_allclose(gram, np.eye(35), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("d,degree", [(1, 0), (1, 7), (2, 3), (3, 4), (5, 4), (20, 3)])
+def test_multi_indices_count_and_order(d, degree):
+    A = multi_indices(d, degree)
+    assert A.shape == (math.comb(d + degree, degree), d) == (n_features(d, degree), d)
+    assert n_features(d, degree, include_constant=False) == math.comb(d + degree, degree) - 1
+    assert len({tuple(a) for a in A}) == A.shape[0]  # all distinct
+    total = A.sum(axis=1)
+    assert A.min() >= 0 and total.max(initial=0) <= degree
+    assert np.all(np.diff(total) >= 0)  # graded by total degree
+    for k in range(degree + 1):  # within a degree: decreasing lexicographic order
+        block = [tuple(a) for a in A[total == k]]
+        assert block == sorted(block, reverse=True)
+    B = multi_indices(d, degree, include_constant=False)
+    np.testing.assert_array_equal(B, A[1:])
+
+
+def test_multi_indices_small_case_by_hand():
+    np.testing.assert_array_equal(multi_indices(2, 2), [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2]])
+
+
+def test_hermite_1d_matches_numpy_hermite_e():
+    x = np.linspace(-6, 6, 41)
+    V = hermite_1d(x, 12)
+    for j in range(13):
+        He_j = hermite_e.hermeval(x, np.eye(13)[j])
+        np.testing.assert_allclose(V[:, j], He_j / math.sqrt(math.factorial(j)), rtol=1e-11, atol=1e-11)
+    assert hermite_1d(np.zeros((2, 3)), 4).shape == (2, 3, 5)
+
+
+def test_features_brute_force_and_explicit_indices():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((7, 3))
+    A = multi_indices(3, 3)
+    F = features(X, 3)
+    h = hermite_1d(X, 3)  # (7, 3, 4)
+    brute = np.stack([np.prod([h[:, j, a[j]] for j in range(3)], axis=0) for a in A], axis=1)
+    np.testing.assert_allclose(F, brute, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(features(X, 99, indices=A[::-1]), brute[:, ::-1], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(features(X, 3, include_constant=False), brute[:, 1:], rtol=1e-13, atol=1e-13)
+
+
+def test_features_blocks_agree_with_one_block(monkeypatch):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((500, 4))
+    full = features(X, 4)
+    means = feature_means(X, 4)
+    w = rng.uniform(size=500)
+    wmeans = feature_means(X, 4, weights=w)
+    monkeypatch.setattr(hermite, "_BLOCK_ENTRIES", 70)  # forces blocks of _MIN_ROWS rows
+    np.testing.assert_allclose(features(X, 4), full, rtol=0, atol=0)
+    np.testing.assert_allclose(feature_means(X, 4), full.mean(axis=0), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(means, full.mean(axis=0), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(wmeans, (w / w.sum()) @ full, rtol=1e-12, atol=1e-13)
+
+
+def test_gauss_hermite_product_matches_gaussian_moments():
+    atoms, w = gauss_hermite_product(3, 3)
+    assert atoms.shape == (27, 3) and w.shape == (27,)
+    assert abs(w.sum() - 1.0) < 1e-15 and np.all(w > 0)
+    # every feature with all a_j <= 5 has mean [a = 0]
+    A = np.array([a for a in np.ndindex(6, 6, 6)])
+    m = feature_means(atoms, 0, indices=A, weights=w)
+    np.testing.assert_allclose(m, (A.sum(axis=1) == 0).astype(float), atol=1e-13)
+    # and the rule is NOT exact one degree higher: E[h_6] = -6 / sqrt(720) on 3 nodes
+    m6 = feature_means(atoms, 0, indices=np.array([[6, 0, 0]]), weights=w)
+    assert abs(m6[0] + 6 / math.sqrt(720)) < 1e-13
+
+
+def test_hermite_errors():
+    with pytest.raises(ValueError, match="shape"):
+        features(np.zeros(5), 2)
+    with pytest.raises(ValueError, match="finite"):
+        features(np.array([[0.0, np.nan]]), 2)
+    with pytest.raises(ValueError, match="degree"):
+        features(np.zeros((3, 2)), -1)
+    with pytest.raises(TypeError, match="degree"):
+        multi_indices(2, 2.5)
+    with pytest.raises(ValueError, match="d must"):
+        n_features(0, 2)
+    with pytest.raises(ValueError, match="indices"):
+        features(np.zeros((3, 2)), 2, indices=np.zeros((4, 3), dtype=int))
+    with pytest.raises(ValueError, match="non-negative"):
+        features(np.zeros((3, 2)), 2, indices=np.array([[1, -1]]))
+    with pytest.raises(ValueError, match="weights"):
+        feature_means(np.zeros((3, 2)), 2, weights=[1.0, -1.0, 1.0])
+    with pytest.raises(ValueError, match="atoms"):
+        gauss_hermite_product(20, 3)
+    with pytest.raises(ValueError, match="n_nodes"):
+        gauss_hermite_product(2, 0)
+
+
+# --- sandwich --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t", [-2.5, -0.7, 0.0, 0.3, 1.0, 3.0, 6.0])
+def test_bias_and_sign_mean_by_integration(t):
+    right, _ = integrate.quad(norm.pdf, t, np.inf)
+    left, _ = integrate.quad(norm.pdf, -np.inf, t)
+    assert abs(sign_mean(t) - (right - left)) < 1e-10
+    assert abs(sign_mean(t) - (1 - 2 * norm.cdf(t))) < 1e-15
+    assert abs(bias(t) - min(left, right)) < 1e-10
+
+
+def test_sign_mean_against_monte_carlo():
+    z = np.random.default_rng(2).standard_normal(200_000)
+    for t in (0.0, 1.0, -1.5):
+        mc = np.where(z >= t, 1.0, -1.0).mean()
+        assert abs(mc - sign_mean(t)) < 5 * 2 / math.sqrt(z.size)
+
+
+def _check_sandwich(r, tol):
+    z, _ = lp_grid(r.t)
+    f = np.where(z >= r.t, 1.0, -1.0)
+    assert np.all(r.p_lo(z) <= f + tol) and np.all(f <= r.p_up(z) + tol)
+    assert r.grid_violation <= tol
+
+
+@pytest.mark.parametrize("t", [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0])
+def test_sandwich_holds_on_and_off_the_grid_up_to_degree_8(t):
+    for k in (2, 4, 6, 8):
+        r = sandwich.sandwich(t, k)
+        _check_sandwich(r, 1e-7)
+        assert r.off_grid_violation <= 1e-3, (t, k, r.off_grid_violation, r.off_grid_where)
+        # independent check off the grid: a fine grid over [-2R, 2R] shifted from the LP's points
+        zz = np.linspace(-2 * r.radius, 2 * r.radius, 48_017)
+        ff = np.where(zz >= t, 1.0, -1.0)
+        assert np.max(r.p_lo(zz) - ff) <= 1e-3 and np.max(ff - r.p_up(zz)) <= 1e-3
+
+
+@pytest.mark.parametrize("t,k", [(0.0, 4), (1.0, 6), (3.0, 8), (2.0, 12)])
+def test_gap_is_the_gaussian_mean_of_p_up_minus_p_lo(t, k):
+    r = sandwich.sandwich(t, k)
+    nodes, w = hermite_e.hermegauss(20)  # exact for degree <= 39
+    w = w / w.sum()
+    assert abs(w @ (r.p_up(nodes) - r.p_lo(nodes)) - r.gap) < 1e-10
+    assert abs(r.gap / r.gamma - r.ratio) < 1e-12 * r.ratio
+    assert r.gamma == bias(t)
+
+
+def test_degree_zero_and_one_are_the_constants():
+    for t in (0.0, 1.7, -3.0):
+        for k in (0, 1):
+            r = sandwich.sandwich(t, k)
+            assert abs(r.gap - 2.0) < 1e-9
+            np.testing.assert_allclose(r.p_up(np.array([-50.0, t, 50.0])), 1.0, atol=1e-9)
+            np.testing.assert_allclose(r.p_lo(np.array([-50.0, t, 50.0])), -1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("t", [0.0, 1.0, 2.5])
+def test_gap_non_increasing_in_even_degree(t):
+    gaps = [sandwich.sandwich(t, k).gap for k in range(0, 14, 2)]
+    assert np.all(np.diff(gaps) <= 1e-7), gaps
+    assert gaps[-1] < gaps[0] - 0.1  # and it does decrease
+
+
+@pytest.mark.parametrize("t", [0.5, 1.5, 3.0])
+def test_gap_symmetric_in_t(t):
+    for k in (4, 8):
+        assert abs(sandwich.sandwich(t, k).gap - sandwich.sandwich(-t, k).gap) < 1e-7
+
+
+def test_odd_degree_gains_nothing_with_tail_constraints():
+    # a true sandwich of odd degree has a zero leading coefficient, so G(t, 2m + 1) = G(t, 2m)
+    # (up to ~5e-7: the LP's constraint at z = +-infinity holds c_k = 0 only to HiGHS's tolerance)
+    for t in (0.0, 1.0, 3.0):
+        for k in (3, 5):
+            assert abs(sandwich.sandwich(t, k).gap - sandwich.sandwich(t, k - 1).gap) < 1e-6
+    # the plain grid LP (no tail constraints) is fooled in the tails: it is below the true value
+    plain = sandwich.sandwich(3.0, 3, tail_points=0)
+    assert plain.gap < sandwich.sandwich(3.0, 2).gap - 0.01
+    assert plain.off_grid_violation > 1.0
+
+
+def test_leading_coefficients_have_the_right_sign():
+    for t in (0.0, 2.0):
+        for k in (4, 8, 12):
+            r = sandwich.sandwich(t, k)
+            assert r.coef_up[-1] >= -1e-9 and r.coef_lo[-1] <= 1e-9
+
+
+def test_refinement_does_not_worsen_the_sandwich():
+    r0 = sandwich.sandwich(0.0, 8)
+    r2 = sandwich.sandwich(0.0, 8, refine=2)
+    assert r2.off_grid_violation <= r0.off_grid_violation
+    assert r2.gap >= r0.gap - 1e-9  # more constraints: never a smaller optimum
+    assert r2.refine_rounds >= 1
+
+
+def test_known_values_at_t_0():
+    # brief's prototype at t = 0, k = 4 and 8 (these degrees do not cheat in the tails)
+    assert abs(sandwich.sandwich(0.0, 4).gap - 4 / 3) < 1e-4
+    assert abs(sandwich.sandwich(0.0, 8).gap - 1.0667) < 1e-3
+
+
+def test_table_and_degree_needed():
+    res = sandwich.sandwich_table([0.0, 3.0], [2, 4, 6])
+    assert [(r.t, r.degree) for r in res] == [(0.0, 2), (0.0, 4), (0.0, 6), (3.0, 2), (3.0, 4), (3.0, 6)]
+    need = degree_needed(res, 20.0)
+    assert need == {0.0: 2, 3.0: 6}
+    assert degree_needed(res, 1.0) == {0.0: None, 3.0: None}
+    with pytest.raises(ValueError, match="ratio_target"):
+        degree_needed(res, -1.0)
+
+
+def test_sandwich_errors():
+    with pytest.raises(ValueError, match="degree"):
+        sandwich.sandwich(0.0, -1)
+    with pytest.raises(ValueError, match="degree"):
+        sandwich.sandwich(0.0, 41)
+    with pytest.raises(TypeError, match="degree"):
+        sandwich.sandwich(0.0, 2.0)
+    with pytest.raises(ValueError, match="finite"):
+        sandwich.sandwich(np.nan, 2)
+    with pytest.raises(ValueError, match="radius"):
+        sandwich.sandwich(3.0, 2, radius=2.0)
+    with pytest.raises(ValueError, match="grid_points"):
+        sandwich.sandwich(0.0, 2, grid_points=2)
+    with pytest.raises(ValueError, match="tail_points"):
+        sandwich.sandwich(0.0, 2, tail_points=-1)
+    with pytest.raises(TypeError, match="t must"):
+        bias("a")
+
+
+# --- tester ----------------------------------------------------------------------------------
+
+
+def test_moment_statistic_brute_force():
+    X = np.random.default_rng(3).standard_normal((300, 3))
+    F = features(X, 3, include_constant=False)
+    assert abs(moment_statistic(X, 3) - 300 * np.sum(F.mean(axis=0) ** 2)) < 1e-9
+
+
+def test_gauss_hermite_product_has_exact_gaussian_moments():
+    atoms, w = gauss_hermite_product(5, 3)  # 243 atoms, exact up to degree 5 per coordinate
+    assert population_statistic(atoms, w, 4) < 1e-12
+    assert population_statistic(atoms, w, 5) < 1e-12
+    # degree 6: only the pure h_6 terms miss, each by -6 / sqrt(720): 5 * 36 / 720 = 0.25
+    assert abs(population_statistic(atoms, w, 6) - 0.25) < 1e-12
+
+
+def test_uniform_grid_is_clearly_non_gaussian():
+    # midpoint grid of the uniform law on [-sqrt 3, sqrt 3]^2 (mean 0, variance ~1)
+    g = (np.arange(400) + 0.5) / 400 * 2 * math.sqrt(3) - math.sqrt(3)
+    atoms = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
+    w = np.ones(len(atoms))
+    # E_U[h_4] = (9/5 - 6 + 3) / sqrt(24) per coordinate; everything else of degree <= 4 is ~0
+    expected = 2 * (1.2**2) / 24
+    assert abs(population_statistic(atoms, w, 4) - expected) < 1e-4
+    # but up to degree 3 the uniform law's moments are the Gaussian's: a degree-3 test cannot see it
+    assert population_statistic(atoms, w, 3) < 1e-9
+
+
+@pytest.fixture(scope="module")
+def small_calibration():
+    return calibrate(3, 3, 2000, reps=400, quantile=0.9, rng=np.random.default_rng(10))
+
+
+def test_null_calibration_and_false_rejection_rate(small_calibration):
+    cal = small_calibration
+    assert cal.df == 19 and cal.null_statistics.shape == (400,)
+    # null mean ~ chi^2 mean (df), within 4 Monte Carlo standard errors
+    assert abs(cal.null_statistics.mean() - cal.df) < 4 * math.sqrt(2 * cal.df / 400)
+    assert abs(cal.threshold - cal.chi2_threshold) < 0.15 * cal.chi2_threshold
+    test = MomentTester(cal)
+    rng = np.random.default_rng(11)
+    rejected = np.mean([not test.accepts(rng.standard_normal((2000, 3))) for _ in range(400)])
+    assert abs(rejected - 0.1) < 0.06, rejected  # ~1 - quantile (sd ~0.021 from both Monte Carlos)
+
+
+def test_tester_rejects_uniform_and_accepts_the_gauss_hermite_grid(small_calibration):
+    test = MomentTester(small_calibration)
+    rng = np.random.default_rng(12)
+    U = rng.uniform(-math.sqrt(3), math.sqrt(3), size=(2000, 3))
+    # degree 4 sees the uniform law (n * population statistic = 2000 * 0.18 = 360 >> threshold)
+    test4 = MomentTester(calibrate(3, 4, 2000, reps=100, quantile=0.99, rng=np.random.default_rng(13)))
+    assert not test4.accepts(U)
+    assert test4.p_value(U) == 1 / 101
+    atoms, w = gauss_hermite_product(3, 3)  # exact moments up to degree 5 > 3
+    samples = [atoms[rng.choice(len(w), size=2000, p=w)] for _ in range(60)]
+    stats = np.array([test.statistic(G) for G in samples])
+    assert stats[0] == moment_statistic(samples[0], 3)
+    # the 3 nodes are the roots of He_3, so the 3 features h_3(x_j) vanish: S ~ chi^2 with 19 - 3 d.o.f.
+    assert abs(stats.mean() - 16) < 4 * math.sqrt(2 * 16 / 60)
+    assert np.mean(stats <= test.threshold) >= 0.85
+
+
+def test_calibration_is_reproducible():
+    a = calibrate(2, 2, 100, reps=20, rng=np.random.default_rng(5))
+    b = calibrate(2, 2, 100, reps=20, rng=np.random.default_rng(5))
+    assert a.threshold == b.threshold and np.array_equal(a.null_statistics, b.null_statistics)
+    assert a.threshold == float(np.quantile(a.null_statistics, 0.99))
+
+
+def test_tester_errors(small_calibration):
+    test = MomentTester(small_calibration)
+    with pytest.raises(ValueError, match="dimension"):
+        test.accepts(np.zeros((2000, 4)))
+    with pytest.raises(ValueError, match="calibrated for exactly n = 2000"):
+        test.accepts(np.zeros((1999, 3)))
+    with pytest.raises(TypeError, match="Calibration"):
+        MomentTester(object())
+    with pytest.raises(ValueError, match="quantile"):
+        calibrate(2, 2, 10, reps=5, quantile=1.0, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="Generator"):
+        calibrate(2, 2, 10, reps=5, rng=0)
+    with pytest.raises(ValueError, match="reps"):
+        calibrate(2, 2, 10, reps=1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="degree"):
+        moment_statistic(np.zeros((3, 2)), 0)
+
+
+def test_time_statistic_is_a_positive_duration():
+    s = time_statistic(3, 2, 500, np.random.default_rng(0), repeats=2)
+    assert isinstance(s, float) and 0 < s < 5
