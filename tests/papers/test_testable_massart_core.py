@@ -8,13 +8,14 @@ for the calibrated tester; clear errors on bad input.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pytest
 from numpy.polynomial import hermite_e
 from scipy import integrate
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 
 from reprobook.papers.testable_massart import hermite, sandwich, tester
 from reprobook.papers.testable_massart.hermite import (
@@ -25,7 +26,14 @@ from reprobook.papers.testable_massart.hermite import (
     multi_indices,
     n_features,
 )
-from reprobook.papers.testable_massart.sandwich import bias, degree_needed, lp_grid, sign_mean
+from reprobook.papers.testable_massart.sandwich import (
+    bias,
+    christoffel_gap,
+    degree_needed,
+    degree_needed_closed_form,
+    lp_grid,
+    sign_mean,
+)
 from reprobook.papers.testable_massart.tester import (
     Calibration,
     MomentTester,
@@ -241,6 +249,94 @@ def test_known_values_at_t_0():
     assert abs(sandwich.sandwich(0.0, 8).gap - 1.0667) < 1e-3
 
 
+@functools.lru_cache(maxsize=None)
+def refined(t: float, k: int):
+    """The LP sandwich with exchange rounds on a 1001-point grid (cached within a worker)."""
+    return sandwich.sandwich(t, k, grid_points=1001, refine=8)
+
+
+@pytest.mark.parametrize("t", [0.0, 1.0, 2.0, 3.0])
+def test_christoffel_gap_equals_the_lp_gap(t):
+    # the closed form 2 lambda_{k/2}(t) against the LP optimum (t = 0.5, 1.5 at degrees 12, 16: below)
+    for k in (2, 6, 12, 16):
+        r = refined(t, k)
+        g = christoffel_gap(t, k)
+        assert np.shape(g) == () and g > 0
+        assert abs(r.gap - float(g)) <= 1e-5 * float(g), (t, k, r.gap, float(g))
+
+
+def test_christoffel_gap_by_hand():
+    # orthonormal Hermite: h_0 = 1, h_1 = z, h_2 = (z^2 - 1) / sqrt 2, h_3 = (z^3 - 3 z) / sqrt 6
+    assert christoffel_gap(0.0, 2) == 2.0  # h_1(0) = 0
+    assert abs(christoffel_gap(0.0, 4) - 4 / 3) < 1e-15  # 2 / (1 + 1/2)
+    # h_odd(0) = 0 exactly (the recurrence multiplies by z = 0), so G(0, 4m) = G(0, 4m + 2) exactly
+    assert christoffel_gap(0.0, 4) == christoffel_gap(0.0, 6)
+    assert christoffel_gap(0.0, 8) == christoffel_gap(0.0, 10)
+    assert christoffel_gap(0.0, 6) > christoffel_gap(0.0, 8)  # h_4(0) = 3 / sqrt 24 != 0
+    ts = np.array([-2.5, -1.0, 0.3, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(christoffel_gap(ts, 2), 2 / (1 + ts**2), rtol=1e-14)
+    np.testing.assert_allclose(christoffel_gap(ts, 4), 2 / (1 + ts**2 + (ts**2 - 1) ** 2 / 2), rtol=1e-14)
+    np.testing.assert_allclose(
+        christoffel_gap(ts, 7), 2 / (1 + ts**2 + (ts**2 - 1) ** 2 / 2 + (ts**3 - 3 * ts) ** 2 / 6), rtol=1e-14
+    )
+    # degrees 0 and 1 are the constants +-1; odd degrees add nothing; arrays keep their shape
+    assert christoffel_gap(1.7, 0) == christoffel_gap(1.7, 1) == 2.0
+    assert christoffel_gap(1.3, 9) == christoffel_gap(1.3, 8)
+    grid = np.array([[0.0, 1.0], [2.0, 3.0]])
+    out = christoffel_gap(grid, 12)
+    assert out.shape == (2, 2)
+    np.testing.assert_array_equal(out.ravel(), [christoffel_gap(t, 12) for t in grid.ravel()])
+
+
+@pytest.mark.parametrize("target", [1.5, 3.0, 10.0, 40.0])
+def test_degree_needed_closed_form_against_brute_force(target):
+    ts = [0.0, 0.5, 1.0, 2.0, 3.0, 4.0, -2.5]
+    max_degree = 61  # odd: the largest degree searched is 60
+    got = degree_needed_closed_form(ts, target, max_degree)
+    assert list(got) == ts
+    for t in ts:
+        ratios = {k: float(christoffel_gap(t, k)) / bias(t) for k in range(0, max_degree + 1, 2)}
+        assert min(abs(r - target) for r in ratios.values()) > 1e-9 * target  # no tie to break
+        expected = next((k for k, r in ratios.items() if r <= target), None)
+        assert got[t] == expected, (t, target, got[t], expected)
+    # the answers cover hits at degree 0, hits higher up and misses (None) across the targets
+    assert degree_needed_closed_form([0.0], 10.0, 0) == {0.0: 0}
+    assert degree_needed_closed_form([3.0], 3.0, 61) == {3.0: None}
+
+
+@pytest.mark.parametrize("t,k", [(0.5, 12), (1.5, 16)])
+def test_exchange_rounds_make_high_degree_sandwiches_valid_on_the_range(t, k):
+    # without refinement the degree-k optimum dives through f between the LP's points (here in the
+    # tail R < |z| < R + 2, by 27 and 650): this is why the exchange rounds exist
+    plain = sandwich.sandwich(t, k, grid_points=1001, refine=0)
+    assert plain.off_grid_violation > 1e-3, plain.off_grid_violation
+    assert plain.radius < abs(plain.off_grid_where) < plain.radius + 2
+    r = refined(t, k)
+    assert r.refine_rounds >= 1
+    assert r.inner_violation <= 1e-5, r.inner_violation
+    assert r.off_grid_violation < 0.01 * plain.off_grid_violation  # the tail miss shrinks by orders of magnitude
+    # the refined LP keeps the optimal gap (the closed form; the dips cost nothing in E[p_up - p_lo])
+    assert abs(r.gap - float(christoffel_gap(t, k))) <= 1e-5 * float(christoffel_gap(t, k))
+    # our own check on [-R, R], on a grid not aligned with the library's
+    zz = np.linspace(-r.radius, r.radius, 100_003)
+    ff = np.where(zz >= t, 1.0, -1.0)
+    assert max(np.max(r.p_lo(zz) - ff), np.max(ff - r.p_up(zz))) <= 1e-5
+
+
+@pytest.mark.parametrize("t,k", [(0.5, 12), (1.5, 16), (3.0, 16)])
+def test_reported_violation_is_not_measured_at_constraints(t, k):
+    """The exchange rounds add check-grid points as constraints; the reported violation comes from
+    points no round can add, so an independent, finer grid finds no much larger miss."""
+    r = refined(t, k)
+    zz = np.linspace(-2 * r.radius, 2 * r.radius, 400_001)  # 5 times finer than the library's check grid
+    ff = np.where(zz >= t, 1.0, -1.0)
+    violation = max(0.0, np.max(r.p_lo(zz) - ff), np.max(ff - r.p_up(zz)))
+    assert violation <= 2 * r.off_grid_violation + 1e-6, (violation, r.off_grid_violation)
+    inner = np.abs(zz) <= r.radius
+    inner_violation = max(0.0, np.max((r.p_lo(zz) - ff)[inner]), np.max((ff - r.p_up(zz))[inner]))
+    assert inner_violation <= 2 * r.inner_violation + 1e-6, (inner_violation, r.inner_violation)
+
+
 def test_table_and_degree_needed():
     res = sandwich.sandwich_table([0.0, 3.0], [2, 4, 6])
     assert [(r.t, r.degree) for r in res] == [(0.0, 2), (0.0, 4), (0.0, 6), (3.0, 2), (3.0, 4), (3.0, 6)]
@@ -316,6 +412,34 @@ def test_null_calibration_and_false_rejection_rate(small_calibration):
     assert abs(rejected - 0.1) < 0.06, rejected  # ~1 - quantile (sd ~0.021 from both Monte Carlos)
 
 
+def test_moment_tester_on_samples_with_exact_gaussian_moments(small_calibration):
+    test = MomentTester(small_calibration)  # d = 3, degree 3, n = 2000
+    # the 2-node rule has nodes +-1 with weight 1/2: its 8 product atoms, 250 times each, match every
+    # N(0, I_3) moment of degree <= 3 in each coordinate, so every feature mean is 0 and S = 0
+    atoms, w = gauss_hermite_product(3, 2)
+    np.testing.assert_array_equal(np.abs(atoms), 1.0)
+    np.testing.assert_allclose(w, 1 / 8, rtol=1e-15)
+    X = np.repeat(atoms, 250, axis=0)
+    assert X.shape == (2000, 3)
+    assert 0 <= test.statistic(X) < 1e-9
+    assert test.accepts(X)
+    assert test.p_value(X) == 1.0  # every null statistic is above 0
+    assert test.statistic(X[::-1]) < 1e-9  # the order of the rows does not matter
+    # the 3-node rule in d = 2 has weights (1, 4, 16) / 36: n = 1080 gives whole counts (30, 120, 480).
+    # It is exact up to degree 5, and misses E[h_6] = 0 by -6 / sqrt(720) in each coordinate, so
+    # S = n (2 * 36 / 720) = 108 at degree 6: the tester accepts at degree 5 and rejects at 6
+    atoms3, w3 = gauss_hermite_product(2, 3)
+    counts = w3 * 1080
+    np.testing.assert_allclose(counts, np.round(counts), atol=1e-9)
+    X3 = np.repeat(atoms3, np.round(counts).astype(int), axis=0)
+    assert X3.shape == (1080, 2)
+    t5 = MomentTester(calibrate(2, 5, 1080, reps=20, quantile=0.95, rng=np.random.default_rng(20)))
+    t6 = MomentTester(calibrate(2, 6, 1080, reps=20, quantile=0.95, rng=np.random.default_rng(21)))
+    assert 0 <= t5.statistic(X3) < 1e-9 and t5.accepts(X3)
+    assert abs(t6.statistic(X3) - 108.0) < 1e-9
+    assert t6.threshold < 108.0 and not t6.accepts(X3)
+
+
 def test_tester_rejects_uniform_and_accepts_the_gauss_hermite_grid(small_calibration):
     test = MomentTester(small_calibration)
     rng = np.random.default_rng(12)
@@ -325,12 +449,21 @@ def test_tester_rejects_uniform_and_accepts_the_gauss_hermite_grid(small_calibra
     assert not test4.accepts(U)
     assert test4.p_value(U) == 1 / 101
     atoms, w = gauss_hermite_product(3, 3)  # exact moments up to degree 5 > 3
-    samples = [atoms[rng.choice(len(w), size=2000, p=w)] for _ in range(60)]
+    samples = [atoms[rng.choice(len(w), size=2000, p=w)] for _ in range(1000)]
     stats = np.array([test.statistic(G) for G in samples])
     assert stats[0] == moment_statistic(samples[0], 3)
     # the 3 nodes are the roots of He_3, so the 3 features h_3(x_j) vanish: S ~ chi^2 with 19 - 3 d.o.f.
-    assert abs(stats.mean() - 16) < 4 * math.sqrt(2 * 16 / 60)
-    assert np.mean(stats <= test.threshold) >= 0.85
+    assert abs(stats.mean() - 16) < 4 * math.sqrt(2 * 16 / 1000)
+    # fewer degrees of freedom than the null's 19, so accepted more often than a Gaussian sample (90%):
+    # at P[chi^2_16 <= threshold] = 0.955 (0.953 measured on 20000 samples), within 4 standard errors
+    rate = np.mean(stats <= test.threshold)
+    predicted = chi2.cdf(test.threshold, 16)
+    assert abs(rate - predicted) < 4 * math.sqrt(predicted * (1 - predicted) / 1000), (rate, predicted)
+    assert rate >= 0.93
+    # at the 0.99 level the degree-4 tester that rejects the cube accepts >= 95% of the grid's samples
+    # (the 9 features with some a_j = 3 vanish: S ~ chi^2_25 against the null's chi^2_34)
+    accepted4 = np.mean([test4.accepts(G) for G in samples[:200]])
+    assert accepted4 >= 0.95, accepted4
 
 
 def test_calibration_is_reproducible():

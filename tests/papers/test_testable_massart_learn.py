@@ -16,6 +16,7 @@ from scipy import stats
 from reprobook.papers.testable_massart import data as D
 from reprobook.papers.testable_massart import hermite
 from reprobook.papers.testable_massart import learners as L
+from reprobook.papers.testable_massart import tester as T
 
 NOISES = {
     "boundary_band": D.boundary_band(0.4, 0.5, 0.05),
@@ -26,6 +27,16 @@ NOISES = {
 
 def within(estimate: float, truth: float, sd: float, k: float = 5.0) -> bool:
     return abs(estimate - truth) <= k * sd + 1e-12
+
+
+def reference_eta(noise_name: str, z: np.ndarray, t: float) -> np.ndarray:
+    """The flip probabilities of NOISES written out from the models' definitions (z = w . x - t)."""
+    if noise_name == "boundary_band":  # 0.4 within 0.5 of the boundary, 0.05 elsewhere
+        return np.where(np.abs(z) < 0.5, 0.4, 0.05)
+    if noise_name == "minority_side":  # 0.4 on the smaller side ({z >= 0} when t >= 0), 0 elsewhere
+        return np.where((z >= 0) if t >= 0 else (z < 0), 0.4, 0.0)
+    assert noise_name == "random_flips"
+    return np.full(z.shape, 0.3)
 
 
 def as_plain_function(noise):
@@ -121,14 +132,25 @@ def test_massart_flip_rate_and_bound(noise_name, t):
     noise = NOISES[noise_name]
     rng = np.random.default_rng(5)
     p = D.massart_problem(60_000, 4, t, noise, rng)
-    assert p.eta.max() <= noise.eta_max and p.eta.min() >= 0
-    assert p.opt == pytest.approx(p.eta.mean())
-    assert np.array_equal(p.f, p.target.predict(p.X))
-    flipped = p.y != p.f
-    sd = math.sqrt(np.sum(p.eta * (1 - p.eta))) / p.n
-    assert within(flipped.mean(), p.eta.mean(), sd)
-    # opt = E[eta]: the sample mean against the population value
-    assert within(p.opt, D.population_opt(t, noise), np.std(p.eta) / math.sqrt(p.n))
+    # the clean labels and flip probabilities, recomputed here from X, w and the models' definitions
+    z = p.X @ p.w - t
+    f = np.where(z >= 0, 1, -1)
+    eta = reference_eta(noise_name, z, t)
+    np.testing.assert_array_equal(p.f, f)
+    np.testing.assert_array_equal(p.eta, eta)
+    assert eta.max() <= noise.eta_max and eta.min() >= 0
+    assert p.opt == pytest.approx(eta.mean(), rel=1e-12)
+    assert set(np.unique(p.y)) <= {-1, 1}
+    # the labels are flipped with probability eta(x): overall, and within each noise level
+    # (exactly never where eta = 0)
+    flipped = p.y != f
+    sd = math.sqrt(np.sum(eta * (1 - eta))) / p.n
+    assert within(flipped.mean(), eta.mean(), sd)
+    for level in np.unique(eta):
+        sel = eta == level
+        assert within(flipped[sel].mean(), level, math.sqrt(level * (1 - level) / sel.sum())), (level, sel.sum())
+    # the population opt = E[eta] against the Monte Carlo mean of eta
+    assert within(eta.mean(), D.population_opt(t, noise), np.std(eta) / math.sqrt(p.n))
 
 
 def test_noise_models_eta():
@@ -153,6 +175,55 @@ def test_population_opt_closed_forms_and_quadrature(t):
     bb = D.boundary_band(0.4, 0.5, 0.05)
     band = stats.norm.cdf(t + 0.5) - stats.norm.cdf(t - 0.5)
     assert D.population_opt(t, bb) == pytest.approx(0.05 + 0.35 * band, rel=1e-9)
+
+
+BANDS = {
+    "default": D.boundary_band(0.4, 0.5, 0.05),
+    "wide": D.boundary_band(0.3, 1.2, 0.1),
+    "empty": D.boundary_band(0.45, 0.0, 0.2),  # |z| < 0 never holds: eta = eta_low everywhere
+}
+
+
+def band_closed_forms(band, t):
+    """With g = w . x ~ N(0, 1) and eta = eta_max on |g - t| < width (eta_low elsewhere):
+    opt = E[eta] = eta_low + (eta_max - eta_low) (Phi(t + width) - Phi(t - width)), and
+    P[y = +1] = sum over the four pieces {g < t - width, t - width <= g < t, t <= g < t + width,
+    g >= t + width} of P[piece] x (eta on the -1 side, 1 - eta on the +1 side)."""
+    Phi = stats.norm.cdf
+    e_hi, e_lo, wd = band.eta_max, band.eta_low, band.width
+    opt = e_lo + (e_hi - e_lo) * (Phi(t + wd) - Phi(t - wd))
+    p_plus = (
+        Phi(t - wd) * e_lo
+        + (Phi(t) - Phi(t - wd)) * e_hi
+        + (Phi(t + wd) - Phi(t)) * (1 - e_hi)
+        + stats.norm.sf(t + wd) * (1 - e_lo)
+    )
+    return opt, p_plus
+
+
+@pytest.mark.parametrize("band_name", list(BANDS))
+@pytest.mark.parametrize("t", [0.0, 0.7, 1.5, -1.0, 3.0])
+def test_boundary_band_opt_and_constant_error_closed_forms(band_name, t):
+    band = BANDS[band_name]
+    opt, p_plus = band_closed_forms(band, t)
+    assert D.population_opt(t, band) == pytest.approx(opt, rel=1e-9)
+    assert D.positive_rate(t, band) == pytest.approx(p_plus, rel=1e-9)
+    assert L.constant_error(t, band) == pytest.approx(min(p_plus, 1 - p_plus), rel=1e-9)
+    if band_name == "empty":
+        assert opt == band.eta_low
+
+
+@pytest.mark.parametrize("t", [0.0, 0.7, -1.5])
+def test_boundary_band_closed_forms_against_the_definition(t):
+    # the closed forms follow the library's definition |w . x - t| < width: Monte Carlo over g ~ N(0, 1)
+    g = np.random.default_rng(16).standard_normal(400_000)
+    for band in BANDS.values():
+        eta = np.where(np.abs(g - t) < band.width, band.eta_max, band.eta_low)
+        np.testing.assert_array_equal(band(g - t, t), eta)
+        positive = np.where(g >= t, 1 - eta, eta)  # P[y = +1 | g]
+        opt, p_plus = band_closed_forms(band, t)
+        assert within(eta.mean(), opt, np.std(eta) / math.sqrt(g.size))
+        assert within(positive.mean(), p_plus, np.std(positive) / math.sqrt(g.size))
 
 
 def test_minority_side_opt_monte_carlo():
@@ -258,9 +329,38 @@ def test_l1_learner_is_near_opt_on_boundary_band(band_t0, degree):
     assert h.coef_.size == hermite.n_features(5, degree)
     assert L.error(h, test.X, test.y) <= test.opt + 0.03
     assert L.conditional_excess_error(h, test) <= 0.03
-    # the Bayes classifier has conditional excess exactly 0, and excess error 0 up to label noise
-    assert L.conditional_excess_error(test.target, test) == 0.0
+
+
+def test_bayes_classifier_has_excess_error_zero_up_to_label_noise(band_t0):
+    _, test = band_t0
     assert abs(L.excess_error(test.target, test)) < 5 * math.sqrt(0.25 / test.n)
+
+
+@pytest.mark.parametrize("shift", [0.3, 1.0, -0.8, "negated"])
+def test_conditional_excess_error_where_h_and_f_differ(band_t0, shift):
+    _, test = band_t0  # t = 0, boundary_band(0.4, 0.5, 0.05): 1 - 2 eta = 0.2 in the band, 0.9 outside
+    g = test.X @ test.w  # w . x ~ N(0, 1); f(x) = sign(g)
+    eta = np.where(np.abs(g) < 0.5, 0.4, 0.05)
+    Phi = stats.norm.cdf
+    if shift == "negated":
+        # h = sign(-w . x) = -f (off the boundary): h and f differ everywhere
+        h = D.halfspace(-test.w, 0.0)
+        region = np.ones(test.n, dtype=bool)
+        population = 1 - 2 * (0.05 + 0.35 * (Phi(0.5) - Phi(-0.5)))
+    else:
+        # h = sign(w . x - shift) differs from f exactly where w . x lies in [min(0, s), max(0, s))
+        h = D.halfspace(test.w, shift)
+        lo, hi = sorted((0.0, shift))
+        region = (g >= lo) & (g < hi)
+        in_band = max(0.0, Phi(min(hi, 0.5)) - Phi(max(lo, -0.5)))
+        population = 0.2 * in_band + 0.9 * (Phi(hi) - Phi(lo) - in_band)
+    np.testing.assert_array_equal(h.predict(test.X) != test.f, region)
+    value = L.conditional_excess_error(h, test)
+    # on the sample: exactly mean_i 1{x_i in region} (1 - 2 eta_i)
+    terms = region * (1 - 2 * eta)
+    assert value == pytest.approx(terms.mean(), rel=1e-12, abs=1e-15)
+    # and in the population: the closed form, within Monte Carlo error
+    assert within(value, population, np.std(terms) / math.sqrt(test.n)), (value, population)
 
 
 def test_l1_collapses_to_the_constant_and_balancing_helps():
@@ -313,17 +413,37 @@ def test_tester_learner_branches():
 
 
 def test_tester_learner_with_the_moment_tester():
-    tester_mod = pytest.importorskip("reprobook.papers.testable_massart.tester")
     rng = np.random.default_rng(14)
     n, d = 1000, 3
-    cal = tester_mod.calibrate(d, 2, n, reps=50, quantile=0.99, rng=rng)
-    tl = L.TesterLearner(tester_mod.MomentTester(cal), degree=1, eps=0.03, solver="dual")
-    gauss = D.massart_problem(n, d, 0.0, NOISES["boundary_band"], rng)
-    assert tl.run(gauss.X, gauss.y).which in ("polynomial", None)
+    cal = T.calibrate(d, 2, n, reps=50, quantile=0.99, rng=rng)
+    moment_tester = T.MomentTester(cal)
+    tl = L.TesterLearner(moment_tester, degree=1, eps=0.03, solver="dual")
+    w = D.random_direction(d, rng)
+
+    # accepted for sure: the 8 atoms of the 2-node Gauss-Hermite rule (+-1, weight 1/8 each), 125
+    # times each, have the Gaussian moments up to degree 3, so the statistic is 0 < threshold
+    atoms, _ = hermite.gauss_hermite_product(d, 2)
+    exact = np.repeat(atoms, n // 8, axis=0)
+    y, _ = D.massart_labels(exact, w, 0.0, NOISES["boundary_band"], rng)
+    out = tl.run(exact, y)
+    assert out.statistic == pytest.approx(0.0, abs=1e-9) and cal.threshold > 1.0
+    assert out.accepted is True and out.which == "polynomial"  # both labels common (x and -x are both atoms)
+    assert out.minority == pytest.approx(min(np.mean(y == 1), np.mean(y == -1))) and out.minority > 0.03
+    assert isinstance(out.hypothesis, L.L1PolynomialRegression) and out.hypothesis.degree == 1
+
+    # a seeded Gaussian sample: below the threshold, accepted, learned well
+    gauss = D.massart_problem(n, d, 0.0, NOISES["boundary_band"], rng, w=w)
+    out = tl.run(gauss.X, gauss.y)
+    assert out.statistic == moment_tester.statistic(gauss.X) <= cal.threshold
+    assert out.accepted is True and out.which == "polynomial"
+    assert L.conditional_excess_error(out.hypothesis, gauss) <= 0.05
+
+    # rejected: a mean shift of 0.5 per coordinate puts about n * 3 * 0.25 = 750 in the statistic
     skewed = D.massart_problem(n, d, 0.0, NOISES["boundary_band"], rng, marginal="uniform")
-    shifted = skewed.X + 0.5  # a mean shift no degree-2 moment test can miss
+    shifted = skewed.X + 0.5
     out = tl.run(shifted, skewed.y)
-    assert not out.accepted and out.hypothesis is None
+    assert out.statistic == moment_tester.statistic(shifted) > 10 * cal.threshold
+    assert out.accepted is False and out.hypothesis is None and out.which is None
 
 
 # --- bad inputs -------------------------------------------------------------------------------
