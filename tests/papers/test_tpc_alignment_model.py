@@ -729,3 +729,31 @@ def test_finetune_uses_its_own_stream(small, tmp_path, monkeypatch):
     again, loaded2 = T.finetune(base, "base", small, arm="tpc", objective=Lo.TPCConfig(), optim=ft, adv=None,
                                 seed=s, profile="test")
     assert loaded2 and again.seed == s + T.FINETUNE_STREAM and seen == [s + T.FINETUNE_STREAM]
+
+
+def test_wrong_details_extension():
+    """p_wrong = 0 is the original data exactly; p_wrong > 0 states wrong non-core values (never the
+    core, only where the view states the attribute), the text says the wrong value, and relevance
+    follows what the caption says."""
+    base = D.generate(200, 9)
+    same = D.generate(200, 9, p_wrong=0.0)
+    assert same.captions == base.captions and torch.equal(same.tokens, base.tokens) and same.spec == base.spec
+    assert same.wrong is None and same.said_values is None
+    w = D.generate(200, 9, p_wrong=0.5)
+    assert torch.equal(w.images, base.images) and torch.equal(w.stated, base.stated) and w.spec["p_wrong"] == 0.5
+    assert not (w.wrong & ~w.stated).any()  # wrong only where stated
+    rate = float(w.wrong.sum() / w.stated.sum())
+    assert 0.4 < rate < 0.6
+    truth = torch.stack([w.attrs[a] for a in D.NONCORE], dim=-1)[:, None, :].expand_as(w.said_values)
+    assert torch.equal(w.said_values != truth, w.wrong)  # a wrong value always differs from the truth
+    rel = D.caption_relevance(w).view(200, w.n_views, 200)
+    own = rel.diagonal(dim1=0, dim2=2).T  # (N, K): is each caption relevant to its own image
+    assert torch.equal(own, ~w.wrong.any(-1))
+    for i, k in torch.nonzero(w.wrong.any(-1))[:20].tolist():  # the caption's text says the wrong value
+        parsed = D.parse_caption(w.captions[i][k])
+        for a_i, a in enumerate(D.NONCORE):
+            if w.stated[i, k, a_i]:
+                assert parsed[a] == int(w.said_values[i, k, a_i]), (w.captions[i][k], a)
+        assert parsed["shape"] == int(w.attrs["shape"][i]) and parsed["colour"] == int(w.attrs["colour"][i])
+    with pytest.raises(ValueError, match="p_wrong"):
+        D.generate(10, 0, p_wrong=1.5)

@@ -224,6 +224,10 @@ class ShapesCaptions:
         hard_negatives: LongTensor (N, K, L): view k with one stated attribute given another value.
         hard_negative_attr: LongTensor (N, K): which one, an index into :data:`HARD_NEGATIVE_ATTRS`.
         spec: the generation parameters (JSON-able; a checkpoint key).
+        wrong: BoolTensor (N, K, 5) or None: whether view k states a *wrong* value of each
+            non-core attribute (only with ``p_wrong`` > 0; None means every stated value is true).
+        said_values: LongTensor (N, K, 5) or None: the value each view states for each non-core
+            attribute (the image's own value unless ``wrong``); None when ``wrong`` is None.
     """
 
     images: torch.Tensor
@@ -235,6 +239,8 @@ class ShapesCaptions:
     hard_negatives: torch.Tensor
     hard_negative_attr: torch.Tensor
     spec: dict[str, Any] = field(default_factory=dict)
+    wrong: torch.Tensor | None = None
+    said_values: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -260,6 +266,8 @@ class ShapesCaptions:
             captions=[self.captions[i] for i in pos], tokens=self.tokens[idx], stated=self.stated[idx],
             hard_negatives=self.hard_negatives[idx], hard_negative_attr=self.hard_negative_attr[idx],
             spec={**self.spec, "subset": {"n": len(pos), "sha256": digest}},
+            wrong=None if self.wrong is None else self.wrong[idx],
+            said_values=None if self.said_values is None else self.said_values[idx],
         )
 
 
@@ -365,7 +373,7 @@ def _draw_parameters(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_mention: float = 0.5,
-             max_len: int = 16) -> ShapesCaptions:
+             max_len: int = 16, p_wrong: float = 0.0) -> ShapesCaptions:
     """``n`` images, each with ``n_views`` captions, deterministic under ``seed``.
 
     Image: a dark background (plain, or with uniform pixel noise in [0, 0.3]), a main object
@@ -378,6 +386,11 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
     synonyms, a random opening and random word order of the adjectives and of the trailing
     phrases. Openings too long for ``max_len`` are not drawn. Hard negative of a view: the same
     wording with one stated attribute (core or non-core, uniformly) set to another value.
+
+    ``p_wrong`` (our extension, not the paper's): each non-core attribute a view states is stated
+    with a wrong value (uniform among the others) with this probability, drawn from a separate
+    random stream, so ``p_wrong = 0`` gives exactly the data (and spec) it gave before the knob
+    existed. The core is always stated right.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -391,6 +404,8 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
         raise ValueError(f"p_mention must lie in [0, 1], got {p_mention!r}")
     if not isinstance(max_len, int) or max_len < 4:
         raise ValueError(f"max_len must be an integer >= 4, got {max_len!r}")
+    if not 0.0 <= float(p_wrong) <= 1.0:
+        raise ValueError(f"p_wrong must lie in [0, 1], got {p_wrong!r}")
 
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
     p = _draw_parameters(n, rng)
@@ -405,6 +420,19 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
     order = rng.integers(0, len(_TRAILING_ORDERS), (n, k))
     neg_pick = rng.random((n, k))
     neg_shift = rng.random((n, k))
+    if p_wrong > 0:
+        wrong_rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
+        wrong = stated & (wrong_rng.random((n, k, len(NONCORE))) < p_wrong)
+        wrong_shift = wrong_rng.random((n, k, len(NONCORE)))
+    else:
+        wrong = np.zeros((n, k, len(NONCORE)), dtype=bool)
+        wrong_shift = np.zeros((n, k, len(NONCORE)))
+    said_values = np.stack([p[a] for a in NONCORE], axis=-1)[:, None, :].repeat(k, axis=1).astype(np.int64)  # (N, K, 5)
+    for a_i, a in enumerate(NONCORE):
+        m = len(ATTRIBUTES[a])
+        shift = 1 + (wrong_shift[:, :, a_i] * (m - 1)).astype(np.int64)
+        said_values[:, :, a_i] = np.where(wrong[:, :, a_i], (said_values[:, :, a_i] + shift) % m, said_values[:, :, a_i])
+    said_l = said_values.tolist()
 
     attr_values = {a: p[a] for a in HARD_NEGATIVE_ATTRS}
     vals_list = {a: v.tolist() for a, v in attr_values.items()}
@@ -417,6 +445,8 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
         row: list[str] = []
         for v in range(k):
             said = [a for a, s in zip(NONCORE, stated_l[i][v]) if s]
+            if p_wrong > 0:  # the values this view states (wrong ones included)
+                values = {**{a: vals_list[a][i] for a in HARD_NEGATIVE_ATTRS}, **dict(zip(NONCORE, said_l[i][v]))}
             synd = dict(zip(NONCORE, syn_l[i][v]))
             swap, orde = bool(adj_swap[i, v]), _TRAILING_ORDERS[order[i, v]]
             # hard negative: one stated attribute (core or non-core) changed, same wording
@@ -445,10 +475,14 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
     labels = attrs["shape"] * len(COLOURS) + attrs["colour"]
     spec = {"generator": "shapes_captions_v1", "n": n, "seed": seed, "image_size": image_size,
             "n_views": n_views, "p_mention": float(p_mention), "max_len": max_len}
+    if p_wrong > 0:
+        spec["p_wrong"] = float(p_wrong)
     return ShapesCaptions(
         images=torch.from_numpy(images), attrs=attrs, labels=labels, captions=captions, tokens=tokens,
         stated=torch.from_numpy(stated), hard_negatives=hard, hard_negative_attr=torch.from_numpy(neg_attr),
         spec=spec,
+        wrong=torch.from_numpy(wrong) if p_wrong > 0 else None,
+        said_values=torch.from_numpy(said_values) if p_wrong > 0 else None,
     )
 
 
@@ -467,15 +501,20 @@ def caption_relevance(data: ShapesCaptions) -> torch.Tensor:
     i and, for every non-core attribute that view (i, k) states, the same value as image i.
 
     A core-only caption is therefore relevant to every image of its class; row i*K + k is always
-    True at column i.
+    True at column i. With wrong statements (``data.said_values``), relevance follows what the
+    caption *says*: image j must have the stated value, so a caption with a wrong detail is not
+    relevant to its own image.
     """
     n, k = len(data), data.n_views
     core = data.labels[:, None] == data.labels[None, :]  # (N, N)
     rel = core[:, None, :].expand(n, k, n).clone()  # (N, K, N)
     for a, name in enumerate(NONCORE):
-        same = data.attrs[name][:, None] == data.attrs[name][None, :]  # (N, N)
         said = data.stated[:, :, a]  # (N, K)
-        rel &= ~said[:, :, None] | same[:, None, :]
+        if data.said_values is None:
+            same = (data.attrs[name][:, None] == data.attrs[name][None, :])[:, None, :]  # (N, 1, N)
+        else:
+            same = data.said_values[:, :, a][:, :, None] == data.attrs[name][None, None, :]  # (N, K, N)
+        rel &= ~said[:, :, None] | same
     return rel.reshape(n * k, n)
 
 

@@ -157,11 +157,12 @@ def setup(cfg) -> Setup:
     return Setup(model, objective, pre, fine, adv)
 
 
-def datasets(cfg, seed: int) -> tuple[ShapesCaptions, ShapesCaptions]:
-    """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream)."""
+def datasets(cfg, seed: int, p_wrong: float = 0.0) -> tuple[ShapesCaptions, ShapesCaptions]:
+    """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream);
+    ``p_wrong`` > 0 makes views state wrong non-core details (our extension, see ``data.generate``)."""
     from .data import generate
 
-    common = dict(image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention)
+    common = dict(image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention, p_wrong=p_wrong)
     return generate(cfg.n_train, seed, **common), generate(cfg.n_test, seed + 1, **common)
 
 
