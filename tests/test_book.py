@@ -98,3 +98,15 @@ def test_every_claim_has_a_notebook_that_records_it() -> None:
             text = nb.read_text()
             assert f'record(\\"{c.id}\\"' in text or f"record('{c.id}'" in text or f'record(\\"{c.id}\\",' in text, \
                 f"{c.id} is never recorded in {nb.name}"
+
+
+def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
+    from reprobook import site
+
+    rows = [dict(claim="C1", metric="a very long metric " * 10, paper_value="0.5", value=0.25, verdict="reproduced"),
+            dict(claim="C2", metric="another", paper_value="theorem", value=None, verdict="needs_full")]
+    box = site.status_box(rows, "reduced")
+    assert box.startswith("```{admonition} Status at the reduced profile: 1 of 2 claims reproduced")
+    header = next(line for line in box.splitlines() if line.startswith("|") and "claim" in line)
+    assert [c.strip() for c in header.strip("|").split("|")] == ["claim", "verdict", "ours", "paper"]
+    assert "very long metric" not in box and "0.25" in box and "ledger" in box

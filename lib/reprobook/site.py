@@ -41,11 +41,15 @@ def _run_facts(root: Path, profile: str) -> str:
 
 
 def status_box(rows: list[dict], profile: str) -> str:
-    """The admonition that opens a chapter: each claim, our value and its verdict."""
+    """The admonition that opens a chapter: each claim's verdict, our value and the paper's.
+
+    The verdict comes first and the metric is left out: metrics can run to several lines, and a
+    wide table hid the verdict column off the right edge of the page. The chapter's "What this
+    chapter checks" section and the ledger page give each metric in full."""
     n_rep = sum(r["verdict"] == "reproduced" for r in rows)
     table = ledger.markdown_table(
-        ["claim", "metric", "paper", "ours", "verdict"],
-        [[r["claim"], r["metric"], r["paper_value"], ledger.value_cell(r["value"]), VERDICT_LABELS[r["verdict"]]]
+        ["claim", "verdict", "ours", "paper"],
+        [[r["claim"], VERDICT_LABELS[r["verdict"]], ledger.value_cell(r["value"]), r["paper_value"]]
          for r in rows])
     overridden = sorted({ledger.run_cell(r) for r in rows if r.get("overrides")})
     note = f" Some values were measured with overridden parameters: {'; '.join(overridden)}." if overridden else ""
