@@ -29,7 +29,7 @@ class SandwichingConfig:
     thresholds: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # thresholds t (bias gamma = Phi(-|t|))
     degrees: tuple[int, ...] = (2, 4, 6, 8, 10, 12, 14, 16)  # polynomial degrees k
     grid_points: int = 1001  # LP constraint points on [-R, R], R = max(8, |t| + 6), before refinement
-    refine: int = 8  # exchange rounds: violations on a 10x finer check grid are added and the LP re-solved
+    refine: int = 8  # exchange rounds: violations on a 40x finer check grid are added and the LP re-solved
     valid_tol: float = 1e-5  # a sandwich is valid when its off-grid violation on [-R, R] is at most this
     ratio_targets: tuple[float, ...] = (30.0, 10.0)  # G / gamma levels for the degree-needed plot
     cf_thresholds: tuple[float, ...] = tuple(0.5 * i for i in range(17))  # thresholds of the closed-form sweep (t up to 8)
