@@ -1,0 +1,230 @@
+"""The CSOM site likelihood with reviewed and unreviewed units, its priors and its gradient.
+
+Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
+et al. (2022). Notation of the brief (``07_acorn_occupancy.md``, "Observation model"): f_y is the
+normal density N(mu_y, sigma_y^2), R_i the reviewed units of site i (labels y_ik known), U_i the
+unreviewed ones. With logit psi_i = beta_0 + beta_1 x_i and logit theta_ik = alpha_0 + alpha_1 w_ik,
+
+    L_i = psi_i     prod_{k in R_i} theta_ik^{y_ik} (1 - theta_ik)^{1 - y_ik} f_{y_ik}(s_ik)
+                    prod_{k in U_i} [theta_ik f_1(s_ik) + (1 - theta_ik) f_0(s_ik)]
+        + (1 - psi_i) 1[no k in R_i has y_ik = 1] prod_{all k} f_0(s_ik).          (L_i)
+
+Everything is computed in log space: log L_i = logaddexp(A_i, B_i) with A_i the log of the first
+term and B_i that of the second (B_i = -inf when a reviewed unit is positive).
+
+Parameter vector (``PARAM_NAMES``, length 8), unconstrained:
+
+    u = (beta_0, beta_1, alpha_0, alpha_1, mu_0, log sigma_0, log(mu_1 - mu_0), log sigma_1)
+
+so sigma_0, sigma_1 > 0 and mu_1 = mu_0 + exp(u_6) > mu_0 (breaks label switching).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+from .simulate import Preset, Survey
+
+__all__ = [
+    "PARAM_NAMES", "N_PARAMS", "pack_params", "unpack_params", "true_params",
+    "site_loglik", "loglik", "log_prior", "log_posterior", "grad_log_posterior",
+    "site_occupancy_posterior",
+]
+
+PARAM_NAMES: tuple[str, ...] = (
+    "beta0", "beta1", "alpha0", "alpha1", "mu0", "log_sigma0", "log_dmu", "log_sigma1",
+)
+N_PARAMS = len(PARAM_NAMES)
+PRIOR_SD_COEF = 2.0  # beta, alpha ~ N(0, 2^2)
+PRIOR_SD_MU = 5.0  # mu_0, mu_1 ~ N(0, 5^2)
+PRIOR_SD_SIGMA = 5.0  # sigma_0, sigma_1 ~ half-N(0, 5^2)
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def pack_params(beta, alpha, mu0: float, sigma0: float, mu1: float, sigma1: float) -> np.ndarray:
+    """The unconstrained vector u (layout in the module docstring) from natural parameters."""
+    if not (sigma0 > 0 and sigma1 > 0):
+        raise ValueError(f"sigma0 and sigma1 must be > 0, got {sigma0!r}, {sigma1!r}")
+    if not mu1 > mu0:
+        raise ValueError(f"mu1 must exceed mu0, got mu0={mu0!r}, mu1={mu1!r}")
+    return np.array([beta[0], beta[1], alpha[0], alpha[1], mu0, np.log(sigma0),
+                     np.log(mu1 - mu0), np.log(sigma1)], dtype=float)
+
+
+def unpack_params(params) -> dict[str, object]:
+    """Natural parameters {beta (2,), alpha (2,), mu0, sigma0, mu1, sigma1} from u."""
+    u = _check_params(params)
+    return {"beta": u[0:2].copy(), "alpha": u[2:4].copy(), "mu0": float(u[4]),
+            "sigma0": float(np.exp(u[5])), "mu1": float(u[4] + np.exp(u[6])),
+            "sigma1": float(np.exp(u[7]))}
+
+
+def true_params(preset: Preset) -> np.ndarray:
+    """u of the parameters that generated ``preset`` (its t scale stands in for sigma0)."""
+    return pack_params(preset.beta, preset.alpha, preset.mu0, preset.sigma0, preset.mu1, preset.sigma1)
+
+
+# --- input checks ------------------------------------------------------------------------------
+
+
+def _check_params(params) -> np.ndarray:
+    u = np.asarray(params, dtype=float)
+    if u.shape != (N_PARAMS,):
+        raise ValueError(f"params must have shape ({N_PARAMS},) in the order {PARAM_NAMES}, got shape {u.shape}")
+    if not np.all(np.isfinite(u)):
+        bad = [PARAM_NAMES[j] for j in np.flatnonzero(~np.isfinite(u))]
+        raise ValueError(f"params must be finite; non-finite: {bad}")
+    return u
+
+
+def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(survey, Survey):
+        raise TypeError(f"survey must be a Survey, got {type(survey).__name__}")
+    shape = survey.s.shape
+    if survey.s.ndim != 2 or survey.w.shape != shape or survey.x.shape != (shape[0],):
+        raise ValueError(f"survey arrays disagree: s {survey.s.shape}, w {survey.w.shape}, x {survey.x.shape}")
+    if not np.all(np.isfinite(survey.s)):
+        raise ValueError("survey.s (scores) must be finite")
+    r = np.asarray(reviewed)
+    if r.shape != shape:
+        raise ValueError(f"reviewed must have the scores' shape {shape}, got {r.shape}")
+    if r.dtype != bool:
+        raise TypeError(f"reviewed must be a boolean mask, got dtype {r.dtype}")
+    lab = np.asarray(labels)
+    if lab.shape != shape:
+        raise ValueError(f"labels must have the scores' shape {shape}, got {lab.shape}")
+    if not (np.issubdtype(lab.dtype, np.integer) or lab.dtype == bool):
+        raise TypeError(f"labels must be integers 0/1 (or bool), got dtype {lab.dtype}")
+    lab = lab.astype(np.int64)
+    bad = r & (lab != 0) & (lab != 1)
+    if bad.any():
+        i, k = np.argwhere(bad)[0]
+        raise ValueError(f"labels of reviewed units must be 0 or 1; unit ({i}, {k}) has {lab[i, k]}")
+    # unreviewed labels are ignored
+    return r, np.where(r, lab, 0)
+
+
+# --- the likelihood ----------------------------------------------------------------------------
+
+
+def _parts(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
+    """The pieces of (L_i): A_i, B_i and the quantities the gradient needs."""
+    eta_psi = u[0] + u[1] * survey.x  # (N,)
+    eta_th = u[2] + u[3] * survey.w  # (N, K)
+    mu0, s0 = u[4], np.exp(u[5])
+    mu1, s1 = u[4] + np.exp(u[6]), np.exp(u[7])
+    e0 = (survey.s - mu0) / s0  # (N, K)
+    e1 = (survey.s - mu1) / s1
+    lf0 = -0.5 * e0 ** 2 - u[5] - 0.5 * _LOG_2PI  # log f_0(s), (N, K)
+    lf1 = -0.5 * e1 ** 2 - u[7] - 0.5 * _LOG_2PI  # log f_1(s)
+    lth, l1mth = log_expit(eta_th), log_expit(-eta_th)  # log theta, log(1 - theta)
+    a1 = lth + lf1  # log theta f_1(s)
+    a0 = l1mth + lf0  # log (1 - theta) f_0(s)
+    unrev = np.logaddexp(a1, a0)  # log of the mixture
+    unit = np.where(r, np.where(y == 1, a1, a0), unrev)  # (N, K)
+    A = log_expit(eta_psi) + unit.sum(axis=1)  # (N,)
+    allowed = ~np.any(r & (y == 1), axis=1)  # no reviewed positive
+    B = np.where(allowed, log_expit(-eta_psi) + lf0.sum(axis=1), -np.inf)
+    return dict(eta_psi=eta_psi, eta_th=eta_th, e0=e0, e1=e1, a1=a1, a0=a0, unrev=unrev,
+                A=A, B=B, mu1=mu1, s0=s0, s1=s1)
+
+
+def site_loglik(params, survey: Survey, reviewed, labels) -> np.ndarray:
+    """log L_i of equation (L_i) for every site, shape (N,).
+
+    ``reviewed`` (N, K) bool marks the units in R_i; ``labels`` (N, K) int gives y_ik (0/1) for
+    them (entries of unreviewed units are ignored).
+    """
+    u = _check_params(params)
+    r, y = _check_data(survey, reviewed, labels)
+    p = _parts(u, survey, r, y)
+    return np.logaddexp(p["A"], p["B"])
+
+
+def loglik(params, survey: Survey, reviewed, labels) -> float:
+    """sum_i log L_i."""
+    return float(site_loglik(params, survey, reviewed, labels).sum())
+
+
+def site_occupancy_posterior(params, survey: Survey, reviewed, labels) -> np.ndarray:
+    """P(z_i = 1 | s_i, reviewed labels, params) = A_i-term / L_i = exp(A_i - log L_i), shape (N,).
+
+    Equals 1 exactly at sites with a reviewed positive (B_i = -inf).
+    """
+    u = _check_params(params)
+    r, y = _check_data(survey, reviewed, labels)
+    p = _parts(u, survey, r, y)
+    return np.exp(p["A"] - np.logaddexp(p["A"], p["B"]))
+
+
+def log_prior(params) -> float:
+    """log p(u): the priors on the natural scale plus the log-Jacobian of u -> natural.
+
+        beta_j, alpha_j ~ N(0, 2^2);  mu_0, mu_1 ~ N(0, 5^2);  sigma_0, sigma_1 ~ half-N(0, 5^2),
+
+    and, for sigma = exp(u_5), exp(u_7) and mu_1 = mu_0 + exp(u_6), the change of variables adds
+    log|d(natural)/du| = u_5 + u_6 + u_7 (the map (mu_0, u_6) -> (mu_0, mu_1) has determinant
+    exp(u_6)).
+    """
+    u = _check_params(params)
+    nat = unpack_params(u)
+
+    def lnorm(v, sd):
+        v = np.asarray(v, dtype=float)
+        return float(np.sum(-0.5 * (v / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI))
+
+    lp = lnorm(u[0:4], PRIOR_SD_COEF)
+    lp += lnorm([nat["mu0"], nat["mu1"]], PRIOR_SD_MU)
+    lp += lnorm([nat["sigma0"], nat["sigma1"]], PRIOR_SD_SIGMA) + 2 * np.log(2.0)  # half-normal
+    lp += u[5] + u[6] + u[7]  # log-Jacobian
+    return float(lp)
+
+
+def log_posterior(params, survey: Survey, reviewed, labels) -> float:
+    """log p(u | data) up to a constant: loglik + log_prior (with the Jacobian terms)."""
+    return loglik(params, survey, reviewed, labels) + log_prior(params)
+
+
+def grad_log_posterior(params, survey: Survey, reviewed, labels) -> tuple[float, np.ndarray]:
+    """(log_posterior, its gradient (8,)) in closed form.
+
+    With r_i = P(z_i = 1 | data) and q_ik = P(y_ik = 1 | z_i = 1, data) (y_ik when reviewed,
+    pi_ik = theta f_1 / (theta f_1 + (1 - theta) f_0) when not), the site score is
+
+        d log L_i / d logit psi_i   = r_i - psi_i,
+        d log L_i / d logit theta_ik = r_i (q_ik - theta_ik),
+        d log L_i / d log f_1(s_ik)  = r_i q_ik =: W1_ik,   d / d log f_0(s_ik) = 1 - W1_ik,
+
+    chained through d log f / d mu = (s - mu) / sigma^2 and d log f / d log sigma = e^2 - 1.
+    """
+    u = _check_params(params)
+    r, y = _check_data(survey, reviewed, labels)
+    p = _parts(u, survey, r, y)
+    lse = np.logaddexp(p["A"], p["B"])
+    rz = np.exp(p["A"] - lse)  # (N,)
+    psi = expit(p["eta_psi"])
+    theta = expit(p["eta_th"])
+    pi = np.exp(p["a1"] - p["unrev"])
+    q = np.where(r, y, pi)  # (N, K)
+    W1 = rz[:, None] * q
+    W0 = 1.0 - W1
+    g = np.empty(N_PARAMS)
+    d_psi = rz - psi
+    g[0], g[1] = d_psi.sum(), (d_psi * survey.x).sum()
+    d_th = rz[:, None] * (q - theta)
+    g[2], g[3] = d_th.sum(), (d_th * survey.w).sum()
+    dmu0 = (W0 * p["e0"]).sum() / p["s0"]
+    dmu1 = (W1 * p["e1"]).sum() / p["s1"]
+    g[4] = dmu0 + dmu1
+    g[5] = (W0 * (p["e0"] ** 2 - 1.0)).sum()
+    g[6] = dmu1 * np.exp(u[6])
+    g[7] = (W1 * (p["e1"] ** 2 - 1.0)).sum()
+    # prior and Jacobian
+    mu1 = p["mu1"]
+    g[0:4] -= u[0:4] / PRIOR_SD_COEF ** 2
+    g[4] -= (u[4] + mu1) / PRIOR_SD_MU ** 2
+    g[6] += -mu1 / PRIOR_SD_MU ** 2 * np.exp(u[6]) + 1.0
+    g[5] += -p["s0"] ** 2 / PRIOR_SD_SIGMA ** 2 + 1.0
+    g[7] += -p["s1"] ** 2 / PRIOR_SD_SIGMA ** 2 + 1.0
+    return float(lse.sum()) + log_prior(u), g
