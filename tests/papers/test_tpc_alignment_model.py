@@ -757,3 +757,12 @@ def test_wrong_details_extension():
         assert parsed["shape"] == int(w.attrs["shape"][i]) and parsed["colour"] == int(w.attrs["colour"][i])
     with pytest.raises(ValueError, match="p_wrong"):
         D.generate(10, 0, p_wrong=1.5)
+
+
+def test_caption_relevance_include_own():
+    """include_own marks each caption relevant to its own image and changes nothing else."""
+    w = D.generate(60, 4, p_wrong=0.5)
+    plain, own = D.caption_relevance(w), D.caption_relevance(w, include_own=True)
+    diag = torch.zeros_like(plain)
+    diag[torch.arange(60 * w.n_views), torch.arange(60).repeat_interleave(w.n_views)] = True
+    assert torch.equal(own, plain | diag) and not torch.equal(own, plain)

@@ -34,6 +34,8 @@ from scipy import integrate, stats
 
 from reprobook.core.rng import as_generator
 
+from .sandwich import bias  # gamma = Phi(-|t|): one definition for the chapter
+
 __all__ = [
     "MARGINALS",
     "sample_marginal",
@@ -203,11 +205,6 @@ def sample_marginal(name: str, n: int, d: int, rng: np.random.Generator | int, *
 
 
 # --- halfspaces -------------------------------------------------------------------------------
-
-
-def bias(t: float) -> float:
-    """gamma = Phi(-|t|): the N(0, 1) mass of the smaller side of sign(z - t)."""
-    return float(stats.norm.sf(abs(_check_real(t, "t"))))
 
 
 @dataclass(frozen=True)

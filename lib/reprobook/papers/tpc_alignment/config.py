@@ -15,7 +15,6 @@ Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1,
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +49,6 @@ class Training:
     lambda_nc: float = 0.1  # weight of the non-commitment term (paper: 0.1)
     views: tuple[int, ...] = (3, 4, 5)  # K' drawn per step (paper: 3, 4 or 5)
     finetune_seeds: tuple[int, ...] = (0, 1)  # fine-tuning seeds of CLIP-FT and TPC (added to the notebook seed)
-
-    def training_fields(self) -> dict[str, Any]:
-        """The shared fields only (the part of a configuration that decides the checkpoints)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Training)}
 
 
 @dataclass(frozen=True)

@@ -496,14 +496,16 @@ def class_prompts(max_len: int = 16) -> torch.Tensor:
     return VOCAB.encode(texts, max_len).reshape(len(CLASS_NAMES), len(PROMPT_TEMPLATES), max_len)
 
 
-def caption_relevance(data: ShapesCaptions) -> torch.Tensor:
+def caption_relevance(data: ShapesCaptions, *, include_own: bool = False) -> torch.Tensor:
     """BoolTensor (N*K, N): [i*K + k, j] is True iff image j has the core (shape, colour) of image
     i and, for every non-core attribute that view (i, k) states, the same value as image i.
 
     A core-only caption is therefore relevant to every image of its class; row i*K + k is always
     True at column i. With wrong statements (``data.said_values``), relevance follows what the
     caption *says*: image j must have the stated value, so a caption with a wrong detail is not
-    relevant to its own image.
+    relevant to its own image. ``include_own=True`` marks every caption relevant to its own image
+    anyway (the target of retrieval when details may be wrong; the candidate sets of
+    :func:`diagnostics.candidate_sets` then leave out only the *other* matching images).
     """
     n, k = len(data), data.n_views
     core = data.labels[:, None] == data.labels[None, :]  # (N, N)
@@ -515,6 +517,8 @@ def caption_relevance(data: ShapesCaptions) -> torch.Tensor:
         else:
             same = data.said_values[:, :, a][:, :, None] == data.attrs[name][None, None, :]  # (N, K, N)
         rel &= ~said[:, :, None] | same
+    if include_own:
+        rel[torch.arange(n), :, torch.arange(n)] = True
     return rel.reshape(n * k, n)
 
 

@@ -227,22 +227,27 @@ def _tau_rows(tau, n_rows: int, device) -> torch.Tensor | float:
     return tau
 
 
+def _posterior_chunks(v: torch.Tensor, q: torch.Tensor, tau, relevance: torch.Tensor | None):
+    """Yield, in chunks of CHUNK queries, the text-to-image posteriors softmax_j(q_ik . v_j / tau)
+    (rows, N) and the relevance rows of the same queries."""
+    _check_q(v, q)
+    N, K, d = q.shape
+    rel = _relevance(relevance, N, K, v.device)
+    tau = _tau_rows(tau, N * K, v.device)
+    q_flat = q.reshape(N * K, d)
+    for s in range(0, N * K, CHUNK):
+        rows = slice(s, s + CHUNK)
+        t_rows = tau[rows] if isinstance(tau, torch.Tensor) else tau
+        yield _posteriors(_scores(q_flat, v, rows), t_rows), rel[rows]
+
+
 def hard_negative_mass(
     v: torch.Tensor, q: torch.Tensor, tau0: float, relevance: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Section 3: m_i = (1/K) sum_k max_{j irrelevant} softmax_j(q_ik . v_j / tau0), the largest
     posterior a wrong image receives, averaged over captions. -> (N,)."""
-    _check_q(v, q)
-    N, K, d = q.shape
-    rel = _relevance(relevance, N, K, v.device)
-    tau = _tau_rows(tau0, N * K, v.device)
-    q_flat = q.reshape(N * K, d)
-    out = []
-    for s in range(0, N * K, CHUNK):
-        rows = slice(s, s + CHUNK)
-        t_rows = tau[rows] if isinstance(tau, torch.Tensor) else tau
-        P = _posteriors(_scores(q_flat, v, rows), t_rows)
-        out.append(P.masked_fill(rel[rows], 0.0).amax(dim=1))
+    N, K = q.shape[:2]
+    out = [P.masked_fill(rel, 0.0).amax(dim=1) for P, rel in _posterior_chunks(v, q, tau0, relevance)]
     return torch.cat(out).reshape(N, K).mean(dim=1)
 
 
@@ -251,18 +256,11 @@ def confident_error(
 ) -> torch.Tensor:
     """Section 3: o_ik = max_j p_j x 1[argmax_j p_j is irrelevant], p = softmax_j(q_ik . v_j / tau);
     tau a scalar or per query ((N, K) or (N*K,)). -> (N, K)."""
-    _check_q(v, q)
-    N, K, d = q.shape
-    rel = _relevance(relevance, N, K, v.device)
-    tau = _tau_rows(tau, N * K, v.device)
-    q_flat = q.reshape(N * K, d)
+    N, K = q.shape[:2]
     out = []
-    for s in range(0, N * K, CHUNK):
-        rows = slice(s, s + CHUNK)
-        t_rows = tau[rows] if isinstance(tau, torch.Tensor) else tau
-        pmax, top = _posteriors(_scores(q_flat, v, rows), t_rows).max(dim=1)
-        wrong = ~rel[rows].gather(1, top[:, None]).squeeze(1)
-        out.append(pmax * wrong)
+    for P, rel in _posterior_chunks(v, q, tau, relevance):
+        pmax, top = P.max(dim=1)
+        out.append(pmax * ~rel.gather(1, top[:, None]).squeeze(1))
     return torch.cat(out).reshape(N, K)
 
 
