@@ -17,6 +17,11 @@ Parameter vector (``PARAM_NAMES``, length 8), unconstrained:
     u = (beta_0, beta_1, alpha_0, alpha_1, mu_0, log sigma_0, log(mu_1 - mu_0), log sigma_1)
 
 so sigma_0, sigma_1 > 0 and mu_1 = mu_0 + exp(u_6) > mu_0 (breaks label switching).
+
+The core arithmetic (``_parts_xp`` for A_i and B_i, ``_log_prior_xp`` for the prior) is written
+once over an array namespace ``xp`` and a log-sigmoid: the public functions here call it with
+NumPy and ``scipy.special.log_expit``; :mod:`.nuts` calls it with ``jax.numpy`` and
+``jax.nn.log_sigmoid`` (jax is imported only there).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from .simulate import Preset, Survey
 __all__ = [
     "PARAM_NAMES", "N_PARAMS", "pack_params", "unpack_params", "true_params",
     "site_loglik", "loglik", "log_prior", "log_posterior", "grad_log_posterior",
-    "site_occupancy_posterior",
+    "site_occupancy_posterior", "unit_presence_probability",
 ]
 
 PARAM_NAMES: tuple[str, ...] = (
@@ -108,26 +113,44 @@ def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarra
 # --- the likelihood ----------------------------------------------------------------------------
 
 
-def _parts(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
-    """The pieces of (L_i): A_i, B_i and the quantities the gradient needs."""
-    eta_psi = u[0] + u[1] * survey.x  # (N,)
-    eta_th = u[2] + u[3] * survey.w  # (N, K)
-    mu0, s0 = u[4], np.exp(u[5])
-    mu1, s1 = u[4] + np.exp(u[6]), np.exp(u[7])
-    e0 = (survey.s - mu0) / s0  # (N, K)
-    e1 = (survey.s - mu1) / s1
-    lf0 = -0.5 * e0 ** 2 - u[5] - 0.5 * _LOG_2PI  # log f_0(s), (N, K)
-    lf1 = -0.5 * e1 ** 2 - u[7] - 0.5 * _LOG_2PI  # log f_1(s)
-    lth, l1mth = log_expit(eta_th), log_expit(-eta_th)  # log theta, log(1 - theta)
+def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
+    """The pieces of (L_i) written once over an array namespace.
+
+    ``xp`` is ``numpy`` or ``jax.numpy`` and ``log_sigmoid`` its log-expit (``scipy.special.log_expit``
+    or ``jax.nn.log_sigmoid``); u (8,) or a batch of parameter vectors (..., 8), x (N,), w and s
+    (N, K) are float arrays of ``xp``, r (N, K) a boolean mask of the reviewed units and y (N, K)
+    their labels (0 wherever r is False). Returns A_i, B_i and the quantities the closed-form
+    gradient needs, with the batch shape of u in front: (..., N) and (..., N, K).
+    """
+    def site(j):  # entry j of u, broadcasting against (N,)
+        return u[..., j, None]
+
+    def unit(j):  # entry j of u, broadcasting against (N, K)
+        return u[..., j, None, None]
+
+    eta_psi = site(0) + site(1) * x  # (N,)
+    eta_th = unit(2) + unit(3) * w  # (N, K)
+    mu0, s0 = unit(4), xp.exp(unit(5))
+    mu1, s1 = unit(4) + xp.exp(unit(6)), xp.exp(unit(7))
+    e0 = (s - mu0) / s0  # (N, K)
+    e1 = (s - mu1) / s1
+    lf0 = -0.5 * e0 ** 2 - unit(5) - 0.5 * _LOG_2PI  # log f_0(s), (N, K)
+    lf1 = -0.5 * e1 ** 2 - unit(7) - 0.5 * _LOG_2PI  # log f_1(s)
+    lth, l1mth = log_sigmoid(eta_th), log_sigmoid(-eta_th)  # log theta, log(1 - theta)
     a1 = lth + lf1  # log theta f_1(s)
     a0 = l1mth + lf0  # log (1 - theta) f_0(s)
-    unrev = np.logaddexp(a1, a0)  # log of the mixture
-    unit = np.where(r, np.where(y == 1, a1, a0), unrev)  # (N, K)
-    A = log_expit(eta_psi) + unit.sum(axis=1)  # (N,)
-    allowed = ~np.any(r & (y == 1), axis=1)  # no reviewed positive
-    B = np.where(allowed, log_expit(-eta_psi) + lf0.sum(axis=1), -np.inf)
+    unrev = xp.logaddexp(a1, a0)  # log of the mixture
+    unit_terms = xp.where(r, xp.where(y == 1, a1, a0), unrev)  # (N, K)
+    A = log_sigmoid(eta_psi) + unit_terms.sum(axis=-1)  # (N,)
+    allowed = ~xp.any(r & (y == 1), axis=-1)  # no reviewed positive
+    B = xp.where(allowed, log_sigmoid(-eta_psi) + lf0.sum(axis=-1), -xp.inf)
     return dict(eta_psi=eta_psi, eta_th=eta_th, e0=e0, e1=e1, a1=a1, a0=a0, unrev=unrev,
-                A=A, B=B, mu1=mu1, s0=s0, s1=s1)
+                A=A, B=B, mu1=mu1[..., 0, 0], s0=s0[..., 0, 0], s1=s1[..., 0, 0])
+
+
+def _parts(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
+    """The pieces of (L_i) in NumPy: A_i, B_i and the quantities the gradient needs."""
+    return _parts_xp(np, log_expit, u, survey.x, survey.w, survey.s, r, y)
 
 
 def site_loglik(params, survey: Survey, reviewed, labels) -> np.ndarray:
@@ -158,6 +181,27 @@ def site_occupancy_posterior(params, survey: Survey, reviewed, labels) -> np.nda
     return np.exp(p["A"] - np.logaddexp(p["A"], p["B"]))
 
 
+def unit_presence_probability(draws, survey: Survey, reviewed, labels) -> np.ndarray:
+    """P(y_ik = 1 | data, u) for every unit and every parameter vector u in ``draws`` (M, 8):
+    shape (M, N, K). Equation (P) of :mod:`.acquisition`:
+
+        P(y_ik = 1 | data, u) = P(z_i = 1 | data, u) pi_ik,   pi_ik = theta f_1 / (theta f_1 + (1 - theta) f_0)
+
+    for an unreviewed unit (given z_i = 1 the units of a site are independent), and y_ik for a
+    reviewed one.
+    """
+    u = np.asarray(draws, dtype=float)
+    if u.ndim != 2 or u.shape[1] != N_PARAMS:
+        raise ValueError(f"draws must have shape (M, {N_PARAMS}) in the order {PARAM_NAMES}, got {u.shape}")
+    if not np.all(np.isfinite(u)):
+        raise ValueError("draws must be finite")
+    r, y = _check_data(survey, reviewed, labels)
+    p = _parts(u, survey, r, y)
+    rz = np.exp(p["A"] - np.logaddexp(p["A"], p["B"]))  # (M, N)
+    pi = np.exp(p["a1"] - p["unrev"])  # (M, N, K)
+    return np.where(r, y, rz[..., None] * pi)
+
+
 def log_prior(params) -> float:
     """log p(u): the priors on the natural scale plus the log-Jacobian of u -> natural.
 
@@ -167,18 +211,22 @@ def log_prior(params) -> float:
     log|d(natural)/du| = u_5 + u_6 + u_7 (the map (mu_0, u_6) -> (mu_0, mu_1) has determinant
     exp(u_6)).
     """
-    u = _check_params(params)
-    nat = unpack_params(u)
+    return float(_log_prior_xp(np, _check_params(params)))
+
+
+def _log_prior_xp(xp, u):
+    """The arithmetic of :func:`log_prior` over an array namespace (``numpy`` or ``jax.numpy``);
+    u must already be checked. Returns a 0-d array of ``xp``."""
 
     def lnorm(v, sd):
-        v = np.asarray(v, dtype=float)
-        return float(np.sum(-0.5 * (v / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI))
+        return xp.sum(-0.5 * (v / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI)
 
+    mu0, mu1 = u[4], u[4] + xp.exp(u[6])
     lp = lnorm(u[0:4], PRIOR_SD_COEF)
-    lp += lnorm([nat["mu0"], nat["mu1"]], PRIOR_SD_MU)
-    lp += lnorm([nat["sigma0"], nat["sigma1"]], PRIOR_SD_SIGMA) + 2 * np.log(2.0)  # half-normal
-    lp += u[5] + u[6] + u[7]  # log-Jacobian
-    return float(lp)
+    lp = lp + lnorm(xp.stack([mu0, mu1]), PRIOR_SD_MU)
+    lp = lp + (lnorm(xp.exp(xp.stack([u[5], u[7]])), PRIOR_SD_SIGMA) + 2 * np.log(2.0))  # half-normal
+    lp = lp + (u[5] + u[6] + u[7])  # log-Jacobian (parenthesised: the same rounding as before)
+    return lp
 
 
 def log_posterior(params, survey: Survey, reviewed, labels) -> float:

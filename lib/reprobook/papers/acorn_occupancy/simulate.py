@@ -96,6 +96,14 @@ class Survey:
     def n_units(self) -> int:
         return int(self.s.shape[1])
 
+    def site(self, i: int) -> "Survey":
+        """Site ``i`` alone, as a one-site Survey (arrays are views)."""
+        if not 0 <= int(i) < self.n_sites:
+            raise IndexError(f"site index {i} out of range for {self.n_sites} sites")
+        sl = slice(int(i), int(i) + 1)
+        return Survey(x=self.x[sl], w=self.w[sl], z=self.z[sl], y=self.y[sl], s=self.s[sl],
+                      psi=self.psi[sl], theta=self.theta[sl], preset=self.preset)
+
 
 def simulate(preset: Preset, rng: np.random.Generator) -> Survey:
     """Draw one survey from ``preset`` (model in the module docstring).

@@ -1,0 +1,112 @@
+"""Profiles of the notebooks of the ACORN chapter (active continuous-score occupancy modelling).
+
+Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (NeurIPS 2026; only the abstract
+was available). The chapter is a simulation study of our reconstruction.
+
+Notebooks: ``scores_or_thresholds`` (C2), ``which_to_review`` (C1, C3, C4), ``does_it_hold_up``
+(C5, with the Laplace-against-NUTS check). The seed is a notebook parameter; survey j of a study
+is drawn from ``default_rng([seed, j])``.
+
+Real data cannot be had for the full profile. The paper's camera-trap and bioacoustic datasets
+are not named in the abstract; candidate public collections (LILA camera traps, BirdSet) carry
+species labels but no classifier scores, and the classifiers that would score them (MegaDetector
+or SpeciesNet, BirdNET, Perch) cannot be downloaded on the book's machines. The full profile is
+therefore the brief's larger simulation: N = 500 sites, K = 100 units, 20 seeds, budgets up to
+20%, NUTS with 4 chains. Its acquisitions are NumPy on the host CPU (not ported to the GPU); with
+rounds of 500 units and 1,000 draws we estimate several hours on 16 cores. The brief's rounds of
+50 (200 rounds per run) would take days, so the round size is larger than the brief's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .simulate import PRESETS, Preset
+
+__all__ = ["ScoresConfig", "ReviewConfig", "RobustnessConfig", "PROFILES", "resolve", "preset"]
+
+
+def preset(name: str, n_sites: int | None = None, n_units: int | None = None) -> Preset:
+    """The simulation preset ``name`` (see simulate.PRESETS), optionally resized."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    p = PRESETS[name]
+    return replace(p, n_sites=n_sites or p.n_sites, n_units=n_units or p.n_units)
+
+
+@dataclass(frozen=True)
+class ScoresConfig:
+    """C2: the CSOM against thresholded detections, with no reviews."""
+
+    presets: tuple[str, ...] = ("camera", "bioacoustic")  # simulation presets
+    reps: int = 50  # simulated surveys per preset
+    thresholds: tuple[float, ...] = (0.5, 0.8, 0.95)  # probability thresholds on expit(score)
+    n_sites: int | None = None  # None keeps the preset's N
+    n_units: int | None = None  # None keeps the preset's K
+
+
+@dataclass(frozen=True)
+class ReviewConfig:
+    """C1, C3, C4: every review policy on the bioacoustic preset (where reviews matter: with no
+    reviews the CSOM's psi_bar is off the full-label value by about three tolerances)."""
+
+    preset: str = "bioacoustic"  # simulation preset
+    reps: int = 6  # simulated surveys (seeds); every policy sees the same ones
+    budget_frac: float = 0.10  # largest review budget, as a fraction of the units
+    batch_frac: float = 0.01  # units reviewed per round, as a fraction of the units (60 here)
+    small_frac: float = 0.05  # "small budget" for C1 and C4
+    policies: tuple[str, ...] = ("random", "top_score", "site_top", "uncertainty", "acorn", "acorn_beta1")
+    n_draws: int = 256  # Laplace draws per ACORN acquisition
+    n_sites: int | None = None
+    n_units: int | None = None
+
+
+@dataclass(frozen=True)
+class RobustnessConfig:
+    """C5: the camera-trap regime and heavy-tailed (misspecified) bioacoustic scores; Laplace
+    against NUTS."""
+
+    presets: tuple[str, ...] = ("camera", "bioacoustic_t")  # the regimes of C5
+    reps: int = 4
+    budget_frac: float = 0.10
+    batch_frac: float = 0.01
+    small_frac: float = 0.05
+    policies: tuple[str, ...] = ("random", "top_score", "acorn")
+    n_draws: int = 256
+    nuts_presets: tuple[str, ...] = ("camera", "bioacoustic")  # where Laplace is checked against NUTS
+    nuts_review_frac: float = 0.02  # random reviews before the NUTS check
+    nuts_warmup: int = 500
+    nuts_samples: int = 500
+    nuts_chains: int = 1
+    n_sites: int | None = None
+    n_units: int | None = None
+
+
+# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
+# start included): to be measured.
+_FULL_SIZE = dict(n_sites=500, n_units=100)
+PROFILES: dict[str, dict[str, Any]] = {
+    "scores_or_thresholds": {
+        "reduced": ScoresConfig(),
+        "full": ScoresConfig(reps=200, thresholds=(0.3, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99), **_FULL_SIZE),
+    },
+    "which_to_review": {
+        "reduced": ReviewConfig(),
+        "full": ReviewConfig(reps=20, budget_frac=0.20, n_draws=1000, **_FULL_SIZE),
+    },
+    "does_it_hold_up": {
+        "reduced": RobustnessConfig(),
+        "full": RobustnessConfig(reps=20, budget_frac=0.20, n_draws=1000,
+                                 policies=("random", "top_score", "site_top", "uncertainty", "acorn"),
+                                 nuts_warmup=1000, nuts_samples=1000, nuts_chains=4, **_FULL_SIZE),
+    },
+}
+
+
+def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
+    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
+    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
+    from reprobook.core.profiles import resolve_notebook
+
+    return resolve_notebook(PROFILES, notebook, profile, **overrides)

@@ -1,0 +1,253 @@
+"""The review loop: fit, choose a batch, reveal its labels, refit; and the study over seeds.
+
+Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only; the loop is the
+brief's reconstruction). Each round the policy (:mod:`.acquisition`) picks ``batch`` unreviewed
+units, the expert (in simulation: the true unit labels ``survey.y``) reveals them, and the CSOM
+is refitted by MAP + Laplace (:mod:`.fit`), warm-started from the previous round.
+
+The reference is the *full-label* analysis, the CSOM with every unit reviewed (a standard
+occupancy model with "visits" = units, times the score densities), as the abstract compares
+against "fully human-labeled data". Errors are measured against it and, separately, against the
+simulation's truth, which answers a different question (the full-label fit still has sampling
+error and imperfect detection). The combined error is in units of the brief's tolerances,
+
+    err = max(|beta1_B - beta1_full| / delta_beta, |psi_bar_B - psi_bar_full| / delta_psi),
+
+with delta_beta = 0.1 (logit scale) and delta_psi = 0.02 (ASSUMED in the brief), so err <= 1
+means "the same ecological conclusion as the full labels".
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from .acquisition import POLICIES, USES_DRAWS, ReviewState, policy
+from .baselines import fit_binary_occupancy, threshold_detections
+from .fit import Fit, FitError, fit_map
+from .simulate import Preset, Survey, simulate
+
+__all__ = [
+    "DELTA_BETA", "DELTA_PSI", "refit", "full_label_fit", "review_loop", "run_study", "threshold_study",
+    "reviews_to_tolerance", "needs_no_more_reviews", "beats_at_every_budget", "gain_shrinks", "error_area",
+]
+
+DELTA_BETA = 0.1  # tolerance on beta1 (logit scale)
+DELTA_PSI = 0.02  # tolerance on psi_bar
+
+
+def refit(survey: Survey, reviewed, labels, init=None) -> Fit | None:
+    """fit_map warm-started at ``init``; on failure once more from the default start; None when
+    both fail (the caller records the round as failed)."""
+    for start in ((init, None) if init is not None else (None,)):
+        try:
+            return fit_map(survey, reviewed, labels, init=start)
+        except FitError:
+            continue
+    return None
+
+
+def full_label_fit(survey: Survey) -> Fit:
+    """The reference: every unit reviewed, labels = the truth."""
+    return fit_map(survey, np.ones(survey.s.shape, dtype=bool), survey.y)
+
+
+def review_loop(survey: Survey, policy_name: str, *, budget: int, batch: int, rng: np.random.Generator,
+                n_draws: int = 512) -> pd.DataFrame:
+    """Run one policy from zero reviews to ``budget`` reviews in rounds of ``batch``; ``n_draws``
+    is the number of Laplace draws of the policies that use them (ACORN's).
+
+    One row per round (round 0 = no reviews): n_reviewed, beta1, beta1_se, psi_bar, psi_bar_se,
+    fit_ok, positives (reviewed units found present), seconds (selection + refit).
+    """
+    choose = policy(policy_name)
+    kwargs = {"n_draws": n_draws} if policy_name in USES_DRAWS else {}
+    total = survey.s.size
+    if int(budget) != budget or not 0 <= budget <= total:
+        raise ValueError(f"budget must be an integer in [0, {total}] (units in the survey), got {budget!r}")
+    if int(batch) != batch or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    reviewed = np.zeros(survey.s.shape, dtype=bool)
+    labels = np.zeros(survey.s.shape, dtype=np.int64)
+    t0 = time.perf_counter()
+    fit = refit(survey, reviewed, labels)
+    if fit is None:
+        raise FitError(f"the CSOM fit with no reviews failed for this survey ({survey.n_sites} sites); "
+                       "the policies need a starting fit")
+    rows = [_row(0, fit, True, 0, time.perf_counter() - t0)]
+    last = fit
+    while reviewed.sum() < budget:
+        t0 = time.perf_counter()
+        b = min(int(batch), int(budget - reviewed.sum()))
+        picks = choose(ReviewState(survey, reviewed, labels, last), b, rng, **kwargs)
+        idx = tuple(np.array(picks).T)
+        if len(picks) != b or len(set(picks)) != b or reviewed[idx].any():
+            raise RuntimeError(f"policy {policy_name!r} returned an invalid batch (duplicates, reviewed units or wrong size)")
+        reviewed[idx] = True
+        labels[idx] = survey.y[idx]  # the expert
+        fit = refit(survey, reviewed, labels, init=last.params)
+        if fit is not None:
+            last = fit
+        rows.append(_row(int(reviewed.sum()), fit, fit is not None, int(labels[reviewed].sum()),
+                         time.perf_counter() - t0))
+    return pd.DataFrame(rows)
+
+
+def _row(n: int, fit: Fit | None, ok: bool, positives: int, seconds: float) -> dict:
+    nan = float("nan")
+    return dict(n_reviewed=n, beta1=fit.beta1 if ok else nan, beta1_se=fit.beta1_se if ok else nan,
+                psi_bar=fit.psi_bar if ok else nan, psi_bar_se=fit.psi_bar_se if ok else nan,
+                fit_ok=ok, positives=positives, seconds=seconds)
+
+
+def run_study(preset: Preset, policies, *, reps: int, budget_frac: float, batch_frac: float, seed: int,
+              n_draws: int = 512) -> pd.DataFrame:
+    """Every policy on ``reps`` simulated surveys (the same surveys for every policy: a paired
+    comparison). Survey j is drawn with ``default_rng([seed, j])``; policy p's choices on it
+    with ``default_rng([seed, j, 1 + index of p in POLICIES])``. Budgets and rounds are fractions
+    of the survey's units (a round reviews at least one unit).
+
+    Long table: rep, policy, the :func:`review_loop` columns, frac_reviewed, the references
+    (beta1_full, psi_bar_full, beta1_true, psi_bar_true) and errors err_beta1, err_psi, err
+    (combined, in tolerance units; see the module docstring).
+    """
+    with threadpool_limits(limits=1):  # the same floating-point sums (and picks) on any machine
+        return _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws)
+
+
+def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws) -> pd.DataFrame:
+    names = list(POLICIES)
+    for p in policies:
+        policy(p)  # validates the name
+    for name, v in (("budget_frac", budget_frac), ("batch_frac", batch_frac)):
+        if not 0 < v <= 1:
+            raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+    frames = []
+    for j in range(int(reps)):
+        survey = simulate(preset, np.random.default_rng([seed, j]))
+        ref = full_label_fit(survey)
+        budget = int(round(budget_frac * survey.s.size))
+        batch = max(1, int(round(batch_frac * survey.s.size)))
+        for p in policies:
+            df = review_loop(survey, p, budget=budget, batch=batch,
+                             rng=np.random.default_rng([seed, j, 1 + names.index(p)]), n_draws=n_draws)
+            df.insert(0, "policy", p)
+            df.insert(0, "rep", j)
+            df["frac_reviewed"] = df["n_reviewed"] / survey.s.size
+            df["beta1_full"], df["psi_bar_full"] = ref.beta1, ref.psi_bar
+            df["beta1_true"], df["psi_bar_true"] = preset.beta[1], float(survey.psi.mean())
+            frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    out["err_beta1"] = (out["beta1"] - out["beta1_full"]).abs()
+    out["err_psi"] = (out["psi_bar"] - out["psi_bar_full"]).abs()
+    out["err"] = np.maximum(out["err_beta1"] / DELTA_BETA, out["err_psi"] / DELTA_PSI)
+    return out
+
+
+def threshold_study(preset: Preset, *, reps: int, thresholds, seed: int) -> pd.DataFrame:
+    """C2: on ``reps`` surveys (survey j from ``default_rng([seed, j])``, as in :func:`run_study`),
+    the CSOM with no reviews against the standard and Royle-Link occupancy models fitted to the
+    scores thresholded at each probability in ``thresholds``.
+
+    Long table: rep, model ("CSOM", "standard", "Royle-Link"), threshold (NaN for the CSOM),
+    psi_bar, beta1, ok (the fit converged; a failed fit leaves NaN estimates), label_switched,
+    detections (fraction of units above the threshold), and the truth psi_bar_true (mean of the
+    simulated psi_i) and beta1_true.
+    """
+    with threadpool_limits(limits=1):
+        return _threshold_study(preset, reps, thresholds, seed)
+
+
+def _threshold_study(preset, reps, thresholds, seed) -> pd.DataFrame:
+    rows = []
+    for j in range(int(reps)):
+        survey = simulate(preset, np.random.default_rng([seed, j]))
+        truth = dict(rep=j, psi_bar_true=float(survey.psi.mean()), beta1_true=float(preset.beta[1]))
+        fit = refit(survey, np.zeros(survey.s.shape, dtype=bool), np.zeros(survey.s.shape, dtype=np.int64))
+        rows.append(dict(truth, model="CSOM", threshold=np.nan, **_estimates(fit), detections=np.nan))
+        for t in thresholds:
+            d = threshold_detections(survey, t)
+            for model, fp in (("standard", False), ("Royle-Link", True)):
+                try:
+                    bf = fit_binary_occupancy(d, survey.x, survey.w, false_positive=fp)
+                except FitError:
+                    bf = None
+                rows.append(dict(truth, model=model, threshold=float(t), **_estimates(bf), detections=float(d.mean())))
+    return pd.DataFrame(rows)
+
+
+def _estimates(fit) -> dict:
+    if fit is None:
+        return dict(psi_bar=np.nan, beta1=np.nan, ok=False, label_switched=False)
+    return dict(psi_bar=fit.psi_bar, beta1=fit.beta1, ok=True, label_switched=bool(getattr(fit, "label_switched", False)))
+
+
+# --- summaries of a study (the claims' metrics) ------------------------------------------------
+
+
+def reviews_to_tolerance(study: pd.DataFrame, column: str = "err", tol: float = 1.0) -> pd.DataFrame:
+    """Per (rep, policy): the smallest number of reviews from which ``column`` stays <= tol for
+    every later round (NaN when it never does within the budget). A failed fit counts as out of
+    tolerance."""
+    def first(df: pd.DataFrame) -> float:
+        ok = (df[column] <= tol).to_numpy()  # NaN compares False
+        if not ok[-1]:
+            return float("nan")
+        bad = np.flatnonzero(~ok)
+        return float(df["n_reviewed"].iloc[0 if bad.size == 0 else bad[-1] + 1])
+    return (study.sort_values("n_reviewed").groupby(["rep", "policy"])[["n_reviewed", column]]
+            .apply(first).rename("reviews").reset_index())
+
+
+def needs_no_more_reviews(study: pd.DataFrame, challenger: str, rivals, column: str = "err") -> pd.Series:
+    """Per rep: True when ``challenger`` reaches the tolerance for good (:func:`reviews_to_tolerance`)
+    with no more reviews than the best of ``rivals`` (a rival that never reaches it needs more
+    than any number); False when the challenger never reaches it (C5)."""
+    need = reviews_to_tolerance(study, column).pivot(index="rep", columns="policy", values="reviews")
+    best = need[list(rivals)].fillna(np.inf).min(axis=1)
+    return need[challenger].notna() & (need[challenger] <= best)
+
+
+def _wide(study: pd.DataFrame, column: str, max_frac: float | None = None, min_frac: float = 0.0) -> pd.DataFrame:
+    sel = study[(study["frac_reviewed"] > min_frac)]
+    if max_frac is not None:
+        sel = sel[sel["frac_reviewed"] <= max_frac + 1e-12]
+    return sel.pivot(index=["rep", "frac_reviewed"], columns="policy", values=column)
+
+
+def beats_at_every_budget(study: pd.DataFrame, challenger: str, rivals, *, max_frac: float,
+                          column: str = "err") -> pd.Series:
+    """Per rep: True when ``challenger``'s error is below every rival's at every budget in
+    (0, max_frac] (C1, C5). A NaN error (failed fit) never beats anything."""
+    wide = _wide(study, column, max_frac)
+    ok = np.ones(len(wide), dtype=bool)
+    for r in rivals:
+        ok &= (wide[challenger] < wide[r]).to_numpy()
+    return pd.Series(ok, index=wide.index).groupby(level="rep").all()
+
+
+def gain_shrinks(study: pd.DataFrame, challenger: str, rival: str, *, small_frac: float,
+                 column: str = "err") -> pd.DataFrame:
+    """Per rep, the advantage g(B) = err_rival(B) - err_challenger(B): its peak over budgets in
+    (0, small_frac], its value at the largest budget, and ``shrinks`` = peak > 0 and
+    g(B_max) < peak / 2 (C4)."""
+    g = (_wide(study, column)[rival] - _wide(study, column)[challenger]).rename("gain").reset_index()
+    rows = []
+    for rep, part in g.groupby("rep"):
+        part = part.sort_values("frac_reviewed")
+        small = part.loc[part["frac_reviewed"] <= small_frac + 1e-12, "gain"]
+        peak = float(small.max()) if len(small) else float("nan")
+        last = float(part["gain"].iloc[-1])
+        rows.append(dict(rep=rep, peak_small=peak, at_max_budget=last,
+                         shrinks=bool(peak > 0 and last < peak / 2)))
+    return pd.DataFrame(rows)
+
+
+def error_area(study: pd.DataFrame, *, max_frac: float, column: str = "err") -> pd.DataFrame:
+    """Per (rep, policy): the mean of ``column`` over the rounds with 0 < budget <= max_frac (the
+    area under the error-against-budget curve, the rounds being equally spaced)."""
+    wide = _wide(study, column, max_frac)
+    return wide.groupby(level="rep").mean()

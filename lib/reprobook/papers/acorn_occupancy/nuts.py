@@ -1,0 +1,242 @@
+"""NUTS on the CSOM posterior, to check the Laplace approximation of :mod:`.fit`.
+
+Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
+et al. (2022). The sampler is the No-U-Turn Sampler (Hoffman & Gelman 2014, "The No-U-Turn
+Sampler: adaptively setting path lengths in Hamiltonian Monte Carlo", JMLR 15:1593-1623), as
+implemented by NumPyro (``numpyro.infer.NUTS`` with a diagonal mass matrix and step size adapted
+during warm-up), run on the potential energy
+
+    U(u) = -log p(u | data) = -(sum_i log L_i(u) + log p(u)),
+
+over the same unconstrained vector u (``PARAM_NAMES``) as the MAP fit. :func:`log_posterior_jax`
+evaluates exactly the formulas of :mod:`.likelihood` (``_parts_xp`` and ``_log_prior_xp`` are
+written once over an array namespace), in ``jax.numpy`` with float64, so it is jit-able and
+``jax.grad`` gives the gradient that NUTS needs.
+
+Brief's plan: one chain of 500 warm-up + 500 draws for the reduced profile, four chains of
+1000 + 1000 for the full one (R-hat and ESS per parameter; for one chain R-hat is the split
+R-hat of its two halves).
+
+Side effects and threads:
+
+* float64: :func:`run_nuts` and :func:`make_nuts_data` call ``numpyro.enable_x64()``, which sets
+  ``jax_enable_x64`` for the whole process (every later jax array defaults to 64 bits).
+* jax and numpyro are imported inside the functions, so ``import reprobook.papers.acorn_occupancy``
+  stays free of them.
+* XLA's CPU runtime starts its own thread pool (one thread per usable core) and ignores torch's
+  setting and ``$REPROBOOK_THREADS``. The old recipe
+  ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` no longer limits it in jax 0.10 (measured: a
+  2000 x 2000 matmul still used both cores of a 2-core machine), and jax 0.10 has no
+  thread-count option; the only limit that works is the process's CPU affinity (``taskset`` or
+  ``os.sched_setaffinity`` before jax's first computation). Nothing is set here. The arrays of
+  this model are small (at most a few thousand units), so NUTS is dominated by its sequential
+  leapfrog steps and stays close to one busy core.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import expit
+
+from .fit import default_init
+from .likelihood import (N_PARAMS, PARAM_NAMES, _check_data, _check_params, _log_prior_xp, _parts_xp,
+                         log_posterior)
+from .simulate import Survey
+
+__all__ = ["CHAIN_METHODS", "NutsData", "NutsResult", "make_nuts_data", "log_posterior_jax", "run_nuts"]
+
+#: The values of numpyro's ``MCMC(chain_method=...)`` accepted here ("parallel" falls back to
+#: "sequential", with numpyro's warning, when there are fewer devices than chains).
+CHAIN_METHODS = ("sequential", "parallel", "vectorized")
+INIT_JITTER_SD = 0.1  # sd of the N(0, sd^2) jitter added to the start of chains 2, 3, ...
+
+
+def _jax():
+    """Import jax (float64 switched on, process-wide) and return (jax, jax.numpy)."""
+    import jax
+    import jax.numpy as jnp
+
+    with warnings.catch_warnings():  # tqdm.auto warns that ipywidgets is missing in a notebook
+        warnings.simplefilter("ignore")
+        import numpyro
+
+    numpyro.enable_x64()
+    if jnp.zeros(()).dtype != jnp.float64:  # pragma: no cover - only if x64 could not be enabled
+        raise RuntimeError("jax float64 could not be enabled (jax_enable_x64)")
+    return jax, jnp
+
+
+class NutsData(NamedTuple):
+    """The data of the CSOM as float64 ``jax.numpy`` arrays (a pytree, so it can be passed to jit).
+
+    ``reviewed`` is 1.0 at reviewed units and 0.0 elsewhere; ``labels`` holds y_ik at reviewed
+    units and 0.0 elsewhere (as :func:`.likelihood._check_data` returns them).
+    """
+
+    x: object  # (N,)
+    w: object  # (N, K)
+    s: object  # (N, K)
+    reviewed: object  # (N, K) 0./1.
+    labels: object  # (N, K) 0./1.
+
+
+def make_nuts_data(survey: Survey, reviewed, labels) -> NutsData:
+    """:class:`NutsData` from a survey, a review mask and labels, checked as by the NumPy
+    likelihood (same errors). Switches on jax float64 (process-wide)."""
+    r, y = _check_data(survey, reviewed, labels)
+    _, jnp = _jax()
+    f64 = lambda a: jnp.asarray(np.asarray(a, dtype=np.float64))  # noqa: E731
+    return NutsData(x=f64(survey.x), w=f64(survey.w), s=f64(survey.s), reviewed=f64(r), labels=f64(y))
+
+
+def log_posterior_jax(u, data: NutsData):
+    """log p(u | data) up to a constant, in ``jax.numpy``: the same value as
+    :func:`.likelihood.log_posterior` (loglik + log prior with the Jacobian terms), jit-able and
+    differentiable in u. ``data`` comes from :func:`make_nuts_data`; u is an (8,) float64 array.
+    Returns a 0-d array (no input checks, so that it can be traced)."""
+    import jax
+    import jax.numpy as jnp
+
+    u = jnp.asarray(u)
+    p = _parts_xp(jnp, jax.nn.log_sigmoid, u, data.x, data.w, data.s, data.reviewed > 0.5, data.labels)
+    return jnp.sum(jnp.logaddexp(p["A"], p["B"])) + _log_prior_xp(jnp, u)
+
+
+@dataclass(frozen=True, eq=False)
+class NutsResult:
+    """NUTS draws of u and the diagnostics of the run."""
+
+    draws: np.ndarray  # (chains, samples, 8) draws of u, layout PARAM_NAMES
+    beta1: np.ndarray  # (chains, samples) habitat effect on logit psi
+    psi_bar: np.ndarray  # (chains, samples) mean_i expit(beta0 + beta1 x_i)
+    r_hat: np.ndarray  # (8,) split R-hat per parameter
+    ess: np.ndarray  # (8,) effective sample size per parameter (all chains)
+    psi_bar_r_hat: float
+    psi_bar_ess: float
+    num_divergences: int  # divergent transitions after warm-up, all chains
+    accept_prob: float  # mean acceptance probability after warm-up
+    mean_num_steps: float  # mean leapfrog steps per draw
+    seconds: float  # wall time of run_nuts (tracing and compilation included)
+    num_warmup: int
+    num_samples: int
+    num_chains: int
+    chain_method: str
+    seed: int
+
+    @property
+    def flat(self) -> np.ndarray:
+        """All draws of u pooled over chains, shape (chains * samples, 8)."""
+        return self.draws.reshape(-1, N_PARAMS)
+
+    def summary(self):
+        """A pandas DataFrame with rows PARAM_NAMES + ("psi_bar",) and columns mean, sd (pooled
+        over chains, ddof=1), r_hat and ess."""
+        import pandas as pd
+
+        flat = self.flat
+        rows = {n: (flat[:, j].mean(), flat[:, j].std(ddof=1), self.r_hat[j], self.ess[j])
+                for j, n in enumerate(PARAM_NAMES)}
+        pb = self.psi_bar.ravel()
+        rows["psi_bar"] = (pb.mean(), pb.std(ddof=1), self.psi_bar_r_hat, self.psi_bar_ess)
+        return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "sd", "r_hat", "ess"])
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _diagnostics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(split R-hat, ESS) over the trailing dims of x (chains, samples, ...); NaN when there are
+    fewer than 4 draws per chain (numpyro's minimum for split R-hat)."""
+    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+    if x.shape[1] < 4:
+        nan = np.full(x.shape[2:], np.nan)
+        return nan, nan.copy()
+    return np.asarray(split_gelman_rubin(x), dtype=float), np.asarray(effective_sample_size(x), dtype=float)
+
+
+def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_samples: int = 500,
+             num_chains: int = 1, seed: int = 0, init=None, chain_method: str = "sequential",
+             target_accept_prob: float = 0.8, max_tree_depth: int = 10) -> NutsResult:
+    """Sample p(u | data) with NUTS (Hoffman & Gelman 2014) in NumPyro, in float64.
+
+    ``potential_fn`` is ``-log_posterior_jax``. Every chain starts at ``init`` (an (8,) u, e.g.
+    ``fit_map(...).params``; default :func:`.fit.default_init`), chains 2, 3, ... with an added
+    N(0, 0.1^2) jitter from ``numpy.random.default_rng(seed)``; an explicit (num_chains, 8) array
+    gives each chain its own start. Draws are reproducible given ``seed`` (the jax PRNG key).
+    Brief's plan: 1 chain x (500 + 500) for the reduced profile, 4 chains x (1000 + 1000) for the
+    full one.
+
+    Side effect: ``numpyro.enable_x64()`` switches jax to float64 for the whole process.
+    ``seconds`` includes tracing and XLA compilation, which every call repeats (a new sampler
+    closes over new data).
+    """
+    t0 = time.perf_counter()
+    r, y = _check_data(survey, reviewed, labels)
+    num_warmup = _check_int("num_warmup", num_warmup, 0)
+    num_samples = _check_int("num_samples", num_samples, 1)
+    num_chains = _check_int("num_chains", num_chains, 1)
+    seed = _check_int("seed", seed, 0)
+    if seed >= 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    max_tree_depth = _check_int("max_tree_depth", max_tree_depth, 1)
+    if not isinstance(chain_method, str) or chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}")
+    if not 0.0 < float(target_accept_prob) < 1.0:
+        raise ValueError(f"target_accept_prob must lie in (0, 1), got {target_accept_prob!r}")
+    if init is None:
+        init = default_init(survey)
+    init_arr = np.asarray(init, dtype=float)
+    if init_arr.shape == (num_chains, N_PARAMS):
+        starts = np.stack([_check_params(row) for row in init_arr])
+    elif init_arr.shape == (N_PARAMS,):
+        u0 = _check_params(init_arr)
+        jitter = np.random.default_rng(seed).normal(0.0, INIT_JITTER_SD, (num_chains, N_PARAMS))
+        jitter[0] = 0.0
+        starts = u0 + jitter
+    else:
+        raise ValueError(f"init must have shape ({N_PARAMS},) or (num_chains, {N_PARAMS}) = "
+                         f"({num_chains}, {N_PARAMS}), got {init_arr.shape}")
+
+    start_lp = np.array([log_posterior(u, survey, r, y) for u in starts])
+    if not np.all(np.isfinite(start_lp)):
+        raise ValueError("the log posterior is not finite at the start of chain(s) "
+                         f"{np.flatnonzero(~np.isfinite(start_lp)).tolist()}")
+
+    jax, jnp = _jax()
+    from numpyro.infer import MCMC, NUTS
+
+    data = NutsData(*(jnp.asarray(np.asarray(a, dtype=np.float64)) for a in (survey.x, survey.w, survey.s, r, y)))
+
+    def potential(u):
+        return -log_posterior_jax(u, data)
+
+    kernel = NUTS(potential_fn=potential, target_accept_prob=float(target_accept_prob),
+                  max_tree_depth=max_tree_depth)
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                chain_method=chain_method, progress_bar=False)
+    init_params = jnp.asarray(starts[0] if num_chains == 1 else starts)
+    mcmc.run(jax.random.PRNGKey(seed), init_params=init_params, extra_fields=("accept_prob", "num_steps"))
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True), dtype=float).reshape(num_chains, num_samples, N_PARAMS)
+    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    seconds = time.perf_counter() - t0
+
+    x = np.asarray(survey.x, dtype=float)
+    psi_bar = np.stack([expit(d[:, 0:1] + d[:, 1:2] * x).mean(axis=1) for d in draws])  # a chain at a time
+    r_hat, ess = _diagnostics(draws)
+    pb_r_hat, pb_ess = _diagnostics(psi_bar[..., None])
+    return NutsResult(draws=draws, beta1=draws[..., 1].copy(), psi_bar=psi_bar, r_hat=r_hat, ess=ess,
+                      psi_bar_r_hat=float(pb_r_hat[0]), psi_bar_ess=float(pb_ess[0]),
+                      num_divergences=int(extra["diverging"].sum()),
+                      accept_prob=float(extra["accept_prob"].mean()),
+                      mean_num_steps=float(extra["num_steps"].mean()), seconds=seconds,
+                      num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                      chain_method=chain_method, seed=seed)

@@ -1,0 +1,245 @@
+"""ACORN chapter: the acquisition (EVR), the review policies, the loop and the study summaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from scipy.special import roots_jacobi
+
+from reprobook.papers.acorn_occupancy import acquisition as acq
+from reprobook.papers.acorn_occupancy import loop
+from reprobook.papers.acorn_occupancy.fit import fit_map
+from reprobook.papers.acorn_occupancy.likelihood import site_loglik, true_params, unit_presence_probability
+from reprobook.papers.acorn_occupancy.simulate import CAMERA, BIOACOUSTIC, simulate
+from dataclasses import replace
+
+SMALL = replace(CAMERA, n_sites=30, n_units=8)
+
+
+def _state(preset=SMALL, seed=0, n_reviewed=20):
+    survey = simulate(preset, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 100)
+    reviewed = np.zeros(survey.s.shape, dtype=bool)
+    reviewed.ravel()[rng.choice(survey.s.size, n_reviewed, replace=False)] = True
+    labels = np.where(reviewed, survey.y, 0)
+    fit = fit_map(survey, reviewed, labels)
+    return acq.ReviewState(survey, reviewed, labels, fit)
+
+
+# --- the predictive probability (P) ---------------------------------------------------------------
+
+
+def test_unit_presence_probability_is_a_ratio_of_site_likelihoods():
+    """P(y_ik = 1 | D, u) = L_i(D with unit k reviewed positive) / L_i(D): an exact identity."""
+    st = _state()
+    u = true_params(SMALL) + 0.1
+    p = unit_presence_probability(u[None, :], st.survey, st.reviewed, st.labels)[0]
+    base = site_loglik(u, st.survey, st.reviewed, st.labels)
+    for i, k in [(0, 0), (3, 5), (17, 2), (29, 7)]:
+        if st.reviewed[i, k]:
+            assert p[i, k] == st.labels[i, k]
+            continue
+        r, y = st.reviewed.copy(), st.labels.copy()
+        r[i, k], y[i, k] = True, 1
+        ratio = np.exp(site_loglik(u, st.survey, r, y)[i] - base[i])
+        assert p[i, k] == pytest.approx(ratio, rel=1e-10, abs=1e-300)
+
+
+def test_unit_presence_probability_batches_over_draws():
+    st = _state()
+    u = true_params(SMALL)[None, :] + np.random.default_rng(1).normal(0, 0.1, (5, 8))
+    batch = unit_presence_probability(u, st.survey, st.reviewed, st.labels)
+    assert batch.shape == (5,) + st.survey.s.shape
+    for m in range(5):
+        one = unit_presence_probability(u[m:m + 1], st.survey, st.reviewed, st.labels)[0]
+        np.testing.assert_allclose(batch[m], one, rtol=1e-13, atol=0)
+
+
+# --- (EVR-w) --------------------------------------------------------------------------------------
+
+
+def test_evr_is_variance_minus_expected_conditional_variance():
+    rng = np.random.default_rng(2)
+    M, U = 400, 7
+    tau = rng.normal(size=M)
+    p = rng.random((M, U))
+    w = rng.random(M)
+    evr = acq.expected_variance_reduction(tau, p, w)
+    wn = w / w.sum()
+    for j in range(U):
+        P1 = wn @ p[:, j]
+        direct = (acq.weighted_variance(tau, w)
+                  - P1 * acq.weighted_variance(tau, w * p[:, j])
+                  - (1 - P1) * acq.weighted_variance(tau, w * (1 - p[:, j])))
+        assert evr[j] == pytest.approx(direct, rel=1e-9, abs=1e-15)
+    assert np.all(evr >= 0)
+    joint = acq.expected_variance_reduction(np.stack([tau, 2 * tau], 1), p, w)
+    np.testing.assert_allclose(joint[:, 1], 4 * evr, rtol=1e-12)
+
+
+def test_evr_is_zero_for_a_certain_label():
+    rng = np.random.default_rng(3)
+    tau = rng.normal(size=100)
+    p = np.stack([np.zeros(100), np.ones(100), rng.random(100)], axis=1)
+    evr = acq.expected_variance_reduction(tau, p, np.ones(100))
+    assert evr[0] == 0.0 and evr[1] == 0.0 and evr[2] > 0
+
+
+def test_evr_is_zero_for_reviewed_units_and_units_that_cannot_be_present():
+    st = _state()
+    u = acq.laplace_draws(st.fit, 200, np.random.default_rng(4))
+    u[:, 2], u[:, 3] = -2000.0, 0.0  # theta = e^-2000: exactly 0 in float64, y = 0 for sure
+    p = unit_presence_probability(u, st.survey, st.reviewed, st.labels)
+    evr = acq.expected_variance_reduction(acq.target_draws(u, st.survey, "beta1"), p.reshape(200, -1), np.ones(200))
+    assert np.all(evr == 0.0)
+    u2 = acq.laplace_draws(st.fit, 200, np.random.default_rng(4))
+    p2 = unit_presence_probability(u2, st.survey, st.reviewed, st.labels).reshape(200, -1)
+    evr2 = acq.expected_variance_reduction(acq.target_draws(u2, st.survey, "psi_bar"), p2, np.ones(200))
+    assert np.all(evr2[st.reviewed.ravel()] == 0.0)
+    assert evr2[~st.reviewed.ravel()].max() > 0
+
+
+@pytest.mark.parametrize("a, b", [(2.0, 5.0), (0.7, 1.3), (12.0, 3.0)])
+def test_importance_weighting_equals_the_exact_conjugate_refit(a, b):
+    """Beta-Bernoulli: theta ~ Beta(a, b), y ~ Bernoulli(theta). Draws = Gauss-Jacobi nodes with
+    their weights (exact for polynomials up to degree 79); re-weighting by theta or 1 - theta
+    must give Beta(a + 1, b) and Beta(a, b + 1) exactly, and EVR the exact expected reduction."""
+    x, wq = roots_jacobi(40, b - 1.0, a - 1.0)  # weight (1 - x)^(b-1) (1 + x)^(a-1) on [-1, 1]
+    theta = (x + 1.0) / 2.0
+    var = lambda al, be: stats.beta(al, be).var()
+    assert acq.weighted_variance(theta, wq) == pytest.approx(var(a, b), rel=1e-12)
+    assert acq.weighted_variance(theta, wq * theta) == pytest.approx(var(a + 1, b), rel=1e-12)
+    assert acq.weighted_variance(theta, wq * (1 - theta)) == pytest.approx(var(a, b + 1), rel=1e-12)
+    p1 = a / (a + b)
+    exact = var(a, b) - p1 * var(a + 1, b) - (1 - p1) * var(a, b + 1)
+    evr = acq.expected_variance_reduction(theta, theta[:, None], wq)[0]
+    assert evr == pytest.approx(exact, rel=1e-10)
+    # and with plain Monte Carlo draws, to sampling accuracy
+    draws = stats.beta(a, b).rvs(size=400_000, random_state=np.random.default_rng(5))
+    mc = acq.expected_variance_reduction(draws, draws[:, None], np.ones(draws.size))[0]
+    assert mc == pytest.approx(exact, rel=0.03)
+
+
+# --- the policies ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(acq.POLICIES))
+def test_batches_have_no_duplicates_and_no_reviewed_units(name):
+    st = _state(n_reviewed=60)
+    picks = acq.policy(name)(st, 25, np.random.default_rng(6))
+    assert len(picks) == 25 == len(set(picks))
+    assert not any(st.reviewed[i, k] for i, k in picks)
+    # a batch larger than what is left takes everything left, once
+    few = st.reviewed.copy()
+    few.ravel()[: few.size - 5] = True
+    st2 = acq.ReviewState(st.survey, few, np.where(few, st.survey.y, 0), st.fit)
+    picks2 = acq.policy(name)(st2, 25, np.random.default_rng(6))
+    assert sorted(picks2) == sorted(map(tuple, np.argwhere(~few).tolist()))
+
+
+def test_evr_first_pick_is_the_argmax_and_policies_are_seeded():
+    st = _state()
+    rng = np.random.default_rng(7)
+    picks = acq.select_evr(st, 5, rng, target="beta1", n_draws=300)
+    u = acq.laplace_draws(st.fit, 300, np.random.default_rng(7))
+    p = unit_presence_probability(u, st.survey, st.reviewed, st.labels).reshape(300, -1)
+    evr = acq.expected_variance_reduction(u[:, 1], p, np.ones(300))
+    evr[st.reviewed.ravel()] = -1
+    assert np.unravel_index(int(np.argmax(evr)), st.reviewed.shape) == picks[0]
+    assert picks == acq.select_evr(st, 5, np.random.default_rng(7), target="beta1", n_draws=300)
+    assert acq.select_random(st, 9, np.random.default_rng(8)) == acq.select_random(st, 9, np.random.default_rng(8))
+
+
+def test_top_score_and_site_top_orders():
+    st = _state(n_reviewed=0)
+    s = st.survey.s
+    top = acq.select_top_score(st, 4, np.random.default_rng(0))
+    assert [s[i, k] for i, k in top] == sorted(s.ravel())[::-1][:4]
+    # site_top: one unit per site per pass, each site's best, best sites first; confirmed sites skipped
+    reviewed = np.zeros_like(st.reviewed)
+    labels = np.zeros_like(st.labels)
+    reviewed[0, 0], labels[0, 0] = True, 1  # site 0 confirmed occupied
+    st2 = acq.ReviewState(st.survey, reviewed, labels, st.fit)
+    picks = acq.select_site_top(st2, s.shape[0] - 1, np.random.default_rng(0))
+    sites = [i for i, _ in picks]
+    assert sorted(sites) == list(range(1, s.shape[0]))
+    assert all(k == int(np.argmax(s[i])) for i, k in picks)
+    best = [s[i].max() for i in sites]
+    assert best == sorted(best, reverse=True)
+
+
+def test_uncertainty_picks_predictive_probabilities_nearest_one_half():
+    st = _state()
+    picks = acq.select_uncertainty(st, 6, np.random.default_rng(0))
+    p = unit_presence_probability(st.fit.params[None], st.survey, st.reviewed, st.labels)[0]
+    d = np.abs(p - 0.5)
+    chosen = max(d[i, k] for i, k in picks)
+    others = d[~st.reviewed].copy()
+    assert np.sum(others < chosen - 1e-15) <= 5
+
+
+def test_bad_policy_input_raises():
+    st = _state()
+    with pytest.raises(ValueError, match="unknown review policy"):
+        acq.policy("oracle")
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        acq.select_random(st, 0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="target must be one of"):
+        acq.select_evr(st, 2, np.random.default_rng(0), target="psi")
+    with pytest.raises(ValueError, match="draws must have shape"):
+        acq.target_draws(np.zeros((3, 7)), st.survey, "beta1")
+
+
+# --- the loop and the study summaries -------------------------------------------------------------
+
+
+def test_review_loop_reveals_true_labels_and_is_reproducible():
+    survey = simulate(SMALL, np.random.default_rng(11))
+    a = loop.review_loop(survey, "acorn", budget=30, batch=8, rng=np.random.default_rng(1), n_draws=128)
+    b = loop.review_loop(survey, "acorn", budget=30, batch=8, rng=np.random.default_rng(1), n_draws=128)
+    assert a["n_reviewed"].tolist() == [0, 8, 16, 24, 30]
+    pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+    assert a["fit_ok"].all()
+    with pytest.raises(ValueError, match="budget must be an integer"):
+        loop.review_loop(survey, "random", budget=survey.s.size + 1, batch=8, rng=np.random.default_rng(0))
+
+
+def test_full_review_reaches_the_full_label_fit():
+    survey = simulate(replace(SMALL, n_sites=12, n_units=5), np.random.default_rng(12))
+    study = loop.run_study(survey.preset, ["random"], reps=1, budget_frac=1.0, batch_frac=0.34, seed=12)
+    last = study.iloc[-1]
+    assert last["frac_reviewed"] == 1.0
+    assert last["err"] < 1e-3
+
+
+def _fake_study(errors: dict[str, list[float]], reps=1):
+    rows = []
+    for rep in range(reps):
+        for pol, errs in errors.items():
+            for j, e in enumerate(errs):
+                rows.append(dict(rep=rep, policy=pol, n_reviewed=10 * j, frac_reviewed=0.01 * j, err=e,
+                                 err_beta1=e))
+    return pd.DataFrame(rows)
+
+
+def test_study_summaries_on_hand_made_curves():
+    st = _fake_study({"acorn": [3, 0.5, 0.8, 0.2, 0.1], "random": [3, 2, 1.5, 0.9, 0.12],
+                      "top_score": [3, 1.2, 0.7, 0.6, 0.5]})
+    # acorn is not below top_score at budget 0.02 (0.8 > 0.7)
+    assert not loop.beats_at_every_budget(st, "acorn", ["random", "top_score"], max_frac=0.03).iloc[0]
+    assert loop.beats_at_every_budget(st, "acorn", ["random"], max_frac=0.04).iloc[0]
+    assert loop.beats_at_every_budget(st, "acorn", ["random", "top_score"], max_frac=0.01).iloc[0]
+    tol = loop.reviews_to_tolerance(st).set_index("policy")["reviews"]
+    assert tol["acorn"] == 10 and tol["random"] == 30 and tol["top_score"] == 20
+    g = loop.gain_shrinks(st, "acorn", "random", small_frac=0.02).iloc[0]
+    assert g["peak_small"] == pytest.approx(1.5) and g["at_max_budget"] == pytest.approx(0.02) and g["shrinks"]
+    area = loop.error_area(st, max_frac=0.02)
+    assert area.loc[0, "acorn"] == pytest.approx(0.65) and area.loc[0, "random"] == pytest.approx(1.75)
+    assert loop.needs_no_more_reviews(st, "acorn", ["random", "top_score"]).iloc[0]
+    assert not loop.needs_no_more_reviews(st, "random", ["acorn"]).iloc[0]
+    never = _fake_study({"acorn": [3, 2, 2], "random": [3, 1, 0.5]})
+    assert not loop.needs_no_more_reviews(never, "acorn", ["random"]).iloc[0]
+    assert np.isnan(loop.reviews_to_tolerance(never).set_index("policy")["reviews"]["acorn"])
+    assert not loop.gain_shrinks(never, "acorn", "random", small_frac=0.02).iloc[0]["shrinks"]
