@@ -271,3 +271,18 @@ def test_bad_inputs_raise_clear_errors():
         fit_binary_occupancy(d, x, w, false_positive=True, init=u[:4])
     with pytest.raises(ValueError, match=r"non-finite: \['logit_p10'\]"):
         binary_site_loglik(np.where(np.arange(5) == 4, np.nan, u), d, x, w, false_positive=True)
+
+
+def test_perfectly_separating_scores_recover_the_perfect_label_estimate():
+    """As mu1 - mu0 grows, the CSOM with no reviews must give the occupancy estimate of the
+    standard model fitted to the true labels (the scores then reveal every label)."""
+    from reprobook.papers.acorn_occupancy import Preset, fit_map, simulate
+
+    preset = Preset(n_sites=80, n_units=10, beta=(-0.3, 1.0), alpha=(-0.5, 0.4),
+                    mu0=-20.0, sigma0=1.0, mu1=20.0, sigma1=1.0)
+    sv = simulate(preset, np.random.default_rng(21))
+    none = np.zeros(sv.s.shape, dtype=bool)
+    csom = fit_map(sv, none, np.zeros(sv.s.shape, dtype=np.int64))
+    perfect = fit_binary_occupancy(sv.y, sv.x, sv.w)
+    np.testing.assert_allclose(csom.params[:4], perfect.params, atol=1e-4)
+    assert abs(csom.psi_bar - perfect.psi_bar) < 1e-5

@@ -84,7 +84,11 @@ class RobustnessConfig:
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): to be measured.
+# start included): scores_or_thresholds 11.5 s (700 fits in about 6 s), which_to_review 42.4 s
+# (6 surveys x 6 policies x 11 fits in about 36 s; an ACORN round about 0.26 s, a baseline round
+# 0.03 s), does_it_hold_up 42.4 s (two NUTS runs of 7.7 s and 10.0 s with compilation, the two
+# regimes about 19 s). The full profile's (M, N, K) draw arrays are 400 MB each at M = 1,000 and
+# 50,000 units.
 _FULL_SIZE = dict(n_sites=500, n_units=100)
 PROFILES: dict[str, dict[str, Any]] = {
     "scores_or_thresholds": {
