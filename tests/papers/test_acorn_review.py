@@ -12,7 +12,7 @@ from reprobook.papers.acorn_occupancy import acquisition as acq
 from reprobook.papers.acorn_occupancy import loop
 from reprobook.papers.acorn_occupancy.fit import fit_map
 from reprobook.papers.acorn_occupancy.likelihood import site_loglik, true_params, unit_presence_probability
-from reprobook.papers.acorn_occupancy.simulate import CAMERA, BIOACOUSTIC, simulate
+from reprobook.papers.acorn_occupancy.simulate import BIOACOUSTIC, CAMERA, simulate
 from dataclasses import replace
 
 SMALL = replace(CAMERA, n_sites=30, n_units=8)
@@ -243,3 +243,94 @@ def test_study_summaries_on_hand_made_curves():
     assert not loop.needs_no_more_reviews(never, "acorn", ["random"]).iloc[0]
     assert np.isnan(loop.reviews_to_tolerance(never).set_index("policy")["reviews"]["acorn"])
     assert not loop.gain_shrinks(never, "acorn", "random", small_frac=0.02).iloc[0]["shrinks"]
+
+
+@pytest.mark.parametrize("target", ["joint", "psi_bar"])
+def test_greedy_batch_matches_a_from_scratch_believer_loop(target):
+    """The whole batch against a plain re-implementation: after every pick, believe its more
+    probable label, re-weight the draws by that label's probability, recompute every unit's
+    predictive probability from scratch, and take the next EVR argmax (scores normalised by the
+    variances before the batch)."""
+    pre = replace(BIOACOUSTIC, n_sites=20, n_units=15)
+    st = _state(pre, seed=3, n_reviewed=15)
+    b, m = 8, 200
+    picks = acq.select_evr(st, b, np.random.default_rng(13), target=target, n_draws=m)
+    u = acq.laplace_draws(st.fit, m, np.random.default_rng(13))
+    tau = acq.target_draws(u, st.survey, target)
+    var0 = acq.weighted_variance(tau, np.ones(m))
+    w = np.ones(m)
+    r, y = st.reviewed.copy(), st.labels.copy()
+    expected, labels = [], []
+    for _ in range(b):
+        p = unit_presence_probability(u, st.survey, r, y).reshape(m, -1)
+        evr = acq.expected_variance_reduction(tau, p, w)
+        score = (evr / var0).sum(axis=1) if evr.ndim == 2 else evr
+        score[r.ravel()] = -np.inf
+        j = int(np.argmax(score))
+        i, k = np.unravel_index(j, r.shape)
+        label = int(w @ p[:, j] >= 0.5 * w.sum())
+        w = w * (p[:, j] if label else 1 - p[:, j])
+        r[i, k], y[i, k] = True, label
+        expected.append((int(i), int(k)))
+        labels.append(label)
+    assert picks == expected
+    # the conditioning matters here: a plain top-b of the first scores differs, and some beliefs are positive
+    p0 = unit_presence_probability(u, st.survey, st.reviewed, st.labels).reshape(m, -1)
+    evr0 = acq.expected_variance_reduction(tau, p0, np.ones(m))
+    s0 = (evr0 / var0).sum(axis=1) if evr0.ndim == 2 else evr0
+    s0[st.reviewed.ravel()] = -np.inf
+    plain = [tuple(int(v) for v in np.unravel_index(j, r.shape)) for j in np.argsort(-s0)[:b]]
+    assert plain != expected
+    assert any(labels)
+
+
+def test_summaries_need_the_error_to_stay_within_tolerance_and_strictly_beat():
+    dip = _fake_study({"acorn": [3, 0.5, 1.5, 0.5, 0.4], "random": [3, 0.5, 0.9, 0.8, 0.7]})
+    tol = loop.reviews_to_tolerance(dip).set_index("policy")["reviews"]
+    assert tol["acorn"] == 30 and tol["random"] == 10
+    # a tie is not a win
+    assert not loop.beats_at_every_budget(dip, "acorn", ["random"], max_frac=0.01).iloc[0]
+    # the peak of the gain is taken over small budgets only
+    late = _fake_study({"acorn": [3, 2, 2, 0.1, 0.1], "random": [3, 2.5, 2.1, 2, 0.2]})
+    g = loop.gain_shrinks(late, "acorn", "random", small_frac=0.02).iloc[0]
+    assert g["peak_small"] == pytest.approx(0.5) and g["shrinks"]
+    with pytest.raises(ValueError, match="not in this study"):
+        loop.beats_at_every_budget(dip, "acorn", ["oracle"], max_frac=0.02)
+    with pytest.raises(ValueError, match="no round of the study"):
+        loop.error_area(dip, max_frac=0.001)
+
+
+def test_c2_cells_compare_rmse_on_both_targets():
+    rows = []
+    for rep, (ep_c, eb_c, ep_t, eb_t) in enumerate([(0.01, 0.1, 0.05, 0.2), (-0.01, -0.1, -0.05, 0.05)]):
+        base = dict(rep=rep, preset="camera", psi_bar_true=0.4, beta1_true=1.0, ok=True)
+        rows.append(dict(base, model="CSOM", threshold=np.nan, psi_bar=0.4 + ep_c, beta1=1 + eb_c, detections=np.nan))
+        rows.append(dict(base, model="standard", threshold=0.5, psi_bar=0.4 + ep_t, beta1=1 + eb_t, detections=0.1))
+        rows.append(dict(base, model="standard", threshold=0.8, psi_bar=0.4 + ep_t, beta1=1 + eb_t * 3, detections=0.1))
+    summary = loop.threshold_summary(pd.DataFrame(rows))
+    csom = summary[summary.model == "CSOM"].iloc[0]
+    assert csom["bias_psi"] == pytest.approx(0.0) and csom["rmse_psi"] == pytest.approx(0.01)
+    cells = loop.csom_wins(summary).set_index("threshold")["csom_wins"]
+    # threshold 0.5: beta1 RMSE sqrt((0.04 + 0.0025) / 2) = 0.146 > 0.1, psi 0.05 > 0.01: CSOM wins
+    # threshold 0.8: beta1 RMSE sqrt((0.36 + 0.0225) / 2) = 0.437: CSOM wins too; make psi tie instead
+    assert cells[0.5] and cells[0.8]
+    tie = summary.copy()
+    tie.loc[(tie.model == "standard") & (tie.threshold == 0.8), "rmse_psi"] = csom["rmse_psi"]
+    assert not loop.csom_wins(tie).set_index("threshold")["csom_wins"][0.8]
+
+
+def test_study_inputs_are_checked():
+    survey = simulate(SMALL, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="reps"):
+        loop.run_study(SMALL, ["random"], reps=0, budget_frac=0.1, batch_frac=0.05, seed=0)
+    with pytest.raises(ValueError, match="reps"):
+        loop.threshold_study(SMALL, reps=1.5, thresholds=(0.5,), seed=0)
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        loop.review_loop(survey, "random", budget=5, batch=5, rng=0)
+    with pytest.raises(ValueError, match="n_sites must be a positive integer"):
+        from reprobook.papers.acorn_occupancy.config import preset
+        preset("camera", n_sites=0)
+    with pytest.raises(ValueError, match="weights must be non-negative"):
+        acq.expected_variance_reduction(np.ones(3), np.full((3, 2), 0.5), np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="probabilities"):
+        acq.expected_variance_reduction(np.ones(3), np.full((3, 2), 1.5), np.ones(3))

@@ -45,10 +45,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy.special import expit
 
 from .fit import Fit
-from .likelihood import N_PARAMS, _check_data, unit_presence_probability
+from .likelihood import N_PARAMS, _check_data, mean_occupancy, unit_presence_probability
 from .simulate import Survey
 
 __all__ = [
@@ -89,7 +88,7 @@ def target_draws(u, survey: Survey, target: str) -> np.ndarray:
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     beta1 = u[:, 1]
-    psi_bar = expit(u[:, :1] + u[:, 1:2] * survey.x[None, :]).mean(axis=1)
+    psi_bar = mean_occupancy(u[:, 0], u[:, 1], survey.x)
     return {"beta1": beta1, "psi_bar": psi_bar, "joint": np.stack([beta1, psi_bar], axis=1)}[target]
 
 
@@ -118,6 +117,15 @@ def expected_variance_reduction(tau, p, weights) -> np.ndarray:
     w = np.asarray(weights, dtype=float)
     if p.ndim != 2 or p.shape[0] != tau.shape[0] or w.shape != (tau.shape[0],):
         raise ValueError(f"need tau (M,...), p (M, U), weights (M,) with one M; got {tau.shape}, {p.shape}, {w.shape}")
+    if np.any(w < 0) or not w.sum() > 0:
+        raise ValueError("weights must be non-negative with a positive sum")
+    if not (np.all(p >= 0) and np.all(p <= 1)):
+        raise ValueError("p must hold probabilities in [0, 1]")
+    return _evr(tau, p, w)
+
+
+def _evr(tau: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(EVR-w) without input checks (the greedy loop calls it once per pick)."""
     w = w / w.sum()
     t = tau if tau.ndim == 2 else tau[:, None]  # (M, T)
     P1 = w @ p  # (U,)
@@ -177,15 +185,13 @@ def select_evr(state: ReviewState, batch: int, rng: np.random.Generator, *, targ
     shape = r.shape
     picks: list[int] = []
     for _ in range(b):
-        score = _score(expected_variance_reduction(tau, p.reshape(len(u), -1), w), var)
+        score = _score(_evr(tau, p.reshape(len(u), -1), w), var)
         score[r.ravel()] = -np.inf
         j = int(np.argmax(score))
         i, k = np.unravel_index(j, shape)
         pj = p[:, i, k]
         label = int(w @ pj >= 0.5 * w.sum())
-        w = w * (pj if label else 1.0 - pj)
-        if not w.sum() > 0:  # every draw says the believed label is impossible: keep the old weights
-            w = np.full(u.shape[0], 1.0 / u.shape[0])
+        w = w * (pj if label else 1.0 - pj)  # the believed label has probability >= 1/2, so w.sum() > 0
         w = w / w.sum()
         r[i, k], y[i, k] = True, label
         p[:, i, :] = unit_presence_probability(u, survey.site(i), r[i:i + 1], y[i:i + 1])[:, 0, :]

@@ -39,8 +39,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit, logit
 
-from .fit import FitError, psi_bar_with_se
-from .likelihood import PRIOR_SD_COEF
+from .fit import FitError, map_with_laplace, numerical_hessian, psi_bar_with_se
+from .likelihood import PRIOR_SD_COEF, _log_normal_sum
 from .simulate import Survey
 
 __all__ = [
@@ -55,7 +55,6 @@ RL_PARAM_NAMES: tuple[str, ...] = BINARY_PARAM_NAMES + ("logit_p10",)
 PRIOR_MEAN_LOGIT_P10 = -3.0  # logit p10 ~ N(-3, 2^2), ASSUMED
 PRIOR_SD_LOGIT_P10 = 2.0
 INIT_P10 = 0.02  # start of p10 in the Royle–Link fit (picks the p11 > p10 mode)
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,13 +192,9 @@ def binary_log_prior(params, *, false_positive: bool = False) -> float:
     """log p(u): beta_j, alpha_j ~ N(0, 2^2); with ``false_positive`` also logit p10 ~ N(-3, 2^2)
     (ASSUMED). All on the unconstrained scale, so there is no Jacobian."""
     u = _check_params(params, false_positive)
-
-    def lnorm(v, mean, sd):
-        return float(np.sum(-0.5 * ((v - mean) / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI))
-
-    lp = lnorm(u[0:4], 0.0, PRIOR_SD_COEF)
+    lp = float(_log_normal_sum(np, u[0:4], 0.0, PRIOR_SD_COEF))
     if false_positive:
-        lp += lnorm(u[4:5], PRIOR_MEAN_LOGIT_P10, PRIOR_SD_LOGIT_P10)
+        lp += float(_log_normal_sum(np, u[4:5], PRIOR_MEAN_LOGIT_P10, PRIOR_SD_LOGIT_P10))
     return lp
 
 
@@ -239,20 +234,12 @@ def grad_binary_log_posterior(params, d, x, w, *, false_positive: bool = False) 
 
 
 def binary_laplace_hessian(params, d, x, w, *, false_positive: bool = False, step: float = 1e-5) -> np.ndarray:
-    """H = -Hessian of log p(u | d): central differences of the analytic gradient,
-    H_j = -(g(u + h e_j) - g(u - h e_j)) / (2 h), then (H + H^T) / 2 (as :func:`.fit.laplace_hessian`)."""
+    """H = -Hessian of log p(u | d) by central differences of the analytic gradient
+    (:func:`.fit.numerical_hessian`)."""
     u = _check_params(params, false_positive)
     d, x, w = _check_binary(d, x, w)
-    m = u.shape[0]
-    H = np.empty((m, m))
-    for j in range(m):
-        h = step * max(1.0, abs(u[j]))
-        up, dn = u.copy(), u.copy()
-        up[j] += h
-        dn[j] -= h
-        H[j] = -(grad_binary_log_posterior(up, d, x, w, false_positive=false_positive)[1]
-                 - grad_binary_log_posterior(dn, d, x, w, false_positive=false_positive)[1]) / (2 * h)
-    return 0.5 * (H + H.T)
+    return numerical_hessian(lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive)[1],
+                             u, step=step)
 
 
 # --- the fit -----------------------------------------------------------------------------------
@@ -280,7 +267,7 @@ def binary_default_init(d, *, false_positive: bool = False) -> np.ndarray:
 
 
 def fit_binary_occupancy(d, x, w, *, false_positive: bool = False, init=None, gtol: float = 1e-6,
-                         maxiter: int = 1000) -> BinaryFit:
+                         ftol: float = 1e-13, maxiter: int = 1000) -> BinaryFit:
     """MAP of the standard (STD) or Royle–Link (RL) occupancy model (Royle & Link 2006, Ecology
     87:835–841; a baseline here) on binary detections ``d``, by L-BFGS-B with the analytic
     gradient, plus the Laplace approximation N(u_hat, H^{-1}) and the delta-method se of psi_bar.
@@ -304,31 +291,15 @@ def fit_binary_occupancy(d, x, w, *, false_positive: bool = False, init=None, gt
     else:
         u0 = _check_params(init, false_positive)
     t0 = time.perf_counter()
-
-    def fun(u):
-        lp, g = grad_binary_log_posterior(u, d, x, w, false_positive=false_positive)
-        return -lp, -g
-
-    res = minimize(fun, u0, jac=True, method="L-BFGS-B",
-                   options={"gtol": gtol, "maxiter": maxiter, "maxcor": 20})
-    if not res.success:
-        raise FitError(f"L-BFGS-B did not converge after {res.nit} iterations: {res.message}")
-    u = np.asarray(res.x, dtype=float)
-    H = binary_laplace_hessian(u, d, x, w, false_positive=false_positive)
-    try:
-        L = np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        ev = np.linalg.eigvalsh(H)
-        raise FitError(f"Hessian at the mode is not positive definite (smallest eigenvalue {ev[0]:.3g}); "
-                       "the mode may be a saddle or the model unidentified") from None
-    Linv = np.linalg.inv(L)
-    cov = Linv.T @ Linv
+    u, cov, log_post, res = map_with_laplace(
+        lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive), u0,
+        gtol=gtol, ftol=ftol, maxiter=maxiter)
     seconds = time.perf_counter() - t0
     se = np.sqrt(np.diag(cov))
     psi_bar, psi_bar_se = psi_bar_with_se(u[:2], cov[:2, :2], x)
     p10 = float(expit(u[4])) if false_positive else None
     label_switched = bool(false_positive and float(np.mean(expit(u[2] + u[3] * w))) <= p10)
-    return BinaryFit(params=u, cov=cov, se=se, log_post=float(-res.fun), converged=bool(res.success),
+    return BinaryFit(params=u, cov=cov, se=se, log_post=log_post, converged=bool(res.success),
                      n_iter=int(res.nit), message=str(res.message), psi_bar=psi_bar, psi_bar_se=psi_bar_se,
                      beta1=float(u[1]), beta1_se=float(se[1]), false_positive=false_positive, p10=p10,
                      label_switched=label_switched, seconds=seconds)

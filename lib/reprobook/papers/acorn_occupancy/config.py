@@ -32,7 +32,8 @@ def preset(name: str, n_sites: int | None = None, n_units: int | None = None) ->
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
     p = PRESETS[name]
-    return replace(p, n_sites=n_sites or p.n_sites, n_units=n_units or p.n_units)
+    return replace(p, n_sites=p.n_sites if n_sites is None else n_sites,
+                   n_units=p.n_units if n_units is None else n_units)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class ScoresConfig:
 @dataclass(frozen=True)
 class ReviewConfig:
     """C1, C3, C4: every review policy on the bioacoustic preset (where reviews matter: with no
-    reviews the CSOM's psi_bar is off the full-label value by about three tolerances)."""
+    reviews the CSOM is off the full-label fit by up to a few tolerances; on the camera-trap
+    preset it is within a few hundredths of one)."""
 
     preset: str = "bioacoustic"  # simulation preset
     reps: int = 6  # simulated surveys (seeds); every policy sees the same ones
@@ -84,9 +86,9 @@ class RobustnessConfig:
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): scores_or_thresholds 11.5 s (700 fits in about 6 s), which_to_review 42.4 s
-# (6 surveys x 6 policies x 11 fits in about 36 s; an ACORN round about 0.26 s, a baseline round
-# 0.03 s), does_it_hold_up 42.4 s (two NUTS runs of 7.7 s and 10.0 s with compilation, the two
+# start included): scores_or_thresholds 12 s (700 fits in about 6 s), which_to_review 43-48 s
+# (6 surveys x 6 policies x 11 fits in about 37 s; an ACORN round about 0.26 s, a baseline round
+# 0.03 s), does_it_hold_up 42-48 s (two NUTS runs of 8 s and 10 s with compilation, the two
 # regimes about 19 s). The full profile's (M, N, K) draw arrays are 400 MB each at M = 1,000 and
 # 50,000 units.
 _FULL_SIZE = dict(n_sites=500, n_units=100)

@@ -24,7 +24,8 @@ from scipy.special import expit
 from .likelihood import N_PARAMS, PARAM_NAMES, _check_data, _check_params, grad_log_posterior
 from .simulate import Survey
 
-__all__ = ["Fit", "FitError", "fit_map", "default_init", "laplace_hessian", "psi_bar_with_se"]
+__all__ = ["Fit", "FitError", "fit_map", "default_init", "laplace_hessian", "numerical_hessian",
+           "map_with_laplace", "psi_bar_with_se"]
 
 
 class FitError(RuntimeError):
@@ -83,19 +84,49 @@ def psi_bar_with_se(beta, cov_beta, x) -> tuple[float, float]:
     return float(psi.mean()), float(np.sqrt(g @ C @ g))
 
 
-def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1e-5) -> np.ndarray:
-    """H = -Hessian of log p(u | data): central differences of the analytic gradient,
-    H_j = -(g(u + h e_j) - g(u - h e_j)) / (2 h), then (H + H^T) / 2."""
-    u = _check_params(params)
-    H = np.empty((N_PARAMS, N_PARAMS))
-    for j in range(N_PARAMS):
+def numerical_hessian(grad, u, *, step: float = 1e-5) -> np.ndarray:
+    """H = -d^2 log p / du du^T by central differences of the analytic gradient ``grad(u)``:
+    H_j = -(g(u + h e_j) - g(u - h e_j)) / (2 h), h = step max(1, |u_j|), then (H + H^T) / 2."""
+    u = np.asarray(u, dtype=float)
+    m = u.shape[0]
+    H = np.empty((m, m))
+    for j in range(m):
         h = step * max(1.0, abs(u[j]))
         up, dn = u.copy(), u.copy()
         up[j] += h
         dn[j] -= h
-        H[j] = -(grad_log_posterior(up, survey, reviewed, labels)[1]
-                 - grad_log_posterior(dn, survey, reviewed, labels)[1]) / (2 * h)
+        H[j] = -(grad(up) - grad(dn)) / (2 * h)
     return 0.5 * (H + H.T)
+
+
+def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1e-5) -> np.ndarray:
+    """H = -Hessian of log p(u | data) of the CSOM (:func:`numerical_hessian`)."""
+    u = _check_params(params)
+    return numerical_hessian(lambda v: grad_log_posterior(v, survey, reviewed, labels)[1], u, step=step)
+
+
+def map_with_laplace(value_and_grad, u0, *, gtol: float, ftol: float, maxiter: int):
+    """Maximise a log posterior given ``value_and_grad(u) -> (log p, gradient)`` by L-BFGS-B,
+    then the Laplace covariance H^{-1} at the mode. Returns (u_hat, cov, log p(u_hat), the
+    optimiser's result). Raises FitError when L-BFGS-B fails or H is not positive definite."""
+    def fun(u):
+        lp, g = value_and_grad(u)
+        return -lp, -g
+
+    res = minimize(fun, u0, jac=True, method="L-BFGS-B",
+                   options={"gtol": gtol, "ftol": ftol, "maxiter": maxiter, "maxcor": 20})
+    if not res.success:
+        raise FitError(f"L-BFGS-B did not converge after {res.nit} iterations: {res.message}")
+    u = np.asarray(res.x, dtype=float)
+    H = numerical_hessian(lambda v: value_and_grad(v)[1], u)
+    try:
+        L = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        ev = np.linalg.eigvalsh(H)
+        raise FitError(f"Hessian at the mode is not positive definite (smallest eigenvalue {ev[0]:.3g}); "
+                       "the mode may be a saddle or the model unidentified") from None
+    Linv = np.linalg.inv(L)
+    return u, Linv.T @ Linv, float(-res.fun), res
 
 
 def fit_map(survey: Survey, reviewed, labels, *, init=None, gtol: float = 1e-6, ftol: float = 1e-13,
@@ -108,28 +139,11 @@ def fit_map(survey: Survey, reviewed, labels, *, init=None, gtol: float = 1e-6, 
     reviewed, labels_c = _check_data(survey, reviewed, labels)
     u0 = default_init(survey) if init is None else _check_params(init)
     t0 = time.perf_counter()
-
-    def fun(u):
-        lp, g = grad_log_posterior(u, survey, reviewed, labels_c)
-        return -lp, -g
-
-    res = minimize(fun, u0, jac=True, method="L-BFGS-B",
-                   options={"gtol": gtol, "ftol": ftol, "maxiter": maxiter, "maxcor": 20})
-    if not res.success:
-        raise FitError(f"L-BFGS-B did not converge after {res.nit} iterations: {res.message}")
-    u = np.asarray(res.x, dtype=float)
-    H = laplace_hessian(u, survey, reviewed, labels_c)
-    try:
-        L = np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        ev = np.linalg.eigvalsh(H)
-        raise FitError(f"Hessian at the mode is not positive definite (smallest eigenvalue {ev[0]:.3g}); "
-                       "the mode may be a saddle or the model unidentified") from None
-    Linv = np.linalg.inv(L)
-    cov = Linv.T @ Linv
+    u, cov, log_post, res = map_with_laplace(lambda v: grad_log_posterior(v, survey, reviewed, labels_c), u0,
+                                             gtol=gtol, ftol=ftol, maxiter=maxiter)
     seconds = time.perf_counter() - t0
     se = np.sqrt(np.diag(cov))
     psi_bar, psi_bar_se = psi_bar_with_se(u[:2], cov[:2, :2], survey.x)
-    return Fit(params=u, cov=cov, se=se, log_post=float(-res.fun), converged=bool(res.success),
+    return Fit(params=u, cov=cov, se=se, log_post=log_post, converged=bool(res.success),
                n_iter=int(res.nit), message=str(res.message), psi_bar=psi_bar,
                psi_bar_se=psi_bar_se, beta1=float(u[1]), beta1_se=float(se[1]), seconds=seconds)

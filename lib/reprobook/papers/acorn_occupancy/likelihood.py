@@ -34,7 +34,7 @@ from .simulate import Preset, Survey
 __all__ = [
     "PARAM_NAMES", "N_PARAMS", "pack_params", "unpack_params", "true_params",
     "site_loglik", "loglik", "log_prior", "log_posterior", "grad_log_posterior",
-    "site_occupancy_posterior", "unit_presence_probability",
+    "site_occupancy_posterior", "unit_presence_probability", "mean_occupancy",
 ]
 
 PARAM_NAMES: tuple[str, ...] = (
@@ -108,6 +108,19 @@ def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarra
         raise ValueError(f"labels of reviewed units must be 0 or 1; unit ({i}, {k}) has {lab[i, k]}")
     # unreviewed labels are ignored
     return r, np.where(r, lab, 0)
+
+
+def _log_normal_sum(xp, v, mean, sd):
+    """sum_j log N(v_j; mean, sd^2) over an array namespace (the priors of this package)."""
+    return xp.sum(-0.5 * ((v - mean) / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI)
+
+
+def mean_occupancy(beta0, beta1, x) -> np.ndarray:
+    """psi_bar = (1/N) sum_i expit(beta0 + beta1 x_i), the mean occupancy probability of the
+    surveyed sites; beta0 and beta1 may be arrays of draws (shape (...,)), giving shape (...,)."""
+    b0 = np.asarray(beta0, dtype=float)[..., None]
+    b1 = np.asarray(beta1, dtype=float)[..., None]
+    return expit(b0 + b1 * np.asarray(x, dtype=float)).mean(axis=-1)
 
 
 # --- the likelihood ----------------------------------------------------------------------------
@@ -219,7 +232,7 @@ def _log_prior_xp(xp, u):
     u must already be checked. Returns a 0-d array of ``xp``."""
 
     def lnorm(v, sd):
-        return xp.sum(-0.5 * (v / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI)
+        return _log_normal_sum(xp, v, 0.0, sd)
 
     mu0, mu1 = u[4], u[4] + xp.exp(u[6])
     lp = lnorm(u[0:4], PRIOR_SD_COEF)

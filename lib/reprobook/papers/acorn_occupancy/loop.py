@@ -32,6 +32,7 @@ from .simulate import Preset, Survey, simulate
 
 __all__ = [
     "DELTA_BETA", "DELTA_PSI", "refit", "full_label_fit", "review_loop", "run_study", "threshold_study",
+    "threshold_summary", "csom_wins",
     "reviews_to_tolerance", "needs_no_more_reviews", "beats_at_every_budget", "gain_shrinks", "error_area",
 ]
 
@@ -64,6 +65,8 @@ def review_loop(survey: Survey, policy_name: str, *, budget: int, batch: int, rn
     fit_ok, positives (reviewed units found present), seconds (selection + refit).
     """
     choose = policy(policy_name)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     kwargs = {"n_draws": n_draws} if policy_name in USES_DRAWS else {}
     total = survey.s.size
     if int(budget) != budget or not 0 <= budget <= total:
@@ -122,6 +125,7 @@ def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws) -
     names = list(POLICIES)
     for p in policies:
         policy(p)  # validates the name
+    _check_reps(reps)
     for name, v in (("budget_frac", budget_frac), ("batch_frac", batch_frac)):
         if not 0 < v <= 1:
             raise ValueError(f"{name} must be in (0, 1], got {v!r}")
@@ -162,6 +166,7 @@ def threshold_study(preset: Preset, *, reps: int, thresholds, seed: int) -> pd.D
 
 
 def _threshold_study(preset, reps, thresholds, seed) -> pd.DataFrame:
+    _check_reps(reps)
     rows = []
     for j in range(int(reps)):
         survey = simulate(preset, np.random.default_rng([seed, j]))
@@ -177,6 +182,40 @@ def _threshold_study(preset, reps, thresholds, seed) -> pd.DataFrame:
                     bf = None
                 rows.append(dict(truth, model=model, threshold=float(t), **_estimates(bf), detections=float(d.mean())))
     return pd.DataFrame(rows)
+
+
+def _check_reps(reps) -> None:
+    if isinstance(reps, bool) or int(reps) != reps or reps < 1:
+        raise ValueError(f"reps (simulated surveys) must be an integer >= 1, got {reps!r}")
+
+
+def threshold_summary(fits: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, threshold) and preset if present: bias and RMSE of psi_bar and beta1 against
+    the truth, and the mean fraction of units detected. Failed fits (NaN) are left out."""
+    fits = fits.assign(err_psi=fits["psi_bar"] - fits["psi_bar_true"], err_beta1=fits["beta1"] - fits["beta1_true"])
+
+    def rmse(e):
+        return float(np.sqrt(np.nanmean(np.square(e))))
+
+    keys = [k for k in ("preset", "model", "threshold") if k in fits]
+    return (fits.groupby(keys, dropna=False)
+            .agg(bias_psi=("err_psi", "mean"), rmse_psi=("err_psi", rmse),
+                 bias_beta1=("err_beta1", "mean"), rmse_beta1=("err_beta1", rmse),
+                 detections=("detections", "mean"), failed=("ok", lambda ok: int((~ok.astype(bool)).sum())))
+            .reset_index())
+
+
+def csom_wins(summary: pd.DataFrame) -> pd.DataFrame:
+    """C2's cells: every thresholded (model, threshold) row of :func:`threshold_summary`, with
+    ``csom_wins`` True when the CSOM of the same preset has the lower RMSE for both psi_bar and
+    beta1 (strictly)."""
+    by = ["preset"] if "preset" in summary else []
+    csom = summary[summary["model"] == "CSOM"].set_index(by) if by else summary[summary["model"] == "CSOM"]
+    cells = summary[summary["model"] != "CSOM"].copy()
+    ref = csom.loc[cells["preset"]] if by else csom.iloc[[0] * len(cells)]
+    cells["csom_wins"] = ((ref["rmse_psi"].to_numpy() < cells["rmse_psi"].to_numpy())
+                          & (ref["rmse_beta1"].to_numpy() < cells["rmse_beta1"].to_numpy()))
+    return cells
 
 
 def _estimates(fit) -> dict:
@@ -207,14 +246,23 @@ def needs_no_more_reviews(study: pd.DataFrame, challenger: str, rivals, column: 
     with no more reviews than the best of ``rivals`` (a rival that never reaches it needs more
     than any number); False when the challenger never reaches it (C5)."""
     need = reviews_to_tolerance(study, column).pivot(index="rep", columns="policy", values="reviews")
+    missing = [p for p in [challenger, *rivals] if p not in need]
+    if missing:
+        raise ValueError(f"policies {missing} are not in this study; it has {sorted(need.columns)}")
     best = need[list(rivals)].fillna(np.inf).min(axis=1)
     return need[challenger].notna() & (need[challenger] <= best)
 
 
-def _wide(study: pd.DataFrame, column: str, max_frac: float | None = None, min_frac: float = 0.0) -> pd.DataFrame:
+def _wide(study: pd.DataFrame, column: str, max_frac: float | None = None, min_frac: float = 0.0,
+          policies=()) -> pd.DataFrame:
+    missing = [p for p in policies if p not in set(study["policy"])]
+    if missing:
+        raise ValueError(f"policies {missing} are not in this study; it has {sorted(set(study['policy']))}")
     sel = study[(study["frac_reviewed"] > min_frac)]
     if max_frac is not None:
         sel = sel[sel["frac_reviewed"] <= max_frac + 1e-12]
+    if sel.empty:
+        raise ValueError(f"no round of the study has a budget in ({min_frac}, {max_frac}]")
     return sel.pivot(index=["rep", "frac_reviewed"], columns="policy", values=column)
 
 
@@ -222,7 +270,7 @@ def beats_at_every_budget(study: pd.DataFrame, challenger: str, rivals, *, max_f
                           column: str = "err") -> pd.Series:
     """Per rep: True when ``challenger``'s error is below every rival's at every budget in
     (0, max_frac] (C1, C5). A NaN error (failed fit) never beats anything."""
-    wide = _wide(study, column, max_frac)
+    wide = _wide(study, column, max_frac, policies=[challenger, *rivals])
     ok = np.ones(len(wide), dtype=bool)
     for r in rivals:
         ok &= (wide[challenger] < wide[r]).to_numpy()
@@ -234,7 +282,8 @@ def gain_shrinks(study: pd.DataFrame, challenger: str, rival: str, *, small_frac
     """Per rep, the advantage g(B) = err_rival(B) - err_challenger(B): its peak over budgets in
     (0, small_frac], its value at the largest budget, and ``shrinks`` = peak > 0 and
     g(B_max) < peak / 2 (C4)."""
-    g = (_wide(study, column)[rival] - _wide(study, column)[challenger]).rename("gain").reset_index()
+    wide = _wide(study, column, policies=[challenger, rival])
+    g = (wide[rival] - wide[challenger]).rename("gain").reset_index()
     rows = []
     for rep, part in g.groupby("rep"):
         part = part.sort_values("frac_reviewed")
@@ -248,6 +297,7 @@ def gain_shrinks(study: pd.DataFrame, challenger: str, rival: str, *, small_frac
 
 def error_area(study: pd.DataFrame, *, max_frac: float, column: str = "err") -> pd.DataFrame:
     """Per (rep, policy): the mean of ``column`` over the rounds with 0 < budget <= max_frac (the
-    area under the error-against-budget curve, the rounds being equally spaced)."""
+    area under the error-against-budget curve when the rounds are equally spaced, as in
+    :func:`run_study` unless the budget is not a multiple of the round)."""
     wide = _wide(study, column, max_frac)
     return wide.groupby(level="rep").mean()

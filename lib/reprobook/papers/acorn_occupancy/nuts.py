@@ -41,11 +41,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import expit
 
 from .fit import default_init
 from .likelihood import (N_PARAMS, PARAM_NAMES, _check_data, _check_params, _log_prior_xp, _parts_xp,
-                         log_posterior)
+                         log_posterior, mean_occupancy)
 from .simulate import Survey
 
 __all__ = ["CHAIN_METHODS", "NutsData", "NutsResult", "make_nuts_data", "log_posterior_jax", "run_nuts"]
@@ -214,7 +213,7 @@ def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_sam
     jax, jnp = _jax()
     from numpyro.infer import MCMC, NUTS
 
-    data = NutsData(*(jnp.asarray(np.asarray(a, dtype=np.float64)) for a in (survey.x, survey.w, survey.s, r, y)))
+    data = make_nuts_data(survey, r, y)
 
     def potential(u):
         return -log_posterior_jax(u, data)
@@ -229,8 +228,7 @@ def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_sam
     extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
     seconds = time.perf_counter() - t0
 
-    x = np.asarray(survey.x, dtype=float)
-    psi_bar = np.stack([expit(d[:, 0:1] + d[:, 1:2] * x).mean(axis=1) for d in draws])  # a chain at a time
+    psi_bar = np.stack([mean_occupancy(d[:, 0], d[:, 1], survey.x) for d in draws])  # a chain at a time
     r_hat, ess = _diagnostics(draws)
     pb_r_hat, pb_ess = _diagnostics(psi_bar[..., None])
     return NutsResult(draws=draws, beta1=draws[..., 1].copy(), psi_bar=psi_bar, r_hat=r_hat, ess=ess,
