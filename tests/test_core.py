@@ -71,6 +71,8 @@ def test_verdicts_follow_the_check() -> None:
     assert per.verdict(None, "reduced") == "needs_full"
     assert per.verdict(0.95, "full") == "reproduced"
     assert per.verdict(None, "full") == "not_run"
+    never = _claim({"not_checkable": "the meshes live on a hub these machines cannot reach"})
+    assert never.verdict(None, "reduced") == never.verdict(0.3, "full") == "not_checkable"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -85,6 +87,8 @@ def test_verdicts_follow_the_check() -> None:
     (TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}", "check:\n      fast: {reproduced: {max: 1}}"),
      "unknown key"),
     ("paper: {}\nclaims: [", "not valid YAML"),
+    (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "not_checkable: ''"), "not_checkable stands alone"),
+    (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "{not_checkable: why, reproduced: {max: 1}}"), "not_checkable stands alone"),
 ])
 def test_bad_claims_files_are_refused(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "claims.yml"

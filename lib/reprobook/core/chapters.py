@@ -16,6 +16,7 @@ the check that turns a measured value into a verdict (see CONTRIBUTING.md for th
           reproduced: {max: 1.0e-6}   # conditions: min, max, equals; all must hold
           partial: {max: 1.0e-3}      # optional
         # or per profile:  check: {reduced: {needs_full: true}, full: {reproduced: ...}}
+        # or, for a claim no profile of this book can measure:  check: {not_checkable: "why"}
 
 This module reads no paper package: the runner and the ledger use it too.
 """
@@ -35,12 +36,13 @@ from .paths import book_root
 CHAPTER_DIR = re.compile(r"^(?P<number>\d\d)_(?P<slug>[a-z][a-z0-9_]*)$")
 NOTEBOOK_FILE = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 
-VERDICTS = ("reproduced", "partial", "not_reproduced", "needs_full", "not_run")
+VERDICTS = ("reproduced", "partial", "not_reproduced", "needs_full", "not_checkable", "not_run")
 VERDICT_LABELS = {
     "reproduced": "reproduced",
     "partial": "partially reproduced",
     "not_reproduced": "not reproduced",
     "needs_full": "needs the full profile",
+    "not_checkable": "not checkable here",
     "not_run": "not run",
 }
 SOURCES = ("abstract", "full text", "reconstruction", "extension")
@@ -72,6 +74,8 @@ class Claim:
     def verdict(self, value: Any, profile: str) -> str:
         """The verdict for a measured ``value`` (None: not measured) at ``profile``."""
         check = self.check_for(profile)
+        if check.get("not_checkable"):
+            return "not_checkable"
         if check.get("needs_full"):
             return "needs_full"
         if value is None:
@@ -118,13 +122,21 @@ def _check_condition(where: str, condition: Any) -> None:
 def _check_block(where: str, block: Any) -> None:
     if not isinstance(block, dict):
         raise ClaimsFileError(f"{where}: check must be a mapping")
+    if "not_checkable" in block:
+        why = block["not_checkable"]
+        if set(block) != {"not_checkable"} or not isinstance(why, str) or not why.strip():
+            raise ClaimsFileError(f"{where}: not_checkable stands alone and gives the reason as text, "
+                                  f"e.g. {{not_checkable: \"the data cannot be downloaded here\"}}")
+        return
     if block.get("needs_full"):
         return
     extra = sorted(set(block) - {"reproduced", "partial", "needs_full"})
     if extra:
-        raise ClaimsFileError(f"{where}: unknown key(s) {', '.join(extra)}; valid: reproduced, partial, needs_full")
+        raise ClaimsFileError(f"{where}: unknown key(s) {', '.join(extra)}; valid: reproduced, partial, needs_full, "
+                              "not_checkable")
     if "reproduced" not in block:
-        raise ClaimsFileError(f"{where}: a check needs a 'reproduced' condition (or needs_full: true)")
+        raise ClaimsFileError(f"{where}: a check needs a 'reproduced' condition (or needs_full: true, "
+                              "or not_checkable: <reason>)")
     _check_condition(f"{where}.reproduced", block["reproduced"])
     if "partial" in block:
         _check_condition(f"{where}.partial", block["partial"])

@@ -116,18 +116,18 @@ class Run:
         """Record the measured ``value`` of ``claim_id`` (with optional details such as the
         number of instances) and return the verdict its check gives at this profile.
 
-        ``value`` may be None only for a claim whose check is ``needs_full`` at this profile (one
-        that cannot be measured here); the details should then say why."""
+        ``value`` may be None only for a claim whose check is ``needs_full`` at this profile, or
+        ``not_checkable`` (one that cannot be measured here); the details should then say why."""
         claim = self.chapter.claim(claim_id)
         if claim.notebook != self.notebook:
             raise ValueError(
                 f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, not to {self.notebook}"
             )
         if value is None:
-            if claim.verdict(None, self.profile) != "needs_full":
+            if claim.verdict(None, self.profile) not in ("needs_full", "not_checkable"):
                 raise ValueError(
                     f"claim {claim_id} is checked at profile {self.profile!r}: record the measured value, not None "
-                    "(None is for claims whose check is needs_full at this profile)"
+                    "(None is for claims whose check is needs_full at this profile, or not_checkable)"
                 )
         else:
             value = _claim_value(value)
