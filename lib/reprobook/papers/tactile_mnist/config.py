@@ -1,0 +1,85 @@
+"""Profiles of the notebooks of the Tactile MNIST chapter (arXiv 2506.06361).
+
+Notebooks: ``interface`` (C1), ``where_you_look`` (C2, C3) and ``touching_digits`` (the
+digits-glimpse and synthetic tactile environments; C4 and C5, which cannot be checked here).
+The seed is a notebook parameter; the episodes of seed s are reset with seeds derived from it.
+
+Real data cannot be had for the full profile: the suite's MNIST 3D meshes and real touches live
+on a model hub that the book's machines cannot reach, and the registered tactile environments
+download them when they are built. The full profile therefore runs the same offline
+environments at a larger scale: more episodes, longer training, five seeds, and the tactile
+sensor at the suite's 64 x 64 resolution. A learned exploration policy (the reinforcement
+learning agents of APPLE) is not implemented; see the chapter's introduction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["InterfaceConfig", "StrategyConfig", "TouchConfig", "PROFILES", "resolve"]
+
+
+@dataclass(frozen=True)
+class InterfaceConfig:
+    """C1: the interface checks on four offline environments."""
+
+    n_episodes: int = 20  # random roll-outs per environment
+    sensor_resolution: int = 32  # tactile image side, pixels (the suite: 64)
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """C2, C3: scripted policies on CircleSquare-v0, one predictor per policy and seed."""
+
+    policies: tuple[str, ...] = ("random", "raster", "gradient")
+    seeds: int = 3  # seeds of the roll-outs and the predictor
+    train_episodes: int = 600  # roll-outs the predictor is trained on, per policy and seed
+    test_episodes: int = 200  # fresh roll-outs it is evaluated on
+    epochs: int = 25  # the raster policy's predictor sits at chance for the first ~10
+    num_envs: int = 50  # vectorised CircleSquare environments (faster roll-outs)
+    level: float = 0.9  # t-interval level over seeds
+
+
+@dataclass(frozen=True)
+class TouchConfig:
+    """The digits-glimpse and the synthetic tactile environments (illustrations; C4, C5)."""
+
+    policies: tuple[str, ...] = ("random", "raster", "gradient")
+    digits_train_episodes: int = 600
+    digits_test_episodes: int = 300
+    tactile_train_episodes: int = 400
+    tactile_test_episodes: int = 200
+    sensor_resolution: int = 16  # tactile image side in pixels (the suite: 64)
+    epochs: int = 20
+    strip_steps: int = 8  # tactile images shown along one trajectory
+
+
+# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
+# start included): interface 10-13 s, where_you_look 50-58 s (9 roll-out sets and predictors,
+# about 5 s each with 50 vectorised CircleSquare environments), touching_digits 46 s (digits
+# 24 s: ap_gym's single image environment steps at about 0.4 ms; tactile 13 s).
+PROFILES: dict[str, dict[str, Any]] = {
+    "interface": {
+        "reduced": InterfaceConfig(),
+        "full": InterfaceConfig(n_episodes=200, sensor_resolution=64),
+    },
+    "where_you_look": {
+        "reduced": StrategyConfig(),
+        "full": StrategyConfig(seeds=5, train_episodes=20_000, test_episodes=2_000, epochs=50),
+    },
+    "touching_digits": {
+        "reduced": TouchConfig(),
+        "full": TouchConfig(digits_train_episodes=20_000, digits_test_episodes=2_000,
+                            tactile_train_episodes=20_000, tactile_test_episodes=2_000,
+                            sensor_resolution=64, epochs=50),
+    },
+}
+
+
+def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
+    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
+    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
+    from reprobook.core.profiles import resolve_notebook
+
+    return resolve_notebook(PROFILES, notebook, profile, **overrides)

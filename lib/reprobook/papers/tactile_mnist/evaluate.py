@@ -1,0 +1,159 @@
+"""Accuracy against step, intervals over seeds, and the checks of claims C2 and C3 for the chapter
+on Tactile MNIST.
+
+Paper: "Tactile MNIST: Benchmarking Active Tactile Perception", Schneider et al., arXiv 2506.06361.
+The benchmark (and the APPLE baselines it reports) gives two accuracies per episode: the
+*final-step* accuracy (is the prediction at the last step right?) and the *average over the
+episode* (the fraction of steps whose prediction is right); ap_gym logs them as
+``final_accuracy`` and ``avg_accuracy``. Over E episodes:
+
+    acc_t  = 1/E sum_e 1[argmax_c y_etc = label_e]        (accuracy_by_step, t = 0..T-1)
+    final  = acc_{T-1},   mean = 1/T sum_t acc_t          (final_and_mean_accuracy)
+
+Over S seeds, a two-sided level-``level`` Student-t interval of the mean,
+mean +- t_{(1+level)/2, S-1} s / sqrt(S) (t_interval). The claim checks:
+
+* C2 (ordering_check): the policies' final-step accuracies are ordered as given (gradient >
+  raster > random) and neighbouring 90% intervals do not overlap.
+* C3 (growth_check): for every policy the average-over-episode accuracy is below the final-step
+  accuracy, and the seed-averaged accuracy curve does not drop between consecutive steps
+  (largest_step_drop reports the largest drop; 0 for a non-decreasing curve).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, NamedTuple, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+
+__all__ = ["accuracy_by_step", "Accuracy", "final_and_mean_accuracy", "Interval", "t_interval", "largest_step_drop",
+           "ordering_check", "growth_check"]
+
+
+def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    logits = np.asarray(logits)
+    labels = np.asarray(labels)
+    if logits.ndim != 3 or 0 in logits.shape:
+        raise ValueError(f"logits must be a non-empty array (E, T, C), got shape {logits.shape}")
+    if labels.shape != (logits.shape[0],):
+        raise ValueError(f"labels must have shape ({logits.shape[0]},) to match logits (E, T, C), got {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be integers (class indices), got dtype {labels.dtype}")
+    if labels.min() < 0 or labels.max() >= logits.shape[2]:
+        raise ValueError(f"labels must lie in [0, {logits.shape[2]}) (C = logits.shape[2]), "
+                         f"got the range [{labels.min()}, {labels.max()}]")
+    if not np.all(np.isfinite(logits)):
+        raise ValueError("logits have non-finite entries (nan or inf)")
+    return logits, labels
+
+
+def accuracy_by_step(logits: ArrayLike, labels: ArrayLike) -> np.ndarray:
+    """acc_t = mean over episodes of 1[argmax_c logits[e, t, c] == labels[e]]: (E, T, C), (E,) -> (T,).
+    Ties go to the lowest class index (NumPy's argmax)."""
+    logits, labels = _logits_labels(logits, labels)
+    return (logits.argmax(axis=-1) == labels[:, None]).mean(axis=0)
+
+
+class Accuracy(NamedTuple):
+    final: float  # acc at the last step
+    mean: float  # acc averaged over the steps of the episode
+
+
+def final_and_mean_accuracy(logits: ArrayLike, labels: ArrayLike) -> Accuracy:
+    """(final-step accuracy acc_{T-1}, average-over-episode accuracy 1/T sum_t acc_t)."""
+    acc = accuracy_by_step(logits, labels)
+    return Accuracy(float(acc[-1]), float(acc.mean()))
+
+
+class Interval(NamedTuple):
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def t_interval(values: ArrayLike, level: float = 0.9) -> Interval:
+    """mean +- t_{(1+level)/2, n-1} * s / sqrt(n) over n >= 2 values (s the sample standard
+    deviation, ddof = 1): a two-sided Student-t interval of the mean over seeds."""
+    v = np.asarray(values, dtype=float).reshape(-1)
+    if v.size < 2:
+        raise ValueError(f"t_interval needs at least 2 values (seeds), got {v.size}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("values have non-finite entries (nan or inf)")
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    n = v.size
+    m = float(v.mean())
+    half = float(stats.t.ppf((1 + level) / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
+    return Interval(m, m - half, m + half, n)
+
+
+def largest_step_drop(curve: ArrayLike) -> float:
+    """max(0, max_t (curve[t] - curve[t+1])): the largest fall between consecutive steps of an
+    accuracy curve (T,); 0 when the curve is non-decreasing."""
+    c = np.asarray(curve, dtype=float)
+    if c.ndim != 1 or c.size < 2:
+        raise ValueError(f"curve must be a 1-D array of at least 2 steps, got shape {c.shape}")
+    return float(max(0.0, np.max(c[:-1] - c[1:])))
+
+
+def _per_seed(values: ArrayLike, name: str) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size < 2:
+        raise ValueError(f"{name}: need a 1-D array of at least 2 per-seed values, got shape {v.shape}")
+    return v
+
+
+def ordering_check(final_by_policy: Mapping[str, ArrayLike], order: Sequence[str] = ("gradient", "raster", "random"),
+                   level: float = 0.9) -> dict:
+    """C2: are the policies' final-step accuracies (one value per seed) ordered as ``order``
+    (best first), with the level-``level`` t-intervals of neighbours not overlapping?
+
+    Returns {"intervals": {policy: Interval}, "ordered": bool (means strictly decreasing along
+    ``order``), "separated": bool (low of each > high of the next), "holds": ordered and
+    separated, "gaps": [low_i - high_{i+1}] (positive when separated)}."""
+    missing = [p for p in order if p not in final_by_policy]
+    if missing or len(order) < 2:
+        raise ValueError(f"order must name at least 2 policies, all in final_by_policy; missing {missing}, "
+                         f"have {sorted(final_by_policy)}")
+    intervals = {p: t_interval(_per_seed(final_by_policy[p], p), level) for p in order}
+    means = [intervals[p].mean for p in order]
+    gaps = [intervals[a].low - intervals[b].high for a, b in zip(order[:-1], order[1:])]
+    ordered = all(x > y for x, y in zip(means[:-1], means[1:]))
+    separated = all(g > 0 for g in gaps)
+    return {"intervals": intervals, "ordered": ordered, "separated": separated, "holds": ordered and separated,
+            "gaps": gaps}
+
+
+def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:
+    """C3 from accuracy curves, one row per seed: {policy: (S, T) or (T,)}.
+
+    For each policy (rows averaged over seeds): final (last step), mean (over the episode),
+    mean_below_final (mean < final), largest_drop of the averaged curve. Overall:
+    "all_below" (mean < final for every policy), "largest_drop" (the largest over policies)
+    and "pooled_largest_drop" (of the curve averaged over policies and seeds)."""
+    if not curves_by_policy:
+        raise ValueError("curves_by_policy is empty; give {policy: accuracy curves (S, T)}")
+    per: dict[str, dict] = {}
+    pooled = []
+    length = None
+    for p, c in curves_by_policy.items():
+        arr = np.asarray(c, dtype=float)
+        if arr.ndim == 1:
+            arr = arr[None]
+        if arr.ndim != 2 or arr.shape[1] < 2:
+            raise ValueError(f"{p}: curves must be (S, T) or (T,) with T >= 2, got shape {np.shape(c)}")
+        if length is None:
+            length = arr.shape[1]
+        elif arr.shape[1] != length:
+            raise ValueError(f"{p}: curves have {arr.shape[1]} steps, others {length}")
+        avg = arr.mean(axis=0)
+        pooled.append(avg)
+        per[p] = {"final": float(avg[-1]), "mean": float(avg.mean()), "mean_below_final": bool(avg.mean() < avg[-1]),
+                  "largest_drop": largest_step_drop(avg), "curve": avg}
+    return {"policies": per, "all_below": all(v["mean_below_final"] for v in per.values()),
+            "largest_drop": max(v["largest_drop"] for v in per.values()),
+            "pooled_largest_drop": largest_step_drop(np.mean(pooled, axis=0))}
