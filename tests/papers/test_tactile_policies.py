@@ -434,6 +434,7 @@ def test_t_interval_against_scipy():
 def test_c2_and_c3_helpers():
     finals = {"gradient": [0.95, 0.97, 0.96], "raster": [0.80, 0.83, 0.78], "random": [0.55, 0.58, 0.52]}
     out = V.ordering_check(finals)
+    assert out["pairs_held"] == ["gradient > raster", "raster > random"]
     assert out["holds"] and out["ordered"] and out["separated"] and all(g > 0 for g in out["gaps"])
     overlapping = {**finals, "raster": [0.60, 0.83, 0.70]}
     out = V.ordering_check(overlapping)

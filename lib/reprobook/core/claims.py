@@ -129,6 +129,9 @@ class Run:
                     f"claim {claim_id} is checked at profile {self.profile!r}: record the measured value, not None "
                     "(None is for claims whose check is needs_full at this profile, or not_checkable)"
                 )
+        elif claim.verdict(None, self.profile) == "not_checkable":
+            raise ValueError(f"claim {claim_id} is not_checkable in claims.yml: record None, with details that say "
+                             "what was done instead")
         else:
             value = _claim_value(value)
         self._data["claims"][claim_id] = {"value": value, "details": plain(details), "recorded": _now()}

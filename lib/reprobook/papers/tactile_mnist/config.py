@@ -56,7 +56,7 @@ class TouchConfig:
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): interface 10-13 s, where_you_look 50-58 s (9 roll-out sets and predictors,
+# start included): interface 9-13 s, where_you_look 50-58 s (9 roll-out sets and predictors,
 # about 5 s each with 50 vectorised CircleSquare environments), touching_digits 46 s (digits
 # 24 s: ap_gym's single image environment steps at about 0.4 ms; tactile 13 s).
 PROFILES: dict[str, dict[str, Any]] = {

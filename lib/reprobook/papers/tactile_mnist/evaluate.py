@@ -114,7 +114,8 @@ def ordering_check(final_by_policy: Mapping[str, ArrayLike], order: Sequence[str
 
     Returns {"intervals": {policy: Interval}, "ordered": bool (means strictly decreasing along
     ``order``), "separated": bool (low of each > high of the next), "holds": ordered and
-    separated, "gaps": [low_i - high_{i+1}] (positive when separated)}."""
+    separated, "gaps": [low_i - high_{i+1}] (positive when separated), "pairs_held": the
+    neighbouring pairs "a > b" whose means are ordered and intervals separated (C2 counts them)}."""
     missing = [p for p in order if p not in final_by_policy]
     if missing or len(order) < 2:
         raise ValueError(f"order must name at least 2 policies, all in final_by_policy; missing {missing}, "
@@ -124,8 +125,10 @@ def ordering_check(final_by_policy: Mapping[str, ArrayLike], order: Sequence[str
     gaps = [intervals[a].low - intervals[b].high for a, b in zip(order[:-1], order[1:])]
     ordered = all(x > y for x, y in zip(means[:-1], means[1:]))
     separated = all(g > 0 for g in gaps)
+    pairs = [f"{a} > {b}" for (a, b), g in zip(zip(order[:-1], order[1:]), gaps)
+             if intervals[a].mean > intervals[b].mean and g > 0]
     return {"intervals": intervals, "ordered": ordered, "separated": separated, "holds": ordered and separated,
-            "gaps": gaps}
+            "gaps": gaps, "pairs_held": pairs}
 
 
 def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:
