@@ -279,3 +279,15 @@ def test_load_or_train_refuses_bad_names_and_keys(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="no paper package"):
         core.load_or_train("no_such_slug", "toy", profile="reduced", key={}, build=build, train=train)
     assert not any(tmp_path.iterdir())
+
+
+def test_not_checkable_claims_record_none_only(toy_book: Path, monkeypatch) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    claims = toy_book / "notebooks" / "01_toy" / "claims.yml"
+    claims.write_text(TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}",
+                                         "check:\n      not_checkable: the draw happens on another machine"))
+    run = core.start("toy", "01_draw", profile="reduced", seed=0, config=PROFILES["reduced"], threads=1)
+    with pytest.raises(ValueError, match="not_checkable in claims.yml: record None"):
+        run.record("T1", 0.2)
+    assert run.record("T1", None, why="elsewhere") == "not_checkable"
+    assert run.claims_table().loc["T1", "verdict"] == "not checkable here"
