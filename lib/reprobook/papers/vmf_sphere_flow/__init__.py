@@ -1,0 +1,24 @@
+"""Spherical flows for sampling categorical data (arXiv 2605.05629): the chapter's library core.
+
+The paper's full text was not read; the scalar velocity ODE in the cosine is derived in the
+chapter's brief and checked numerically here.
+
+- :mod:`.geometry`: the vMF law on S^{d-1} (mean cosine A_d, normalisers, the cosine's density,
+  CDF and inverse CDF), a torch vMF sampler, the bounded solution psi(s, kappa) of the cosine ODE
+  and its table, the quantile flow map, tangent projection and retractions, the push-forward;
+- :mod:`.fields`: the marginal velocity and score as posterior-weighted tangent sums, the SDE
+  drift, and the geodesic and Euclidean baselines' velocities;
+- :mod:`.samplers`: ODE, predictor-corrector and SDE samplers on the product of spheres, and the
+  baselines' samplers, counting network evaluations;
+- :mod:`.data`: all 288 Shidoku grids with puzzles and an exact enumeration posterior, a 9x9
+  Sudoku generator with a uniqueness-checking solver, and a Markov-chain language with exact
+  posteriors by forward-backward.
+
+Still to come: the posterior network (a LightningModule), the configuration and the notebooks.
+"""
+
+from . import data, fields, geometry, samplers
+from .geometry import PsiTable, mean_cosine, psi, sample_vmf
+from .fields import marginal_score, marginal_velocity
+from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde
+from .data import MarkovChain, oracle_posterior_grids, shidoku_grids

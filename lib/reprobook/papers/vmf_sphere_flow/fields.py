@@ -1,0 +1,219 @@
+"""Marginal velocity and score fields on the product of spheres, and the two baselines' fields.
+
+Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
+arXiv 2605.05629). The full text was not read; the fields below are derived in the brief
+(sections 2-6 of ``shared/papers/16_vmf_sphere_flow.md``) and checked in the tests.
+
+Notation. Token embeddings are the unit columns w_k of W (d, V). A sequence state is
+h = (h^1..h^L), each h^l on S^{d-1}; P_h = I - h h^T is the tangent projector at h. The only
+learned object is the per-position posterior p(x^l = k | h) (``post``, shape (..., L, V)).
+
+- vMF path (brief, sections 3-4), with kappa the concentration and kappa_dot = d kappa / dt:
+
+      u^l(h) = kappa_dot * sum_k p(x^l=k|h) psi(w_k . h^l, kappa) P_{h^l} w_k     (velocity)
+      s^l(h) = kappa     * sum_k p(x^l=k|h)                        P_{h^l} w_k     (score)
+
+  psi(s, kappa) is the scalar velocity per unit kappa of the cosine ODE (derived in the brief);
+  it is passed in as a callable so that any tabulation of it can be used.
+- SDE variant (brief, section 5 and the paper's appendix D): drift u + sigma^2 s, diffusion
+  sqrt(2 sigma^2); the two fields fuse into one per-token weight kappa_dot psi + sigma^2 kappa.
+- Geodesic baseline (Riemannian flow matching on the SLERP path, brief section 6):
+
+      u^l(h, t) = sum_k p(x^l=k|h) (alpha_k / sin alpha_k) P_{h^l} w_k / (1 - t),
+      alpha_k = arccos(w_k . h^l),
+
+  i.e. the posterior mean of the log map log_{h^l}(w_k), divided by the remaining time.
+- Euclidean baseline (linear-interpolation flow matching in R^d, x_t = (1 - t) x_0 + t w):
+
+      u^l(x, t) = (sum_k p(x^l=k|x) w_k - x^l) / (1 - t),   t capped at 1 - 1e-3.
+
+Every field is computed in the posterior-matmul form: the per-token weights c_k (..., L, V)
+are contracted with W^T first, m = c W^T (..., L, d), and the sum of projections is then one
+projection, sum_k c_k P_h w_k = P_h m. Memory therefore stays at (..., L, V) + (..., L, d) and
+never reaches (..., L, V, d).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable
+
+import torch
+
+from .geometry import tangent
+
+__all__ = [
+    "PsiFn",
+    "marginal_velocity",
+    "marginal_score",
+    "sde_drift",
+    "geodesic_velocity",
+    "euclidean_velocity",
+    "T_CAP",
+]
+
+PsiFn = Callable[[torch.Tensor, float], torch.Tensor]  # psi(s (..., L, V), kappa) -> (..., L, V)
+
+T_CAP = 1.0 - 1e-3  # the Euclidean baseline's time cap t <= 1 - 1e-3 (brief, section 6)
+_UNIT_TOL = 1e-3  # allowed | |w_k| - 1 | for the columns of W
+
+
+# --- small private helpers (the lead may later point these at geometry.py) ------------------------
+
+
+def _scalar(name: str, value, *, nonneg: bool = False) -> float:
+    """A finite Python float from a number or a one-element tensor, else a ValueError."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"{name} must be a scalar (a number or a one-element tensor), got shape {tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if nonneg and value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _check_embeddings(W: torch.Tensor) -> None:
+    if not isinstance(W, torch.Tensor) or W.dim() != 2:
+        raise ValueError(f"W must be a (d, V) tensor of unit columns, got {type(W).__name__} "
+                         f"with shape {tuple(getattr(W, 'shape', ()))}")
+    d, V = W.shape
+    if d < 2 or V < 1:
+        raise ValueError(f"W must have d >= 2 rows and V >= 1 columns, got shape {(d, V)}")
+    if not W.is_floating_point():
+        raise TypeError(f"W must be a floating-point tensor, got dtype {W.dtype}")
+    norms = W.norm(dim=0)
+    if not torch.isfinite(norms).all() or (norms - 1).abs().max().item() > _UNIT_TOL:
+        raise ValueError(f"the columns of W must be unit vectors (tolerance {_UNIT_TOL}); "
+                         f"column norms range over [{norms.min().item():.4g}, {norms.max().item():.4g}]")
+
+
+def _check_state(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, name: str = "h") -> tuple[torch.Tensor, torch.Tensor]:
+    """Shape checks shared by the fields; returns (post, W) cast to h's dtype and device."""
+    _check_embeddings(W)
+    d, V = W.shape
+    if not isinstance(h, torch.Tensor) or h.dim() < 2 or h.shape[-1] != d:
+        raise ValueError(f"{name} must be a (..., L, d) tensor with d = {d} (the rows of W), "
+                         f"got shape {tuple(getattr(h, 'shape', ()))}")
+    if not h.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {h.dtype}")
+    if not isinstance(post, torch.Tensor) or post.shape != h.shape[:-1] + (V,):
+        raise ValueError(f"post must have shape {tuple(h.shape[:-1]) + (V,)} ({name}'s leading shape, then V = {V}), "
+                         f"got {tuple(getattr(post, 'shape', ()))}")
+    return post.to(dtype=h.dtype, device=h.device), W.to(dtype=h.dtype, device=h.device)
+
+
+def _weighted_tangent_sum(h: torch.Tensor, c: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """sum_k c_k P_h w_k = P_h (c W^T): (..., L, V) weights -> (..., L, d) tangent vectors."""
+    return tangent(h, c @ W.T)
+
+
+def _psi_values(psi: PsiFn, s: torch.Tensor, kappa: float) -> torch.Tensor:
+    if not callable(psi):
+        raise TypeError(f"psi must be a callable psi(s, kappa) -> tensor, got {type(psi).__name__}")
+    out = psi(s, kappa)
+    if not isinstance(out, torch.Tensor):
+        out = torch.as_tensor(out)
+    out = out.to(dtype=s.dtype, device=s.device)
+    try:
+        out = torch.broadcast_to(out, s.shape)
+    except RuntimeError as exc:
+        raise ValueError(f"psi(s, kappa) must return a tensor broadcastable to s's shape {tuple(s.shape)}, "
+                         f"got {tuple(out.shape)}") from exc
+    return out
+
+
+# --- the vMF path's fields ------------------------------------------------------------------------
+
+
+def marginal_velocity(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn) -> torch.Tensor:
+    """Marginal vMF velocity u^l(h) = kappa_dot sum_k p(x^l=k|h) psi(w_k . h^l, kappa) P_{h^l} w_k.
+
+    h: (..., L, d) unit vectors; post: (..., L, V) posterior probabilities; W: (d, V) unit
+    columns; kappa >= 0 and kappa_dot scalars (kappa_dot = kappa_max for kappa(t) = kappa_max t,
+    or 1 for the velocity per unit kappa); psi(s, kappa) is evaluated on the cosines s = h W
+    (..., L, V). Returns (..., L, d) vectors tangent at each h^l.
+    """
+    post, W = _check_state(h, post, W)
+    kappa = _scalar("kappa", kappa, nonneg=True)
+    kappa_dot = _scalar("kappa_dot", kappa_dot)
+    s = h @ W  # (..., L, V) cosines w_k . h^l
+    c = post * _psi_values(psi, s, kappa)  # (..., L, V) per-token weights
+    return kappa_dot * _weighted_tangent_sum(h, c, W)
+
+
+def marginal_score(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa) -> torch.Tensor:
+    """Marginal Riemannian score s^l(h) = kappa sum_k p(x^l=k|h) P_{h^l} w_k = kappa P_{h^l} E[w | h].
+
+    It is the gradient, on the sphere of position l, of log sum_x pi(x) prod_l vMF(h^l; w_{x^l}, kappa)
+    (each conditional score is kappa P_h w, brief section 2). Shapes as in marginal_velocity.
+    """
+    post, W = _check_state(h, post, W)
+    kappa = _scalar("kappa", kappa, nonneg=True)
+    return kappa * _weighted_tangent_sum(h, post, W)
+
+
+def sde_drift(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn, sigma2) -> torch.Tensor:
+    """Drift of the marginal-preserving SDE, u + sigma^2 s, fused into one weight per token:
+
+        sum_k p(x^l=k|h) (kappa_dot psi(w_k . h^l, kappa) + sigma^2 kappa) P_{h^l} w_k.
+
+    The matching diffusion coefficient is sqrt(2 sigma^2) (brief, section 5 / appendix D). sigma2
+    is in the same time units as kappa_dot. Shapes as in marginal_velocity.
+    """
+    post, W = _check_state(h, post, W)
+    kappa = _scalar("kappa", kappa, nonneg=True)
+    kappa_dot = _scalar("kappa_dot", kappa_dot)
+    sigma2 = _scalar("sigma2", sigma2, nonneg=True)
+    s = h @ W
+    c = post * (kappa_dot * _psi_values(psi, s, kappa) + sigma2 * kappa)
+    return _weighted_tangent_sum(h, c, W)
+
+
+# --- baselines ------------------------------------------------------------------------------------
+
+
+def _time(t, t_cap: float) -> float:
+    t = _scalar("t", t)
+    t_cap = _scalar("t_cap", t_cap)
+    if not 0.0 < t_cap < 1.0:
+        raise ValueError(f"t_cap must lie in (0, 1), got {t_cap}")
+    if not 0.0 <= t <= 1.0:
+        raise ValueError(f"t must lie in [0, 1], got {t}")
+    return min(t, t_cap)
+
+
+def geodesic_velocity(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP) -> torch.Tensor:
+    """Riemannian flow-matching velocity on the SLERP path:
+
+        u^l(h, t) = sum_k p(x^l=k|h) (alpha_k / sin alpha_k) P_{h^l} w_k / (1 - t),
+
+    alpha_k = arccos(w_k . h^l); (alpha / sin alpha) P_h w is the log map log_h(w). t in [0, 1],
+    capped at t_cap (1 - 1e-3, as for the Euclidean baseline; ASSUMED for this path, where the
+    brief states no cap). Near the antipode (alpha -> pi) the log map is undefined; cosines are
+    clamped to >= -1 + 1e-6, which bounds the factor alpha / sin alpha by about 2.2e3.
+    """
+    post, W = _check_state(h, post, W)
+    t = _time(t, t_cap)
+    eps = 1e-6
+    s = (h @ W).clamp(-1.0 + eps, 1.0)
+    sin = torch.sqrt((1.0 - s * s).clamp_min(0.0))
+    alpha = torch.atan2(sin, s)  # accurate for s near 1, unlike arccos
+    ratio = torch.where(sin > 1e-4, alpha / sin.clamp_min(1e-4), 1.0 + alpha * alpha / 6.0)
+    return _weighted_tangent_sum(h, post * ratio, W) / (1.0 - t)
+
+
+def euclidean_velocity(x: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP) -> torch.Tensor:
+    """Linear-interpolation flow matching in R^d: u^l(x, t) = (sum_k p(x^l=k|x) w_k - x^l) / (1 - t).
+
+    x: (..., L, d) points of R^d (not unit); t in [0, 1] is capped at t_cap = 1 - 1e-3 (brief,
+    section 6), so t = 1 is allowed and the field stays finite.
+    """
+    post, W = _check_state(x, post, W, name="x")
+    t = _time(t, t_cap)
+    return (post @ W.T - x) / (1.0 - t)

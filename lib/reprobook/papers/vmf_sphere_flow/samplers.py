@@ -1,0 +1,313 @@
+"""Samplers on the product of spheres (vMF ODE, predictor-corrector, SDE) and the two baselines.
+
+Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
+arXiv 2605.05629). The full text was not read; the schemes follow the brief
+(``shared/papers/16_vmf_sphere_flow.md``, sections 5-6), with the fields of :mod:`.fields`.
+
+The posterior interface. Every sampler is driven by a callable
+
+    posterior(h, level) -> (B, L, V) probabilities p(x^l = k | h),
+
+where h is the (B, L, d) state and level a Python float: the concentration kappa for the vMF
+samplers, the time t in [0, 1] for the geodesic and Euclidean ones. A learned network (softmax
+of its logits) and an exact oracle plug in the same way. **Every call counts as one network
+evaluation (NFE)**, including the final read-out; see :func:`count_nfe` for the totals.
+
+Schemes (Euler steps of size dt = 1/S in t, kappa(t) = kappa_max t, so dkappa = kappa_max dt):
+
+- ``sample_ode``: h <- Retr(h + dt u(h)), u the marginal velocity with kappa_dot = kappa_max,
+  evaluated at the left end kappa_i = kappa_max i / S; S NFE, then one read-out at kappa_max.
+- ``sample_pc``: after every ``corrector_every``-th predictor step, ``correctors`` Langevin steps
+  at the new kappa, h <- Retr(h + eps s(h) + sqrt(2 eps) P_h xi), xi ~ N(0, I), with
+  eps = eps0 (1 - u)^2 and u = i / S the progress at which predictor step i began (ASSUMED:
+  the brief says only "sampling progress"; this choice keeps eps > 0 at the last step). Each
+  corrector step costs one NFE.
+- ``sample_sde``: h <- Retr(h + dt (u + sigma^2 s) + sqrt(2 sigma^2 dt) P_h xi), the
+  marginal-preserving SDE of appendix D as described in the brief (sigma^2 in units of t).
+- ``sample_geodesic``: the SLERP path's flow (Riemannian flow matching), uniform start, t from
+  0 to 1; ``sample_euclidean``: linear-interpolation flow matching in R^d from N(0, I).
+
+Read-out: argmax_k of the posterior at the end (kappa_max, or t = 1), optionally with some
+tokens forbidden (Sudoku's blank 0). Retractions: "normalise" (h + v) / |h + v| (the code's
+default) or "exp" (the exact exponential map along the tangent part of v, renormalised to
+remove rounding drift).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
+
+import torch
+
+from .geometry import tangent
+from .fields import (
+    PsiFn,
+    _check_embeddings,
+    _scalar,
+    euclidean_velocity,
+    geodesic_velocity,
+    marginal_score,
+    marginal_velocity,
+    sde_drift,
+)
+
+__all__ = [
+    "Posterior",
+    "Samples",
+    "RETRACTIONS",
+    "count_nfe",
+    "sample_ode",
+    "sample_pc",
+    "sample_sde",
+    "sample_geodesic",
+    "sample_euclidean",
+]
+
+RETRACTIONS = ("normalise", "exp")
+_PROB_TOL = 1e-3  # allowed |sum_k p_k - 1| and most negative p_k in a posterior's output
+
+
+class Posterior(Protocol):
+    """posterior(h (B, L, d), level) -> (B, L, V) probabilities; level is kappa or t."""
+
+    def __call__(self, h: torch.Tensor, level: float) -> torch.Tensor: ...
+
+
+class Samples(NamedTuple):
+    """What a sampler returns."""
+
+    tokens: torch.Tensor  # (B, L) int64, the read-out argmax_k p(x^l = k | h) at the end
+    nfe: int  # posterior calls made, read-out included
+    state: torch.Tensor  # (B, L, d) the final continuous state (on the sphere, or in R^d)
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _positive_int(name: str, value, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def count_nfe(steps: int, correctors: int = 0, corrector_every: int = 1) -> int:
+    """Posterior calls of a run: S predictor steps, c correctors after every n-th predictor step,
+    and the read-out, i.e. S + c floor(S / n) + 1. (The brief's NFE labels, e.g. "8 + 3
+    correctors = 32 NFE", leave out the read-out, which every sampler here shares.)"""
+    steps = _positive_int("steps", steps)
+    correctors = _positive_int("correctors", correctors, minimum=0)
+    corrector_every = _positive_int("corrector_every", corrector_every)
+    return steps + correctors * (steps // corrector_every) + 1
+
+
+def _retract(h: torch.Tensor, v: torch.Tensor, kind: str = "normalise") -> torch.Tensor:
+    """Map the step h + v back to the sphere, row-wise over the last axis.
+
+    "normalise": (h + v) / |h + v|. "exp": exp_h(P_h v) = cos|v_T| h + sin|v_T| v_T / |v_T|
+    with v_T = P_h v, then renormalised (a no-op up to rounding).
+    """
+    if kind == "normalise":
+        y = h + v
+    elif kind == "exp":
+        vt = tangent(h, v)
+        n = vt.norm(dim=-1, keepdim=True)
+        y = torch.cos(n) * h + torch.sinc(n / math.pi) * vt  # sinc(n/pi) = sin(n) / n, 1 at n = 0
+    else:
+        raise ValueError(f"retraction must be one of {RETRACTIONS}, got {kind!r}")
+    return y / y.norm(dim=-1, keepdim=True)
+
+
+def _uniform_sphere(shape: tuple[int, ...], d: int, *, generator: torch.Generator | None = None,
+                    dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+    """Uniform points on S^{d-1} (normalised standard normals), shape (*shape, d): the kappa = 0 law."""
+    z = torch.randn(*shape, d, generator=generator, dtype=dtype, device=device)
+    return z / z.norm(dim=-1, keepdim=True)
+
+
+class _Counted:
+    """Wraps a posterior: counts calls (NFE) and checks each output is (B, L, V) probabilities."""
+
+    def __init__(self, posterior: Posterior, shape: tuple[int, int, int], dtype: torch.dtype, device):
+        if not callable(posterior):
+            raise TypeError(f"posterior must be a callable posterior(h, level) -> (B, L, V) probabilities, "
+                            f"got {type(posterior).__name__}")
+        self.posterior, self.shape, self.dtype, self.device = posterior, shape, dtype, device
+        self.nfe = 0
+
+    def __call__(self, h: torch.Tensor, level: float) -> torch.Tensor:
+        self.nfe += 1
+        p = self.posterior(h, float(level))
+        if not isinstance(p, torch.Tensor) or tuple(p.shape) != self.shape:
+            raise ValueError(f"posterior(h, level) must return a tensor of shape (B, L, V) = {self.shape}, "
+                             f"got {tuple(getattr(p, 'shape', ())) if isinstance(p, torch.Tensor) else type(p).__name__}")
+        p = p.to(dtype=self.dtype, device=self.device)
+        if not torch.isfinite(p).all() or p.min().item() < -_PROB_TOL or \
+                (p.sum(-1) - 1).abs().max().item() > _PROB_TOL:
+            raise ValueError(f"posterior(h, {level:g}) must return finite probabilities >= 0 that sum to 1 over V "
+                             f"(tolerance {_PROB_TOL}); apply a softmax to logits")
+        return p
+
+
+def _check_common(W, L, batch, steps, generator, forbid) -> tuple[int, int, int, tuple[int, ...]]:
+    _check_embeddings(W)
+    L = _positive_int("L", L)
+    batch = _positive_int("batch", batch)
+    steps = _positive_int("steps", steps)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    V = W.shape[1]
+    if forbid is None:
+        banned: tuple[int, ...] = ()
+    else:
+        try:
+            items = [operator.index(forbid)] if not isinstance(forbid, Iterable) else [operator.index(k) for k in forbid]
+        except TypeError:
+            items = None
+        if items is None or isinstance(forbid, bool) or any(not 0 <= k < V for k in items):
+            raise ValueError(f"forbid must be a token id or an iterable of token ids in [0, {V}), got {forbid!r}")
+        banned = tuple(sorted(set(items)))
+        if len(banned) >= V:
+            raise ValueError(f"forbid {forbid!r} leaves no token of the V = {V} to read out")
+    return L, batch, steps, banned
+
+
+def _readout(p: torch.Tensor, banned: tuple[int, ...]) -> torch.Tensor:
+    if banned:
+        p = p.clone()
+        p[..., list(banned)] = -math.inf
+    return p.argmax(-1)
+
+
+def _noise(h: torch.Tensor, generator) -> torch.Tensor:
+    """P_h xi, xi ~ N(0, I_d) per position."""
+    xi = torch.randn(h.shape, generator=generator, dtype=h.dtype, device=h.device)
+    return tangent(h, xi)
+
+
+# --- vMF samplers ---------------------------------------------------------------------------------
+
+
+def _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, *, generator, retraction, forbid,
+                correctors=0, corrector_every=1, eps0=0.01, sigma2=0.0) -> Samples:
+    L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
+    kappa_max = _scalar("kappa_max", kappa_max)
+    if not kappa_max > 0:
+        raise ValueError(f"kappa_max must be > 0, got {kappa_max}")
+    if not callable(psi):
+        raise TypeError(f"psi must be a callable psi(s, kappa) -> tensor, got {type(psi).__name__}")
+    if retraction not in RETRACTIONS:
+        raise ValueError(f"retraction must be one of {RETRACTIONS}, got {retraction!r}")
+    correctors = _positive_int("correctors", correctors, minimum=0)
+    corrector_every = _positive_int("corrector_every", corrector_every)
+    eps0 = _scalar("eps0", eps0, nonneg=True)
+    sigma2 = _scalar("sigma2", sigma2, nonneg=True)
+
+    d, V = W.shape
+    net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
+    h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)  # kappa = 0
+    dt = 1.0 / steps
+    for i in range(steps):
+        kappa = kappa_max * i / steps
+        post = net(h, kappa)
+        if sigma2 > 0:
+            drift = sde_drift(h, post, W, kappa, kappa_max, psi, sigma2)
+            h = _retract(h, dt * drift + math.sqrt(2.0 * sigma2 * dt) * _noise(h, generator), retraction)
+        else:
+            h = _retract(h, dt * marginal_velocity(h, post, W, kappa, kappa_max, psi), retraction)
+        if correctors and (i + 1) % corrector_every == 0:
+            kappa_new = kappa_max * (i + 1) / steps
+            eps = eps0 * (1.0 - i / steps) ** 2
+            for _ in range(correctors):
+                post = net(h, kappa_new)
+                step = eps * marginal_score(h, post, W, kappa_new) + math.sqrt(2.0 * eps) * _noise(h, generator)
+                h = _retract(h, step, retraction)
+    tokens = _readout(net(h, kappa_max), banned)
+    return Samples(tokens, net.nfe, h)
+
+
+def sample_ode(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_max: float, steps: int,
+               psi: PsiFn, *, generator: torch.Generator | None = None, retraction: str = "normalise",
+               forbid: int | Iterable[int] | None = None) -> Samples:
+    """Probability-flow ODE of the vMF path: uniform start (kappa = 0), ``steps`` Euler steps in
+    kappa up to kappa_max, a retraction after each, argmax read-out at kappa_max.
+
+    posterior(h, kappa) -> (batch, L, V); W (d, V) unit columns; psi(s, kappa) the scalar
+    velocity per unit kappa. NFE = steps + 1.
+    """
+    return _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, generator=generator,
+                       retraction=retraction, forbid=forbid)
+
+
+def sample_pc(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_max: float, steps: int,
+              psi: PsiFn, *, correctors: int = 1, corrector_every: int = 1, eps0: float = 0.01,
+              sigma2: float = 0.0, generator: torch.Generator | None = None, retraction: str = "normalise",
+              forbid: int | Iterable[int] | None = None) -> Samples:
+    """Predictor-corrector: the ODE predictor (or, with sigma2 > 0, the SDE predictor: the code's
+    ``pc_sde`` variant), and after every ``corrector_every``-th predictor step ``correctors``
+    Langevin steps at the new kappa with the marginal score,
+
+        h <- Retr(h + eps s(h) + sqrt(2 eps) P_h xi),  eps = eps0 (1 - i/S)^2.
+
+    NFE = count_nfe(steps, correctors, corrector_every).
+    """
+    return _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, generator=generator,
+                       retraction=retraction, forbid=forbid, correctors=correctors,
+                       corrector_every=corrector_every, eps0=eps0, sigma2=sigma2)
+
+
+def sample_sde(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_max: float, steps: int,
+               psi: PsiFn, *, sigma2: float = 1.0, generator: torch.Generator | None = None,
+               retraction: str = "normalise", forbid: int | Iterable[int] | None = None) -> Samples:
+    """Euler-Maruyama for the marginal-preserving SDE in t (kappa = kappa_max t):
+
+        dh = (u(h) + sigma^2 s(h)) dt + sqrt(2 sigma^2) P_h dB_t,
+
+    one posterior call per step for the fused drift. sigma2 = 0 is the ODE. NFE = steps + 1.
+    """
+    return _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, generator=generator,
+                       retraction=retraction, forbid=forbid, sigma2=sigma2)
+
+
+# --- baselines ------------------------------------------------------------------------------------
+
+
+def sample_geodesic(posterior: Posterior, W: torch.Tensor, L: int, batch: int, steps: int, *,
+                    generator: torch.Generator | None = None, retraction: str = "exp",
+                    forbid: int | Iterable[int] | None = None) -> Samples:
+    """Riemannian flow matching on the SLERP path: uniform start, Euler steps in t from 0 to 1
+    with the geodesic velocity at the left end t_i = i / S, a retraction after each ("exp" by
+    default, the path's own geometry), argmax read-out of posterior(h, 1.0). NFE = steps + 1."""
+    L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
+    if retraction not in RETRACTIONS:
+        raise ValueError(f"retraction must be one of {RETRACTIONS}, got {retraction!r}")
+    d, V = W.shape
+    net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
+    h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)
+    dt = 1.0 / steps
+    for i in range(steps):
+        t = i / steps
+        h = _retract(h, dt * geodesic_velocity(h, net(h, t), W, t), retraction)
+    tokens = _readout(net(h, 1.0), banned)
+    return Samples(tokens, net.nfe, h)
+
+
+def sample_euclidean(posterior: Posterior, W: torch.Tensor, L: int, batch: int, steps: int, *,
+                     generator: torch.Generator | None = None,
+                     forbid: int | Iterable[int] | None = None) -> Samples:
+    """Linear-interpolation flow matching in R^d: x_0 ~ N(0, I_d) per position, Euler steps in t
+    from 0 to 1 with (E[w | x] - x) / (1 - t) (t capped at 1 - 1e-3), argmax read-out of
+    posterior(x, 1.0). With steps <= 1000 the last Euler step lands exactly on E[w | x].
+    NFE = steps + 1."""
+    L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
+    d, V = W.shape
+    net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
+    x = torch.randn(batch, L, d, generator=generator, dtype=W.dtype, device=W.device)
+    dt = 1.0 / steps
+    for i in range(steps):
+        t = i / steps
+        x = x + dt * euclidean_velocity(x, net(x, t), W, t)
+    tokens = _readout(net(x, 1.0), banned)
+    return Samples(tokens, net.nfe, x)
