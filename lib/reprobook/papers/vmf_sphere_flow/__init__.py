@@ -10,15 +10,18 @@ chapter's brief and checked numerically here.
   drift, and the geodesic and Euclidean baselines' velocities;
 - :mod:`.samplers`: ODE, predictor-corrector and SDE samplers on the product of spheres, and the
   baselines' samplers, counting network evaluations;
+- :mod:`.model`: the posterior network (a small transformer LightningModule trained by
+  cross-entropy on vMF-noised inputs), its data module, and its use as a sampler's posterior;
 - :mod:`.data`: all 288 Shidoku grids with puzzles and an exact enumeration posterior, a 9x9
   Sudoku generator with a uniqueness-checking solver, and a Markov-chain language with exact
   posteriors by forward-backward.
 
-Still to come: the posterior network (a LightningModule), the configuration and the notebooks.
+Still to come: the configuration, the claims and the notebooks.
 """
 
-from . import data, fields, geometry, samplers
+from . import data, fields, geometry, model, samplers
 from .geometry import PsiTable, mean_cosine, psi, sample_vmf
 from .fields import marginal_score, marginal_velocity
 from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde
 from .data import MarkovChain, oracle_posterior_grids, shidoku_grids
+from .model import PosteriorTransformer, TokenDataModule, as_posterior

@@ -1,0 +1,151 @@
+"""The posterior network p_theta(x^l = k | h) of the spherical flow, trained by cross-entropy.
+
+Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full text not read).
+The brief's section 4: every marginal field of the vMF path is a posterior-weighted tangent sum,
+so the only learned object is the per-position posterior. It is trained on pairs (x, h) with
+clean tokens x from the data, a concentration kappa ~ U(0, kappa_max) per sequence and
+h^l ~ vMF(w_{x^l}, kappa) per position, minimising
+
+    L(theta) = E_{x, kappa, h} [ -(1/L) sum_l log p_theta(x^l | h) ].                        (CE)
+
+The network is a small transformer encoder over the L unit vectors (the paper uses a DiT with
+adaLN and rotary embeddings; ours is a plain pre-norm encoder with learned positions, ASSUMED).
+As in the paper's code default it is not time-conditioned unless ``time_conditioned=True``, in
+which case log(1 + kappa) is added through a learned embedding. Optional clue tokens (Sudoku
+puzzles, 0 = blank) enter as an extra input embedding (the brief's ASSUMED choice). The output
+logits are divided by a learned temperature.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import numpy as np
+import torch
+from torch import nn
+
+from .geometry import sample_vmf
+
+__all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior"]
+
+
+class PosteriorTransformer(L.LightningModule):
+    """logits (B, L, V) of p_theta(x^l = k | h) from h (B, L, d) (and clues (B, L), if given)."""
+
+    def __init__(self, W: torch.Tensor | np.ndarray, seq_len: int, *, kappa_max: float, width: int = 64,
+                 depth: int = 2, heads: int = 4, dropout: float = 0.0, lr: float = 3e-4, weight_decay: float = 0.01,
+                 time_conditioned: bool = False, n_clue_tokens: int | None = None, seed: int = 0):
+        super().__init__()
+        W = torch.as_tensor(np.asarray(W), dtype=torch.float32)
+        if W.ndim != 2 or W.shape[1] < 2:
+            raise ValueError(f"W must be (d, V) with V >= 2 token embeddings as columns, got {tuple(W.shape)}")
+        if (W.norm(dim=0) - 1).abs().max() > 1e-4:
+            raise ValueError("the columns of W (token embeddings) must have unit norm")
+        for name, v in (("seq_len", seq_len), ("width", width), ("depth", depth), ("heads", heads)):
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if width % heads:
+            raise ValueError(f"width ({width}) must be a multiple of heads ({heads})")
+        if not kappa_max > 0:
+            raise ValueError(f"kappa_max must be > 0, got {kappa_max!r}")
+        self.save_hyperparameters(ignore=["W"])
+        self.register_buffer("W", W)
+        d, V = W.shape
+        self.kappa_max, self.lr, self.weight_decay = float(kappa_max), float(lr), float(weight_decay)
+        self.time_conditioned = bool(time_conditioned)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.embed = nn.Linear(d, width)
+            self.position = nn.Parameter(0.02 * torch.randn(seq_len, width))
+            self.clues = nn.Embedding(n_clue_tokens, width) if n_clue_tokens else None
+            self.time = nn.Linear(1, width) if self.time_conditioned else None
+            layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout, batch_first=True, norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(width)
+            self.head = nn.Linear(width, V)
+        self.log_temperature = nn.Parameter(torch.zeros(()))
+
+    def forward(self, h: torch.Tensor, kappa: torch.Tensor | float | None = None,
+                clues: torch.Tensor | None = None) -> torch.Tensor:
+        if h.ndim != 3 or h.shape[1:] != (self.position.shape[0], self.W.shape[0]):
+            raise ValueError(f"h must be (B, {self.position.shape[0]}, {self.W.shape[0]}), got {tuple(h.shape)}")
+        z = self.embed(h.to(self.W.dtype)) + self.position
+        if self.clues is not None:
+            if clues is None:
+                raise ValueError("this network was built with clue tokens: pass clues (B, L)")
+            z = z + self.clues(clues.long())
+        if self.time is not None:
+            if kappa is None:
+                raise ValueError("a time-conditioned network needs kappa")
+            k = torch.as_tensor(kappa, dtype=z.dtype, device=z.device).reshape(-1, 1)
+            z = z + self.time(torch.log1p(k))[:, None, :]
+        return self.head(self.norm(self.encoder(z))) / self.log_temperature.exp()
+
+    def noisy_batch(self, tokens: torch.Tensor, generator: torch.Generator | None = None):
+        """(h, kappa) for clean ``tokens`` (B, L): kappa ~ U(0, kappa_max) per sequence and
+        h^l ~ vMF(w_{x^l}, kappa) (the vMF path of the brief's section 1)."""
+        kappa = torch.rand(tokens.shape[0], generator=generator, dtype=torch.float64) * self.kappa_max
+        mean = self.W.T[tokens].to(torch.float64)  # (B, L, d)
+        h = sample_vmf(mean, kappa[:, None], generator, dtype=torch.float32)
+        return h, kappa
+
+    def loss(self, tokens: torch.Tensor, clues: torch.Tensor | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+        """(CE) on one batch of clean tokens (B, L)."""
+        h, kappa = self.noisy_batch(tokens, generator)
+        logits = self(h, kappa, clues)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens.reshape(-1))
+
+    def training_step(self, batch, batch_idx):
+        tokens, clues = batch if isinstance(batch, (list, tuple)) else (batch, None)
+        loss = self.loss(tokens, clues)
+        self.log("train_loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+
+
+class _Tokens(torch.utils.data.Dataset):
+    def __init__(self, tokens: np.ndarray, clues: np.ndarray | None):
+        self.tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+        self.clues = None if clues is None else torch.as_tensor(np.asarray(clues), dtype=torch.long)
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def __getitem__(self, i):
+        return self.tokens[i] if self.clues is None else (self.tokens[i], self.clues[i])
+
+
+class TokenDataModule(L.LightningDataModule):
+    """Clean token sequences (N, L) (and optional clues (N, L)) in shuffled batches."""
+
+    def __init__(self, tokens: np.ndarray, clues: np.ndarray | None = None, *, batch_size: int = 64, seed: int = 0):
+        super().__init__()
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2 or tokens.shape[0] < 1:
+            raise ValueError(f"tokens must be (N, L) with N >= 1, got shape {tokens.shape}")
+        if clues is not None and np.shape(clues) != tokens.shape:
+            raise ValueError(f"clues must have the tokens' shape {tokens.shape}, got {np.shape(clues)}")
+        self.data, self.batch_size, self.seed = _Tokens(tokens, clues), int(batch_size), int(seed)
+
+    def train_dataloader(self):
+        g = torch.Generator().manual_seed(self.seed)
+        return torch.utils.data.DataLoader(self.data, batch_size=self.batch_size, shuffle=True, generator=g)
+
+
+def as_posterior(model: PosteriorTransformer, clues: torch.Tensor | None = None, *, forbid: int | None = None):
+    """The network as the samplers' posterior callable: (h, kappa) -> probabilities (B, L, V),
+    in eval mode and without gradients; ``forbid`` sets one token's probability to 0 (the blank)."""
+    model.eval()
+
+    @torch.no_grad()
+    def posterior(h: torch.Tensor, kappa: float) -> torch.Tensor:
+        logits = model(h.float(), torch.full((h.shape[0],), float(kappa)), clues)
+        if forbid is not None:
+            logits[..., forbid] = -math.inf
+        return torch.softmax(logits, dim=-1).to(h.dtype)
+
+    return posterior
