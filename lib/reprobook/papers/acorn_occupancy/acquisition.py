@@ -47,7 +47,7 @@ from typing import Callable
 import numpy as np
 
 from .fit import Fit
-from .likelihood import N_PARAMS, _check_data, mean_occupancy, unit_presence_probability
+from .likelihood import _check_data, _check_draws, mean_occupancy, unit_presence_probability
 from .simulate import Survey
 
 __all__ = [
@@ -142,13 +142,6 @@ def _evr(tau: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _score(evr: np.ndarray, var: np.ndarray) -> np.ndarray:
     """Joint targets: the sum of relative reductions; one target: EVR itself."""
     return (evr / var[None, :]).sum(axis=1) if evr.ndim == 2 else evr
-
-
-def _check_draws(u) -> np.ndarray:
-    u = np.asarray(u, dtype=float)
-    if u.ndim != 2 or u.shape[1] != N_PARAMS:
-        raise ValueError(f"draws must have shape (M, {N_PARAMS}), got {u.shape}")
-    return u
 
 
 # --- the policies ------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit, logit
 
-from .fit import FitError, map_with_laplace, numerical_hessian, psi_bar_with_se
+from .fit import FitError, LaplaceFit, map_with_laplace, numerical_hessian, psi_bar_with_se
 from .likelihood import PRIOR_SD_COEF, _log_normal_sum
 from .simulate import Survey
 
@@ -58,29 +58,17 @@ INIT_P10 = 0.02  # start of p10 in the Royle–Link fit (picks the p11 > p10 mod
 
 
 @dataclass(frozen=True, eq=False)
-class BinaryFit:
-    """A MAP estimate of the standard or Royle–Link occupancy model with its Laplace approximation."""
+class BinaryFit(LaplaceFit):
+    """A MAP estimate of the standard or Royle–Link occupancy model with its Laplace approximation
+    (u_hat (4,) or (5,), layout BINARY_PARAM_NAMES or RL_PARAM_NAMES)."""
 
-    params: np.ndarray  # (4,) or (5,) u_hat, layout BINARY_PARAM_NAMES or RL_PARAM_NAMES
-    cov: np.ndarray  # Laplace covariance H^{-1}
-    se: np.ndarray  # sqrt(diag cov)
-    log_post: float  # log p(u_hat | d) (up to a constant)
-    converged: bool  # L-BFGS-B success flag
-    n_iter: int  # optimiser iterations
-    message: str  # optimiser message
-    psi_bar: float  # mean occupancy probability over the surveyed sites
-    psi_bar_se: float  # its delta-method standard error
-    beta1: float  # habitat effect on logit psi
-    beta1_se: float  # its Laplace standard error
     false_positive: bool  # True: Royle–Link (RL); False: standard (STD)
     p10: float | None  # false-positive probability expit(u_4); None for the standard model
     label_switched: bool  # Royle–Link mode with mean p11 <= p10 (always False for the standard model)
-    seconds: float  # wall time of optimisation + Hessian
 
-    def named(self) -> dict[str, tuple[float, float]]:
-        """{name: (estimate, se)} for the entries of u."""
-        names = RL_PARAM_NAMES if self.false_positive else BINARY_PARAM_NAMES
-        return {n: (float(v), float(s)) for n, v, s in zip(names, self.params, self.se)}
+    @property
+    def names(self) -> tuple[str, ...]:
+        return RL_PARAM_NAMES if self.false_positive else BINARY_PARAM_NAMES
 
 
 # --- thresholding ------------------------------------------------------------------------------

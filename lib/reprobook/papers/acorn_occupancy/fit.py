@@ -24,7 +24,7 @@ from scipy.special import expit
 from .likelihood import N_PARAMS, PARAM_NAMES, _check_data, _check_params, grad_log_posterior
 from .simulate import Survey
 
-__all__ = ["Fit", "FitError", "fit_map", "default_init", "laplace_hessian", "numerical_hessian",
+__all__ = ["LaplaceFit", "Fit", "FitError", "fit_map", "default_init", "laplace_hessian", "numerical_hessian",
            "map_with_laplace", "psi_bar_with_se"]
 
 
@@ -33,12 +33,13 @@ class FitError(RuntimeError):
 
 
 @dataclass(frozen=True, eq=False)
-class Fit:
-    """A MAP estimate with its Laplace approximation."""
+class LaplaceFit:
+    """A MAP estimate with its Laplace approximation and the ecological summaries (the fields
+    shared by the CSOM fit and the thresholded baselines)."""
 
-    params: np.ndarray  # (8,) u_hat, layout PARAM_NAMES
-    cov: np.ndarray  # (8, 8) Laplace covariance H^{-1}
-    se: np.ndarray  # (8,) sqrt(diag cov)
+    params: np.ndarray  # u_hat, layout given by ``names``
+    cov: np.ndarray  # Laplace covariance H^{-1}
+    se: np.ndarray  # sqrt(diag cov)
     log_post: float  # log p(u_hat | data) (up to a constant)
     converged: bool  # L-BFGS-B success flag
     n_iter: int  # optimiser iterations
@@ -49,9 +50,22 @@ class Fit:
     beta1_se: float  # its Laplace standard error
     seconds: float  # wall time of optimisation + Hessian
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
     def named(self) -> dict[str, tuple[float, float]]:
         """{name: (estimate, se)} for the entries of u."""
-        return {n: (float(v), float(s)) for n, v, s in zip(PARAM_NAMES, self.params, self.se)}
+        return {n: (float(v), float(s)) for n, v, s in zip(self.names, self.params, self.se)}
+
+
+@dataclass(frozen=True, eq=False)
+class Fit(LaplaceFit):
+    """The CSOM's MAP estimate: u_hat (8,) in the layout PARAM_NAMES."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return PARAM_NAMES
 
 
 def default_init(survey: Survey) -> np.ndarray:

@@ -83,6 +83,16 @@ def _check_params(params) -> np.ndarray:
     return u
 
 
+def _check_draws(draws) -> np.ndarray:
+    """A batch of parameter vectors (M, 8), finite."""
+    u = np.asarray(draws, dtype=float)
+    if u.ndim != 2 or u.shape[1] != N_PARAMS:
+        raise ValueError(f"draws must have shape (M, {N_PARAMS}) in the order {PARAM_NAMES}, got {u.shape}")
+    if not np.all(np.isfinite(u)):
+        raise ValueError("draws must be finite")
+    return u
+
+
 def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(survey, Survey):
         raise TypeError(f"survey must be a Survey, got {type(survey).__name__}")
@@ -203,11 +213,7 @@ def unit_presence_probability(draws, survey: Survey, reviewed, labels) -> np.nda
     for an unreviewed unit (given z_i = 1 the units of a site are independent), and y_ik for a
     reviewed one.
     """
-    u = np.asarray(draws, dtype=float)
-    if u.ndim != 2 or u.shape[1] != N_PARAMS:
-        raise ValueError(f"draws must have shape (M, {N_PARAMS}) in the order {PARAM_NAMES}, got {u.shape}")
-    if not np.all(np.isfinite(u)):
-        raise ValueError("draws must be finite")
+    u = _check_draws(draws)
     r, y = _check_data(survey, reviewed, labels)
     p = _parts(u, survey, r, y)
     rz = np.exp(p["A"] - np.logaddexp(p["A"], p["B"]))  # (M, N)

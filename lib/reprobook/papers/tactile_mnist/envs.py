@@ -344,7 +344,8 @@ def interface_report(env: gym.Env, n_episodes: int = 20, seed: int = 0, step_lim
     * ``check_env``: Gymnasium's ``check_env(env)`` passes (``passed``), else the exception
       text (``error``); the checker's warnings; when it fails, each part of it run alone
       (``parts``), to show which check fails.
-    * ``spaces``: shape, dtype and bounds of every observation and action entry.
+    * ``spaces``: shape, dtype and bounds of every observation and action entry;
+      ``classification``: whether the prediction is class logits (a LogitSpace).
     * over ``n_episodes`` random rollouts (episode e reset with ``seed + e``; the action,
       movement and prediction, drawn from ``env.action_space`` seeded with ``seed``, so the
       logits are standard normal): ``max_reward_residual`` = max |r - (b - l)| (the reward
@@ -407,6 +408,7 @@ def interface_report(env: gym.Env, n_episodes: int = 20, seed: int = 0, step_lim
         if isinstance(obs, dict) and "time_step" in obs:
             last_ts.append(float(obs["time_step"]))
     lengths_arr = np.asarray(lengths)
+    report["classification"] = is_classification
     report["rollouts"] = {
         "n_episodes": int(n_episodes),
         "max_reward_residual": float(residual),

@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 __all__ = ["accuracy_by_step", "Accuracy", "final_and_mean_accuracy", "Interval", "t_interval", "largest_step_drop",
-           "ordering_check", "growth_check"]
+           "ordering_check", "growth_check", "policy_accuracy"]
 
 
 def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -160,3 +160,19 @@ def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:
     return {"policies": per, "all_below": all(v["mean_below_final"] for v in per.values()),
             "largest_drop": max(v["largest_drop"] for v in per.values()),
             "pooled_largest_drop": largest_step_drop(np.mean(pooled, axis=0))}
+
+
+def policy_accuracy(name: str, train_env, test_env, *, max_step: float, num_classes: int, n_train: int,
+                    n_test: int, seed: int, test_seed: int, model_seed: int, epochs: int):
+    """One strategy end to end: roll ``name`` out ``n_train`` times in ``train_env`` (episodes
+    from ``seed``), train a predictor on those roll-outs (``model_seed``, ``epochs``), and return
+    its accuracy against step on ``n_test`` fresh roll-outs in ``test_env`` (from ``test_seed``),
+    with the test roll-outs: (acc (T,), Trajectories)."""
+    from .model import predict_logits, train_predictor
+    from .policies import make_policy, rollout
+
+    policy = make_policy(name, train_env, max_step=max_step)
+    train = rollout(train_env, policy, n_train, seed=seed)
+    test = rollout(test_env, policy, n_test, seed=test_seed)
+    model = train_predictor(train, num_classes, epochs=epochs, seed=model_seed)
+    return accuracy_by_step(predict_logits(model, test), test.labels), test

@@ -37,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
+from reprobook.core.rng import as_generator
+
 __all__ = [
     "BLANK",
     "SHIDOKU_SIZE",
@@ -73,12 +75,10 @@ _FAST_PATH_MIN_LOG_P = -600.0  # below this smallest log transition, forward-bac
 
 
 def _as_rng(rng) -> np.random.Generator:
-    """A ``numpy.random.Generator`` from a Generator or an integer seed (None is refused)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return np.random.default_rng(int(rng))
-    raise TypeError(f"rng must be a numpy.random.Generator or an integer seed, got {rng!r}")
+    """:func:`reprobook.core.as_generator`, but None (fresh entropy) is refused: runs are seeded."""
+    if isinstance(rng, bool) or not isinstance(rng, (np.random.Generator, int, np.integer)):
+        raise TypeError(f"rng must be a numpy.random.Generator or an integer seed, got {rng!r}")
+    return as_generator(rng)
 
 
 def _as_int(value, name: str, minimum: int) -> int:
