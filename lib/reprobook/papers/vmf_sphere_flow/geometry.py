@@ -564,8 +564,7 @@ class PsiTable:
         ``s`` (float64 for non-tensors). ``check=False`` skips the range checks (no host sync)."""
         s = _as_float_tensor(s)
         kappa = torch.as_tensor(kappa, dtype=s.dtype, device=s.device)
-        s, kappa = torch.broadcast_tensors(s, kappa)
-        if check:
+        if check:  # before broadcasting: reductions over an expanded kappa are slow
             if not (torch.isfinite(s).all() and torch.isfinite(kappa).all()):
                 raise ValueError("s and kappa must be finite")
             if (s.abs() > 1.0 + 1e-3).any():
@@ -574,6 +573,7 @@ class PsiTable:
             if (kappa < 0).any() or (kappa > self.kappa_max * (1 + 1e-9)).any():
                 raise ValueError(f"kappa must lie in [0, kappa_max={self.kappa_max}] of this table, got "
                                  f"[{kappa.min().item()}, {kappa.max().item()}]")
+        s, kappa = torch.broadcast_tensors(s, kappa)
         x = s.clamp(-S_CLAMP, S_CLAMP)
         fs = (x + S_CLAMP) * ((self.n_s - 1) / (2.0 * S_CLAMP))
         fk = kappa.clamp(0.0, self.kappa_max) * ((self.n_kappa - 1) / self.kappa_max)

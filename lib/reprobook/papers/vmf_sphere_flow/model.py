@@ -11,7 +11,8 @@ h^l ~ vMF(w_{x^l}, kappa) per position, minimising
 The network is a small transformer encoder over the L unit vectors (the paper uses a DiT with
 adaLN and rotary embeddings; ours is a plain pre-norm encoder with learned positions, ASSUMED).
 As in the paper's code default it is not time-conditioned unless ``time_conditioned=True``, in
-which case log(1 + kappa) is added through a learned embedding. Optional clue tokens (Sudoku
+which case log(1 + level) is added through a learned embedding (the level is kappa on the vMF
+path, t on the geodesic and Euclidean baselines; ``path`` picks the noise, see :mod:`.paths`). Optional clue tokens (Sudoku
 puzzles, 0 = blank) enter as an extra input embedding (the brief's ASSUMED choice). The output
 logits are divided by a learned temperature.
 """
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .geometry import sample_vmf
+from .paths import check_path, noisy_states, sample_levels
 
 __all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior"]
 
@@ -35,7 +36,8 @@ class PosteriorTransformer(L.LightningModule):
 
     def __init__(self, W: torch.Tensor | np.ndarray, seq_len: int, *, kappa_max: float, width: int = 64,
                  depth: int = 2, heads: int = 4, dropout: float = 0.0, lr: float = 3e-4, weight_decay: float = 0.01,
-                 time_conditioned: bool = False, n_clue_tokens: int | None = None, seed: int = 0):
+                 time_conditioned: bool = False, n_clue_tokens: int | None = None, path: str = "vmf",
+                 seed: int = 0):
         super().__init__()
         W = torch.as_tensor(np.asarray(W), dtype=torch.float32)
         if W.ndim != 2 or W.shape[1] < 2:
@@ -54,6 +56,7 @@ class PosteriorTransformer(L.LightningModule):
         d, V = W.shape
         self.kappa_max, self.lr, self.weight_decay = float(kappa_max), float(lr), float(weight_decay)
         self.time_conditioned = bool(time_conditioned)
+        self.path = check_path(path)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.embed = nn.Linear(d, width)
@@ -83,12 +86,13 @@ class PosteriorTransformer(L.LightningModule):
         return self.head(self.norm(self.encoder(z))) / self.log_temperature.exp()
 
     def noisy_batch(self, tokens: torch.Tensor, generator: torch.Generator | None = None):
-        """(h, kappa) for clean ``tokens`` (B, L): kappa ~ U(0, kappa_max) per sequence and
-        h^l ~ vMF(w_{x^l}, kappa) (the vMF path of the brief's section 1)."""
-        kappa = torch.rand(tokens.shape[0], generator=generator, dtype=torch.float64) * self.kappa_max
+        """(h, level) for clean ``tokens`` (B, L) on the network's path (:mod:`.paths`): for the
+        vMF path kappa ~ U(0, kappa_max) per sequence and h^l ~ vMF(w_{x^l}, kappa) (the brief's
+        section 1); for the geodesic and Euclidean baselines t ~ U(0, 1)."""
+        level = sample_levels(tokens.shape[0], self.path, self.kappa_max, generator)
         mean = self.W.T[tokens].to(torch.float64)  # (B, L, d)
-        h = sample_vmf(mean, kappa[:, None], generator, dtype=torch.float32)
-        return h, kappa
+        h = noisy_states(mean, level, self.path, generator).to(torch.float32)
+        return h, level
 
     def loss(self, tokens: torch.Tensor, clues: torch.Tensor | None = None,
              generator: torch.Generator | None = None) -> torch.Tensor:
