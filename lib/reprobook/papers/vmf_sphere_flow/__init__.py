@@ -14,14 +14,18 @@ chapter's brief and checked numerically here.
   cross-entropy on vMF-noised inputs), its data module, and its use as a sampler's posterior;
 - :mod:`.data`: all 288 Shidoku grids with puzzles and an exact enumeration posterior, a 9x9
   Sudoku generator with a uniqueness-checking solver, and a Markov-chain language with exact
-  posteriors by forward-backward.
-
-Still to come: the configuration, the claims and the notebooks.
+  posteriors by forward-backward;
+- :mod:`.paths`: the vMF, geodesic and Euclidean noise paths: training draws and each path's
+  exact likelihood of a noisy point given a token (for oracle posteriors);
+- :mod:`.evaluate`: oracle posteriors as sampler callables, one entry point for every sampler,
+  and the chapter's metrics (sequence entropy, t-intervals, Shidoku uniformity);
+- :mod:`.experiments`: the Markov-language task and its trained networks, cached between notebooks;
+- :mod:`.config`: the notebooks' profiles.
 """
 
-from . import data, fields, geometry, model, samplers
+from . import config, data, evaluate, experiments, fields, geometry, model, paths, samplers
 from .geometry import PsiTable, mean_cosine, psi, sample_vmf
 from .fields import marginal_score, marginal_velocity
 from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde
 from .data import MarkovChain, oracle_posterior_grids, shidoku_grids
-from .model import PosteriorTransformer, TokenDataModule, as_posterior
+from .model import PosteriorTransformer, TokenDataModule, as_posterior, train_posterior

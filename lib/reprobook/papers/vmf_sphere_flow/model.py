@@ -14,7 +14,10 @@ As in the paper's code default it is not time-conditioned unless ``time_conditio
 which case log(1 + level) is added through a learned embedding (the level is kappa on the vMF
 path, t on the geodesic and Euclidean baselines; ``path`` picks the noise, see :mod:`.paths`). Optional clue tokens (Sudoku
 puzzles, 0 = blank) enter as an extra input embedding (the brief's ASSUMED choice). The output
-logits are divided by a learned temperature.
+logits are divided by a learned temperature. The learned positions start at unit scale (with the
+usual 0.02 the network took thousands of steps to tell positions apart and learned no context at
+the reduced profile's budget; the paper's DiT uses rotary embeddings, a strong positional signal
+from the start).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from torch import nn
 
 from .paths import check_path, noisy_states, sample_levels
 
-__all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior"]
+__all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior", "train_posterior"]
 
 
 class PosteriorTransformer(L.LightningModule):
@@ -37,7 +40,7 @@ class PosteriorTransformer(L.LightningModule):
     def __init__(self, W: torch.Tensor | np.ndarray, seq_len: int, *, kappa_max: float, width: int = 64,
                  depth: int = 2, heads: int = 4, dropout: float = 0.0, lr: float = 3e-4, weight_decay: float = 0.01,
                  time_conditioned: bool = False, n_clue_tokens: int | None = None, path: str = "vmf",
-                 seed: int = 0):
+                 warmup_steps: int = 0, total_steps: int | None = None, seed: int = 0):
         super().__init__()
         W = torch.as_tensor(np.asarray(W), dtype=torch.float32)
         if W.ndim != 2 or W.shape[1] < 2:
@@ -55,12 +58,18 @@ class PosteriorTransformer(L.LightningModule):
         self.register_buffer("W", W)
         d, V = W.shape
         self.kappa_max, self.lr, self.weight_decay = float(kappa_max), float(lr), float(weight_decay)
+        if isinstance(warmup_steps, bool) or int(warmup_steps) != warmup_steps or warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
+        if total_steps is not None and (isinstance(total_steps, bool) or int(total_steps) != total_steps
+                                        or total_steps <= warmup_steps):
+            raise ValueError(f"total_steps must be None or an integer > warmup_steps ({warmup_steps}), got {total_steps!r}")
+        self.warmup_steps, self.total_steps = int(warmup_steps), total_steps
         self.time_conditioned = bool(time_conditioned)
         self.path = check_path(path)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.embed = nn.Linear(d, width)
-            self.position = nn.Parameter(0.02 * torch.randn(seq_len, width))
+            self.position = nn.Parameter(torch.randn(seq_len, width))  # unit scale: see the class docstring
             self.clues = nn.Embedding(n_clue_tokens, width) if n_clue_tokens else None
             self.time = nn.Linear(1, width) if self.time_conditioned else None
             layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout, batch_first=True, norm_first=True)
@@ -108,7 +117,21 @@ class PosteriorTransformer(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        """AdamW; with ``total_steps`` set, the paper code's schedule: linear warm-up over
+        ``warmup_steps``, then cosine decay to 0.1 lr at ``total_steps`` (held there after)."""
+        opt = torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        if self.total_steps is None:
+            return opt
+        warm, total = self.warmup_steps, int(self.total_steps)
+
+        def factor(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            progress = min(1.0, (step - warm) / (total - warm))
+            return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
 class _Tokens(torch.utils.data.Dataset):
@@ -153,3 +176,25 @@ def as_posterior(model: PosteriorTransformer, clues: torch.Tensor | None = None,
         return torch.softmax(logits, dim=-1).to(h.dtype)
 
     return posterior
+
+
+def train_posterior(tokens: np.ndarray, W: torch.Tensor | np.ndarray, *, kappa_max: float, width: int = 64, depth: int = 2,
+                    heads: int = 4, lr: float = 3e-4, warmup_steps: int = 0, batch_size: int = 64, train_steps: int = 1000,
+                    path: str = "vmf", time_conditioned: bool = False, clues: np.ndarray | None = None,
+                    n_clue_tokens: int | None = None, seed: int = 0, callbacks=()) -> PosteriorTransformer:
+    """Build a :class:`PosteriorTransformer` and train it for ``train_steps`` AdamW steps on
+    ``tokens`` (N, L) (with ``clues``, if given) by (CE), with the warm-up and cosine schedule
+    over ``train_steps``. Deterministic for a given ``seed`` (weights, batches and noise).
+    Returns the network in eval mode."""
+    from reprobook.core import make_trainer
+
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be (N, L), got shape {tokens.shape}")
+    model = PosteriorTransformer(W, tokens.shape[1], kappa_max=kappa_max, width=width, depth=depth, heads=heads, lr=lr,
+                                 time_conditioned=time_conditioned, n_clue_tokens=n_clue_tokens, path=path,
+                                 warmup_steps=warmup_steps, total_steps=train_steps, seed=seed)
+    torch.manual_seed(seed)  # the noise draws of noisy_batch use the global generator
+    trainer = make_trainer(max_steps=train_steps, callbacks=list(callbacks))
+    trainer.fit(model, TokenDataModule(tokens, clues, batch_size=batch_size, seed=seed))
+    return model.eval()

@@ -1,0 +1,165 @@
+"""Profiles of the notebooks of the spherical-flows chapter (vMF paths for categorical data).
+
+Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full text not read).
+
+Notebooks: ``01_vmf_path`` (C1: the cosine ODE carries the uniform law to vMF),
+``02_perfect_posterior`` (C2, and C3/C4 with exact posteriors), ``03_learning_the_posterior``
+(C5, and C3 with a learned posterior), ``04_three_paths`` (C4 with learned posteriors) and
+``05_time_conditioning`` (C6). Notebooks 3-5 train the same vMF network; it is cached
+(:func:`reprobook.core.load_or_train`) so that a later notebook loads what an earlier one trained.
+
+Data. Everything is generated: a first-order Markov-chain language (exact likelihood and exact
+posteriors by forward-backward) and the 288 Shidoku (4x4 Sudoku) grids (exact posteriors by
+enumeration). The paper's data, "sudoku-extreme" and LM1B, live on a model hub that the book's
+machines cannot reach; the full profile therefore scales the generated tasks instead. The full
+profile has not been run (no GPU was available when the chapter was written): its sizes are the
+brief's plan, not measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PathConfig", "OracleConfig", "Language", "Net", "LearnConfig", "PathsConfig", "TimeConfig", "PROFILES", "resolve"]
+
+
+@dataclass(frozen=True)
+class PathConfig:
+    """C1: the push-forward of the uniform law by the cosine ODE, per dimension d."""
+
+    dims: tuple[int, ...] = (3, 16, 64)  # ambient dimensions d (the sphere is S^{d-1})
+    kappa_max: tuple[float, ...] = (10.0, 72.0, 320.0)  # final concentration per d: A_d(kappa) ~ 0.9
+    n: int = 4000  # uniform cosines pushed forward per d
+    steps: int = 128  # RK4 steps of ds/dkappa = psi (1 - s^2) from 0 to kappa_max
+    n_kappa: int = 121  # psi table: grid points in kappa
+    n_s: int = 201  # psi table: grid points in s
+    n_quantiles: int = 199  # deterministic check: quantile levels u = 1/200 .. 199/200
+    alpha: float = 0.05  # KS level, split over the dimensions (Bonferroni)
+    quantile_tol: float = 1e-3  # allowed |transported quantile - vMF quantile|
+
+
+@dataclass(frozen=True)
+class OracleConfig:
+    """C2 (and C3, C4 at the oracle level): samplers driven by exact posteriors."""
+
+    V: int = 16  # Markov language: vocabulary (one-hot embeddings, d = V)
+    L: int = 16  # sequence length
+    concentration: float = 0.3  # Dirichlet concentration of the transition rows (sparse)
+    chain_seed: int = 0  # the language is MarkovChain(V, chain_seed, concentration)
+    kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.875
+    n: int = 500  # sequences per sampler run
+    ode_steps: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
+    pc: tuple[tuple[int, int], ...] = ((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (32, 1), (64, 1))  # (predictor steps, correctors)
+    sde_sigma2: tuple[float, ...] = (0.25, 1.0)  # SDE noise levels sigma^2 (in units of t)
+    eps0: float = 0.01  # corrector step size at the start (the code's default)
+    shidoku_kappa_max: float = 40.0  # Shidoku: one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
+    shidoku_n: int = 1440  # unconditional samples (5 per grid on average)
+    shidoku_steps: int = 32
+
+
+@dataclass(frozen=True)
+class Language:
+    """The Markov-chain language of notebooks 2-5, and its vMF path."""
+
+    V: int = 16  # vocabulary; one-hot embeddings, d = V
+    L: int = 16  # sequence length
+    concentration: float = 0.3  # Dirichlet concentration of the transition rows (sparse)
+    chain_seed: int = 0  # the language is MarkovChain(V, chain_seed, concentration)
+    kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.875
+
+
+@dataclass(frozen=True)
+class Net:
+    """The posterior network and its training (the same on every path)."""
+
+    width: int = 64  # transformer width
+    depth: int = 2  # transformer blocks
+    heads: int = 4
+    lr: float = 6e-3  # AdamW peak learning rate (the paper's code: 3e-4 over 100k steps)
+    warmup_steps: int = 100  # linear warm-up, then cosine decay to 0.1 lr at train_steps
+    batch_size: int = 64
+    train_steps: int = 1000
+    n_train: int = 50_000  # training sequences drawn once from the chain
+    data_seed: int = 1  # seeds the training sequences
+
+
+@dataclass(frozen=True)
+class LearnConfig:
+    """C5 and C3 with a learned posterior, on the Markov language."""
+
+    language: Language = Language()
+    net: Net = Net()
+    eval_at: tuple[int, ...] = (250, 500, 750, 1000)  # training steps at which the posterior is scored
+    n_eval: int = 500  # sequences per evaluation
+    eval_kappas: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)  # test cross-entropy against kappa
+    sample_steps: int = 32  # ODE steps for the learned-versus-oracle samples
+    pc: tuple[tuple[int, int], ...] = ((32, 0), (16, 1), (8, 3))  # (predictor steps, correctors): 33 NFE each
+    eps0: float = 0.01  # corrector step size at the start (the code's default)
+    sample_seeds: int = 3  # sampling seeds per sampler for C3
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """C4: the same network trained on the vMF, geodesic and Euclidean paths, sampled at matched NFE."""
+
+    language: Language = Language()
+    net: Net = Net()
+    n_eval: int = 500
+    steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 for all three paths
+    sample_seeds: int = 3
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path
+    shidoku: bool = False  # also the clue-conditioned Shidoku task (puzzles from held-out grids)
+    shidoku_kappa_max: float = 40.0
+    shidoku_copies: int = 40  # training puzzles per training grid
+    shidoku_eval: int = 256  # test puzzles from held-out grids
+
+
+@dataclass(frozen=True)
+class TimeConfig:
+    """C6: a time-conditioned network against the unconditioned one, same budget."""
+
+    language: Language = Language()
+    net: Net = Net()
+    n_eval: int = 500
+    sample_steps: int = 32
+    sample_seeds: int = 3
+
+
+_FULL_NET = Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512, train_steps=20_000,
+                n_train=1_000_000)
+PROFILES: dict[str, dict[str, Any]] = {
+    "vmf_path": {
+        "reduced": PathConfig(),
+        "full": PathConfig(dims=(3, 16, 64, 256), kappa_max=(10.0, 72.0, 320.0, 1300.0), n=100_000, steps=512,
+                           n_kappa=1000, n_s=1000),
+    },
+    "perfect_posterior": {
+        "reduced": OracleConfig(),
+        "full": OracleConfig(n=5000, ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
+                             pc=((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (16, 3), (32, 1), (32, 3), (64, 1), (128, 1)),
+                             sde_sigma2=(0.1, 0.25, 1.0, 4.0), shidoku_n=14_400, shidoku_steps=128),
+    },
+    "learning_the_posterior": {
+        "reduced": LearnConfig(),
+        "full": LearnConfig(net=_FULL_NET, eval_at=(1000, 2000, 5000, 10_000, 20_000), n_eval=5000, sample_seeds=5,
+                            pc=((128, 0), (64, 1), (32, 3)), sample_steps=128),
+    },
+    "three_paths": {
+        "reduced": PathsConfig(),
+        "full": PathsConfig(net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=(0, 1, 2),
+                            shidoku=True, shidoku_eval=2000, shidoku_copies=400),
+    },
+    "time_conditioning": {
+        "reduced": TimeConfig(),
+        "full": TimeConfig(net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5),
+    },
+}
+
+
+def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
+    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
+    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
+    from reprobook.core.profiles import resolve_notebook
+
+    return resolve_notebook(PROFILES, notebook, profile, **overrides)
