@@ -67,12 +67,34 @@ def grid_oracle(W: torch.Tensor, path: str = "vmf", clues=None, grids=None):
     Wn = np.asarray(W, dtype=np.float64)
     c = None if clues is None else np.asarray(clues)
 
+    table = data.shidoku_grids() if grids is None else np.asarray(grids)
+
     def posterior(h: torch.Tensor, level: float) -> torch.Tensor:
-        ll = paths.emission_loglik(h.detach().cpu().numpy(), Wn, _level(level, path), path)
+        hn = h.detach().cpu().numpy()
+        ll = paths.emission_loglik(hn, Wn, _level(level, path), path)
+        if path == "geodesic":  # the only path whose likelihood has holes
+            ll = _fill_infeasible(ll, hn @ Wn, table, c)
         marg = data.oracle_posterior_grids(ll, clues=c, grids=grids).marginals
         return torch.as_tensor(marg, dtype=h.dtype, device=h.device)
 
     return posterior
+
+
+def _fill_infeasible(ll: np.ndarray, dots: np.ndarray, table: np.ndarray, clues) -> np.ndarray:
+    """The geodesic likelihood is 0 outside a cap around each token, so a state off the path
+    (a sampler's discretisation error) can leave every allowed grid impossible although each
+    cell has some possible token. Such rows get the scores 1e3 w_k.h instead (a very
+    concentrated vMF): the nearest allowed grid."""
+    L = table.shape[1]
+    possible = np.isfinite(ll)[..., np.arange(L)[None, :], table].all(axis=-1)  # (B, G)
+    if clues is not None:
+        cl = np.broadcast_to(np.asarray(clues), ll.shape[:-1])
+        possible &= np.all((cl[:, None, :] == data.BLANK) | (cl[:, None, :] == table[None]), axis=-1)
+    dead = ~possible.any(axis=1)
+    if dead.any():
+        ll = ll.copy()
+        ll[dead] = 1e3 * dots[dead]
+    return ll
 
 
 def generate(sampler: str, posterior, W: torch.Tensor, L: int, batch: int, steps: int, *, kappa_max: float | None = None,
@@ -126,8 +148,10 @@ class Interval(NamedTuple):
 def mean_interval(x, level: float = 0.95) -> Interval:
     """The mean of ``x`` with its two-sided t-interval at ``level`` (needs at least 2 values)."""
     x = np.asarray(x, dtype=float).ravel()
-    if x.size < 2 or not np.all(np.isfinite(x)):
-        raise ValueError(f"need at least 2 finite values, got {x.size}")
+    if x.size < 2:
+        raise ValueError(f"need at least 2 values, got {x.size}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"all values must be finite; {int(np.sum(~np.isfinite(x)))} of {x.size} are not")
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     se = float(x.std(ddof=1) / math.sqrt(x.size))
@@ -153,6 +177,8 @@ def grid_uniformity(tokens) -> GridTest:
     """Validity of sampled 4x4 grids (N, 16) and Pearson's chi-square test that the valid ones are
     uniform over the 288 Shidoku grids (287 degrees of freedom)."""
     t = np.asarray(tokens)
+    if t.ndim != 2 or t.shape[0] < 1:
+        raise ValueError(f"tokens must be (N, 16) with N >= 1 sampled grids, got shape {t.shape}")
     ok = data.valid_grid_mask(t)
     counts = np.zeros(data.N_SHIDOKU_GRIDS)
     if ok.any():

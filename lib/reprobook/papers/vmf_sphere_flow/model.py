@@ -165,15 +165,20 @@ class TokenDataModule(L.LightningDataModule):
 
 def as_posterior(model: PosteriorTransformer, clues: torch.Tensor | None = None, *, forbid: int | None = None):
     """The network as the samplers' posterior callable: (h, kappa) -> probabilities (B, L, V),
-    in eval mode and without gradients; ``forbid`` sets one token's probability to 0 (the blank)."""
+    in eval mode and without gradients; ``forbid`` sets one token's probability to 0 (the blank).
+    The network runs on its own device; the probabilities come back on h's device and dtype."""
     model.eval()
+
+    device = next(model.parameters()).device
+    clues = None if clues is None else clues.to(device)
 
     @torch.no_grad()
     def posterior(h: torch.Tensor, kappa: float) -> torch.Tensor:
-        logits = model(h.float(), torch.full((h.shape[0],), float(kappa)), clues)
+        # the network may sit on a GPU while the sampler's state stays where it is
+        logits = model(h.to(device=device, dtype=torch.float32), torch.full((h.shape[0],), float(kappa), device=device), clues)
         if forbid is not None:
             logits[..., forbid] = -math.inf
-        return torch.softmax(logits, dim=-1).to(h.dtype)
+        return torch.softmax(logits, dim=-1).to(device=h.device, dtype=h.dtype)
 
     return posterior
 

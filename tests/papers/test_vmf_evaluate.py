@@ -1,0 +1,727 @@
+"""Tests of reprobook.papers.vmf_sphere_flow.evaluate, the training schedule of .model, the cached
+networks of .experiments and the profiles of .config (arXiv 2605.05629).
+
+What is checked:
+
+- the metrics against closed forms and SciPy: sequence entropy (0, log L, a hand-computed mix),
+  t-intervals (``scipy.stats.t.interval``), interval separation signs, the Shidoku uniformity
+  test (all 288 grids once: chi2 0, p 1; a hand-computed chi2; a skewed sample) and the solved
+  fraction on hand-built puzzles;
+- the oracle callables: the vMF Markov oracle is ``chain.posterior_marginals`` exactly, the
+  Euclidean one is the vMF one at kappa = t / (1 - t)^2 and the geodesic one at t = 0 is the prior,
+  the baselines' level is capped below 1, and the grid oracle puts no mass on what the clues rule out;
+- ``generate``: every sampler name, its NFE (``samplers.count_nfe``), seeding, keyword plumbing and
+  errors;
+- the whole chain of oracle, sampler and read-out: ODE samples with the exact posterior of a tiny
+  Markov language pass a chi-square goodness-of-fit test against the exact sequence law, while
+  one step, or a wrong (uniform) posterior, fail it;
+- the warm-up/cosine learning-rate schedule and ``train_posterior`` (determinism, eval mode,
+  learning); the checkpoint cache of ``language_network``; the five notebook profiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from reprobook.papers.vmf_sphere_flow import config, data, evaluate, experiments, geometry, paths, samplers
+from reprobook.papers.vmf_sphere_flow.config import Language, Net
+from reprobook.papers.vmf_sphere_flow.evaluate import Interval
+from reprobook.papers.vmf_sphere_flow.fields import T_CAP
+from reprobook.papers.vmf_sphere_flow.model import PosteriorTransformer, train_posterior
+
+DT = torch.float64
+
+
+def _unit(shape, seed: int, dtype=DT) -> torch.Tensor:
+    z = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    return z / z.norm(dim=-1, keepdim=True)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread per test: two xdist workers on two cores with two OpenMP threads each run
+    the sampler and training tests 10-50 times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@functools.lru_cache(maxsize=None)
+def _psi(d: int, kappa_max: float, n_kappa: int = 121, n_s: int = 201) -> geometry.PsiTable:
+    return geometry.PsiTable(d, kappa_max, n_kappa=n_kappa, n_s=n_s)
+
+
+# =============================================================================================
+# sequence_entropy
+# =============================================================================================
+
+
+def test_sequence_entropy_closed_forms():
+    V = 6
+    constant = np.full((1, 7), 3)
+    distinct = np.array([[5, 0, 3, 1, 2]])  # L = 5 distinct tokens, each once
+    mixed = np.array([[0, 0, 1, 2]])  # frequencies 1/2, 1/4, 1/4
+    out = evaluate.sequence_entropy(np.concatenate([constant[:, :4], mixed, distinct[:, :4]]), V)
+    assert out.shape == (3,)
+    assert out[0] == 0.0
+    assert out[1] == pytest.approx(1.5 * math.log(2), abs=1e-14)
+    assert out[2] == pytest.approx(math.log(4), abs=1e-14)
+    assert evaluate.sequence_entropy(constant, V)[0] == 0.0
+    assert evaluate.sequence_entropy(distinct, V)[0] == pytest.approx(math.log(5), abs=1e-14)
+    # random sequences against scipy's entropy of the token counts
+    rng = np.random.default_rng(0)
+    t = rng.integers(0, V, size=(50, 9))
+    ref = [stats.entropy(np.bincount(row, minlength=V)) for row in t]
+    np.testing.assert_allclose(evaluate.sequence_entropy(t, V), ref, rtol=0, atol=1e-12)
+    # order within a sequence does not matter; the largest value is log V (L a multiple of V)
+    np.testing.assert_allclose(evaluate.sequence_entropy(t[:, ::-1], V), ref, atol=1e-12)
+    assert evaluate.sequence_entropy(np.tile(np.arange(V), 2)[None], V)[0] == pytest.approx(math.log(V))
+
+
+def test_sequence_entropy_errors():
+    with pytest.raises(ValueError, match="shape"):
+        evaluate.sequence_entropy(np.array([0, 1, 2]), 4)  # (L,) not (N, L)
+    with pytest.raises(ValueError, match="shape"):
+        evaluate.sequence_entropy(np.zeros((3, 0), dtype=int), 4)
+    with pytest.raises(ValueError, match="0..3"):
+        evaluate.sequence_entropy(np.array([[0, 4]]), 4)
+    with pytest.raises(ValueError, match="0..3"):
+        evaluate.sequence_entropy(np.array([[-1, 2]]), 4)
+
+
+# =============================================================================================
+# t-intervals
+# =============================================================================================
+
+
+@pytest.mark.parametrize("n, level", [(2, 0.95), (7, 0.9), (40, 0.99), (500, 0.5)])
+def test_mean_interval_matches_scipy(n, level):
+    x = np.random.default_rng(n).normal(3.0, 2.0, size=n)
+    iv = evaluate.mean_interval(x, level)
+    se = stats.sem(x)
+    lo, hi = stats.t.interval(level, n - 1, loc=x.mean(), scale=se)
+    assert iv.n == n
+    assert abs(iv.mean - x.mean()) < 1e-12
+    assert abs(iv.se - se) < 1e-12
+    assert abs(iv.lo - lo) < 1e-12 and abs(iv.hi - hi) < 1e-12
+    # a list and a column give the same interval (the input is flattened)
+    assert evaluate.mean_interval(list(x), level) == iv
+    assert evaluate.mean_interval(x[:, None], level) == iv
+
+
+def test_mean_interval_default_level_is_95_percent():
+    x = np.arange(10.0)
+    lo, hi = stats.t.interval(0.95, 9, loc=4.5, scale=stats.sem(x))
+    iv = evaluate.mean_interval(x)
+    assert abs(iv.lo - lo) < 1e-12 and abs(iv.hi - hi) < 1e-12
+
+
+@pytest.mark.parametrize("x, level", [
+    ([1.0], 0.95), ([], 0.95), ([1.0, np.nan, 2.0], 0.95), ([1.0, np.inf], 0.95), ([1.0, -np.inf, 3.0], 0.95),
+    ([1.0, 2.0], 0.0), ([1.0, 2.0], 1.0), ([1.0, 2.0], 1.5), ([1.0, 2.0], -0.5),
+])
+def test_mean_interval_errors(x, level):
+    with pytest.raises(ValueError):
+        evaluate.mean_interval(x, level)
+
+
+def test_interval_separation_signs():
+    low = Interval(1.0, 0.5, 1.5, 0.25, 10)
+    high = Interval(3.0, 2.0, 4.0, 0.5, 10)
+    touching = Interval(2.0, 1.5, 2.5, 0.25, 10)
+    overlapping = Interval(1.8, 1.2, 2.4, 0.3, 10)
+    assert evaluate.interval_separation(low, high) == 0.5  # disjoint, better below: positive gap
+    assert evaluate.interval_separation(high, low) == -3.5  # wrong order: negative
+    assert evaluate.interval_separation(low, overlapping) == pytest.approx(-0.3)  # overlap: negative
+    assert evaluate.interval_separation(low, touching) == 0.0
+    assert evaluate.interval_separation(low, low) == -1.0  # an interval overlaps itself
+
+
+# =============================================================================================
+# Shidoku metrics
+# =============================================================================================
+
+
+def test_grid_uniformity_all_grids_once():
+    grids = data.shidoku_grids()
+    shuffled = grids[np.random.default_rng(0).permutation(len(grids))]
+    res = evaluate.grid_uniformity(shuffled)
+    assert res.valid == 1.0 and res.chi2 == 0.0 and res.pvalue == pytest.approx(1.0)
+    np.testing.assert_array_equal(res.counts, np.ones(data.N_SHIDOKU_GRIDS))
+
+
+def test_grid_uniformity_invalid_grids_lower_validity_only():
+    grids = data.shidoku_grids()
+    blank = grids[0].copy()
+    blank[3] = data.BLANK
+    repeated = grids[1].copy()
+    repeated[0], repeated[1] = repeated[1], repeated[0]  # two equal digits in a column
+    assert not data.valid_grid_mask(repeated[None])[0]
+    res = evaluate.grid_uniformity(np.concatenate([grids, blank[None], repeated[None]]))
+    assert res.valid == pytest.approx(288 / 290)
+    assert res.chi2 == 0.0 and res.counts.sum() == 288
+    none = evaluate.grid_uniformity(np.stack([blank, repeated]))
+    assert none.valid == 0.0 and none.counts.sum() == 0
+    assert math.isnan(none.chi2) and math.isnan(none.pvalue)
+
+
+def test_grid_uniformity_counts_land_at_grid_index_and_chi2_by_hand():
+    grids = data.shidoku_grids()
+    rows = [5, 5, 5, 17, 200]
+    sample = grids[rows]
+    assert list(data.grid_to_index(sample)) == rows
+    res = evaluate.grid_uniformity(sample)
+    expected = np.zeros(288)
+    expected[5], expected[17], expected[200] = 3, 1, 1
+    np.testing.assert_array_equal(res.counts, expected)
+    # Pearson: sum o^2 / e - N with e = 5 / 288
+    assert res.chi2 == pytest.approx((9 + 1 + 1) * 288 / 5 - 5, rel=1e-12)
+    assert res.pvalue == pytest.approx(stats.chi2.sf(res.chi2, 287), rel=1e-9)
+
+
+def test_grid_uniformity_detects_a_skewed_sample():
+    grids = data.shidoku_grids()
+    rng = np.random.default_rng(1)
+    uniform = grids[rng.integers(0, 288, size=2880)]
+    assert evaluate.grid_uniformity(uniform).pvalue > 1e-3
+    skewed = grids[np.concatenate([rng.integers(0, 288, size=2880), np.zeros(300, dtype=int)])]
+    res = evaluate.grid_uniformity(skewed)
+    assert res.valid == 1.0 and res.pvalue < 1e-10
+    half = grids[rng.integers(0, 144, size=2880)]  # only half of the grids ever drawn
+    assert evaluate.grid_uniformity(half).pvalue < 1e-10
+
+
+def test_solved_fraction_hand_built():
+    grids = data.shidoku_grids()
+    g0, g1 = grids[0], grids[1]
+    puzzle0 = data.make_puzzles(g0, rng=0)
+    assert evaluate.solved_fraction(g0[None], puzzle0[None]) == 1.0
+    # a valid grid contradicting a clue
+    diff = np.flatnonzero(g0 != g1)
+    clue = np.zeros(16, dtype=int)
+    clue[diff[0]] = g0[diff[0]]
+    assert evaluate.solved_fraction(g1[None], clue[None]) == 0.0
+    # a different valid grid that agrees with every clue still solves the puzzle
+    same = np.flatnonzero(g0 == g1)
+    clue_same = np.zeros(16, dtype=int)
+    clue_same[same] = g0[same]
+    assert evaluate.solved_fraction(g1[None], clue_same[None]) == 1.0
+    # an invalid grid (a blank) agreeing with its (empty) clues
+    broken = g0.copy()
+    broken[5] = data.BLANK
+    no_clues = np.zeros(16, dtype=int)
+    assert evaluate.solved_fraction(broken[None], no_clues[None]) == 0.0
+    # all together: rows 0, 2 and 4 solved (a blank puzzle is solved by any valid grid)
+    tokens = np.stack([g0, g1, g1, broken, g0])
+    clues = np.stack([puzzle0, clue, clue_same, no_clues, no_clues])
+    assert evaluate.solved_fraction(tokens, clues) == pytest.approx(3 / 5)
+    with pytest.raises(ValueError, match="same shape"):
+        evaluate.solved_fraction(tokens, clues[:4])
+
+
+# =============================================================================================
+# oracles
+# =============================================================================================
+
+CHAIN = data.MarkovChain(4, seed=0)
+W4 = torch.eye(4, dtype=DT)
+
+
+def test_markov_oracle_vmf_is_the_chain_posterior_exactly():
+    h = _unit((3, 5, 4), 0)
+    post = evaluate.markov_oracle(CHAIN, W4)
+    for kappa in (0.0, 2.5, 17.0):
+        p = post(h, kappa)
+        ref = CHAIN.posterior_marginals(h.numpy(), W4.numpy(), kappa)
+        assert p.dtype == DT and torch.equal(p, torch.as_tensor(ref))
+    # a float32 state gives a float32 posterior with the same values
+    p32 = evaluate.markov_oracle(CHAIN, W4.float())(h.float(), 2.5)
+    assert p32.dtype == torch.float32
+    torch.testing.assert_close(p32, post(h.float().double(), 2.5).float())
+    # the emissions matter: a different kappa gives a different posterior
+    assert not torch.allclose(post(h, 2.5), post(h, 17.0))
+
+
+@pytest.mark.parametrize("path, levels", [("vmf", (0.0, 5.0, 40.0)), ("geodesic", (0.0, 0.5, 0.99, 1.0)),
+                                          ("euclidean", (0.0, 0.5, 0.99, 1.0))])
+def test_markov_oracle_outputs_probabilities_on_every_path(path, levels):
+    h = _unit((3, 5, 4), 1)
+    post = evaluate.markov_oracle(CHAIN, W4, path)
+    for level in levels:
+        p = post(h, level)
+        assert p.shape == (3, 5, 4)
+        assert torch.isfinite(p).all() and (p >= 0).all()
+        torch.testing.assert_close(p.sum(-1), torch.ones(3, 5, dtype=DT))
+
+
+@pytest.mark.parametrize("path", ["geodesic", "euclidean"])
+def test_oracles_cap_the_baselines_level(path, monkeypatch):
+    h = _unit((3, 5, 4), 2)
+    post = evaluate.markov_oracle(CHAIN, W4, path)
+    p = post(h, 1.0)  # t = 1: the likelihoods are singular there; no error, finite probabilities
+    assert torch.isfinite(p).all() and (p >= 0).all()
+    torch.testing.assert_close(p.sum(-1), torch.ones(3, 5, dtype=DT))
+    # the likelihood at the cap, in the path's own form
+    ref = CHAIN.posterior_marginals(paths.emission_loglik(h.numpy(), W4.numpy(), T_CAP, path))
+    np.testing.assert_array_equal(p.numpy(), ref)
+    # (for one-hot embeddings t = 1 and t = T_CAP give the same posterior, so look at the level
+    # the oracles hand to the likelihood: capped for the baselines, untouched for vMF and below the cap)
+    seen = []
+    real = paths.emission_loglik
+
+    def spy(h_, W_, level, path_):
+        seen.append((float(level), path_))
+        return real(h_, W_, level, path_)
+
+    monkeypatch.setattr(paths, "emission_loglik", spy)
+    # (a random Shidoku state at t = 0.5 can be impossible for all 288 grids on the geodesic path: levels 1 and 0 only)
+    hg = _unit((2, 16, 5), 3)
+    for oracle, state, levels in ((evaluate.markov_oracle(CHAIN, W4, path), h, (1.0, 0.5, 0.0)),
+                                  (evaluate.grid_oracle(torch.eye(5, dtype=DT), path), hg, (1.0, 0.0))):
+        seen.clear()
+        for level in levels:
+            oracle(state, level)
+        assert seen == [(T_CAP if level == 1.0 else level, path) for level in levels]
+    seen.clear()
+    evaluate.markov_oracle(CHAIN, W4, "vmf")(h, 17.0)
+    evaluate.grid_oracle(torch.eye(5, dtype=DT), "vmf")(hg, 17.0)
+    assert seen == [(17.0, "vmf"), (17.0, "vmf")]
+
+
+def test_markov_oracle_baselines_against_independent_forms():
+    h = _unit((4, 5, 4), 3)
+    vmf = evaluate.markov_oracle(CHAIN, W4, "vmf")
+    # Euclidean: log p(x | w) = t / (1 - t)^2 w.x, i.e. the vMF emissions at kappa = t / (1 - t)^2
+    euc = evaluate.markov_oracle(CHAIN, W4, "euclidean")
+    for t in (0.25, 0.5, 0.8):
+        torch.testing.assert_close(euc(h, t), vmf(h, t / (1 - t) ** 2), rtol=0, atol=1e-12)
+    # geodesic at t = 0: the state is a uniform point whatever the token, so the posterior is the prior
+    geo = evaluate.markov_oracle(CHAIN, W4, "geodesic")
+    torch.testing.assert_close(geo(h, 0.0), vmf(h, 0.0), rtol=0, atol=1e-12)
+    prior = CHAIN.posterior_marginals(np.zeros((5, 4)))
+    torch.testing.assert_close(vmf(h, 0.0), torch.as_tensor(prior).expand(4, 5, 4), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="path"):
+        evaluate.markov_oracle(CHAIN, W4, "slerp")
+
+
+def test_grid_oracle_respects_clues_and_matches_the_data_oracle():
+    W5 = torch.eye(5, dtype=DT)
+    grids = data.shidoku_grids()
+    clues = data.make_puzzles(grids[[3, 100, 250]], rng=4)
+    h = _unit((3, 16, 5), 5)
+    post = evaluate.grid_oracle(W5, clues=clues)
+    for kappa in (0.0, 3.0, 30.0):
+        p = post(h, kappa)
+        ref = data.oracle_posterior_grids(h.numpy(), W5.numpy(), kappa, clues=clues).marginals
+        assert p.shape == (3, 16, 5)
+        torch.testing.assert_close(p, torch.as_tensor(ref), rtol=0, atol=1e-15)
+    # tokens that no grid agreeing with the clues has at a cell get probability exactly 0, on every
+    # path; the states are drawn from each path at its level for the puzzles' own grids (a random
+    # state can be impossible for every grid on the geodesic path, whose likelihood has compact support)
+    truth = torch.as_tensor(grids[[3, 100, 250]])
+    for path, level in (("vmf", 3.0), ("geodesic", 0.5), ("euclidean", 0.5)):
+        hp = paths.noisy_states(W5.T[truth], torch.full((3,), level, dtype=DT), path, torch.Generator().manual_seed(6))
+        p = evaluate.grid_oracle(W5, path, clues=clues)(hp, level).numpy()
+        assert np.isfinite(p).all()
+        np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-12)
+        for b in range(3):
+            agree = grids[np.all((clues[b] == 0) | (clues[b] == grids), axis=1)]
+            allowed = np.zeros((16, 5), dtype=bool)
+            allowed[np.arange(16)[None, :], agree] = True
+            assert (p[b][~allowed] == 0).all()
+            assert (p[b][np.arange(16), grids[[3, 100, 250]][b]] > 0).all()  # the true grid is possible
+            if path != "geodesic":  # full-support likelihoods: every allowed token keeps some mass
+                assert (p[b][allowed] > 0).all()
+            clued = clues[b] > 0
+            np.testing.assert_allclose(p[b][clued, clues[b][clued]], 1.0, atol=1e-12)
+    # without clues the blank gets no mass but every digit does
+    free = evaluate.grid_oracle(W5)(h, 3.0)
+    assert (free[..., 0] == 0).all() and (free[..., 1:] > 0).all()
+    # a restricted support of one grid: the posterior is that grid
+    one = evaluate.grid_oracle(W5, grids=grids[7:8])(h, 3.0)
+    torch.testing.assert_close(one.argmax(-1), torch.as_tensor(grids[7]).expand(3, 16))
+    torch.testing.assert_close(one.max(-1).values, torch.ones(3, 16, dtype=DT), rtol=0, atol=1e-15)
+
+
+# =============================================================================================
+# generate
+# =============================================================================================
+
+V_TINY, L_TINY, B_TINY, S_TINY, KMAX_TINY = 4, 5, 8, 3, 20.0
+
+
+def _counting(post):
+    calls = []
+
+    def wrapped(h, level):
+        calls.append(level)
+        return post(h, level)
+
+    return wrapped, calls
+
+
+@pytest.mark.parametrize("sampler, kwargs, path", [
+    ("ode", {}, "vmf"),
+    ("pc", {"correctors": 2}, "vmf"),
+    ("pc", {"correctors": 0}, "vmf"),
+    ("sde", {"sigma2": 0.5}, "vmf"),
+    ("geodesic", {}, "geodesic"),
+    ("euclidean", {}, "euclidean"),
+])
+def test_generate_runs_every_sampler_with_its_nfe(sampler, kwargs, path):
+    post, calls = _counting(evaluate.markov_oracle(CHAIN, W4, path))
+    extra = {} if path != "vmf" else {"kappa_max": KMAX_TINY, "psi": _psi(4, KMAX_TINY, 21, 51)}
+    out = evaluate.generate(sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=0, **extra, **kwargs)
+    expected = samplers.count_nfe(S_TINY, kwargs.get("correctors", 0))
+    assert out.nfe == expected == len(calls)
+    if sampler == "pc" and kwargs["correctors"] == 2:
+        assert out.nfe == S_TINY * 3 + 1
+    assert out.tokens.shape == (B_TINY, L_TINY) and out.tokens.dtype == torch.int64
+    assert ((out.tokens >= 0) & (out.tokens < V_TINY)).all()
+    top = 1.0 if path != "vmf" else KMAX_TINY
+    assert calls[-1] == top  # the read-out at the end of the path
+    # same seed: identical tokens and states; another seed: different ones
+    again = evaluate.generate(sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=0, **extra, **kwargs)
+    assert torch.equal(out.tokens, again.tokens) and torch.equal(out.state, again.state)
+    other = evaluate.generate(sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=1, **extra, **kwargs)
+    assert not torch.equal(out.tokens, other.tokens) and not torch.equal(out.state, other.state)
+    # forbid reaches the sampler's read-out
+    banned = evaluate.generate(sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=0, forbid=[1, 2], **extra, **kwargs)
+    assert ((banned.tokens == 0) | (banned.tokens == 3)).all()
+
+
+def test_generate_is_the_seeded_library_sampler():
+    psi = _psi(4, KMAX_TINY, 21, 51)
+    post = evaluate.markov_oracle(CHAIN, W4)
+    g = lambda s: torch.Generator().manual_seed(s)  # noqa: E731
+    args = (post, W4, L_TINY, B_TINY)
+    out = evaluate.generate("pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=2, eps0=0.05, seed=7)
+    ref = samplers.sample_pc(*args, KMAX_TINY, S_TINY, psi, correctors=2, eps0=0.05, generator=g(7))
+    assert torch.equal(out.state, ref.state) and torch.equal(out.tokens, ref.tokens)
+    out = evaluate.generate("sde", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, sigma2=0.3, seed=7)
+    ref = samplers.sample_sde(*args, KMAX_TINY, S_TINY, psi, sigma2=0.3, generator=g(7))
+    assert torch.equal(out.state, ref.state)
+    # the corrector step size and the SDE noise level are passed on
+    pc_other = evaluate.generate("pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=2, eps0=0.2, seed=7)
+    assert not torch.equal(pc_other.state, ref.state)
+    sde_other = evaluate.generate("sde", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, sigma2=1.5, seed=7)
+    assert not torch.equal(sde_other.state, out.state)
+    # pc without correctors is the ODE sampler
+    ode = evaluate.generate("ode", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, seed=3)
+    pc0 = evaluate.generate("pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=0, seed=3)
+    assert torch.equal(ode.state, pc0.state)
+    ref = samplers.sample_ode(*args, KMAX_TINY, S_TINY, psi, generator=g(3))
+    assert torch.equal(ode.state, ref.state)
+    for name, fn in (("geodesic", samplers.sample_geodesic), ("euclidean", samplers.sample_euclidean)):
+        base = evaluate.markov_oracle(CHAIN, W4, name)
+        out = evaluate.generate(name, base, W4, L_TINY, B_TINY, S_TINY, seed=2)
+        ref = fn(base, W4, L_TINY, B_TINY, S_TINY, generator=g(2))
+        assert torch.equal(out.state, ref.state)
+
+
+def test_generate_errors():
+    post = evaluate.markov_oracle(CHAIN, W4)
+    psi = _psi(4, KMAX_TINY, 21, 51)
+    with pytest.raises(ValueError, match=r"one of .*ode.*pc.*sde.*geodesic.*euclidean.*'dpm'"):
+        evaluate.generate("dpm", post, W4, L_TINY, B_TINY, S_TINY, kappa_max=KMAX_TINY, psi=psi)
+    for name in ("ode", "pc", "sde"):
+        with pytest.raises(ValueError, match="kappa_max and psi"):
+            evaluate.generate(name, post, W4, L_TINY, B_TINY, S_TINY, psi=psi)
+        with pytest.raises(ValueError, match="kappa_max and psi"):
+            evaluate.generate(name, post, W4, L_TINY, B_TINY, S_TINY, kappa_max=KMAX_TINY)
+
+
+# =============================================================================================
+# the plumbing end to end: exact posterior -> ODE -> read-out reproduces the Markov language
+# =============================================================================================
+
+CONV_V, CONV_L, CONV_KMAX, CONV_N = 4, 4, 40.0, 4000
+ALL_SEQS = np.array(list(itertools.product(range(CONV_V), repeat=CONV_L)))  # row i: base-4 digits of i
+
+
+def _chi_square(tokens: torch.Tensor, probs: np.ndarray):
+    """Pearson goodness of fit over all V^L sequences, cells with expected count < 5 merged."""
+    idx = tokens.numpy() @ (CONV_V ** np.arange(CONV_L - 1, -1, -1))
+    obs = np.bincount(idx, minlength=CONV_V**CONV_L).astype(float)
+    exp = probs * tokens.shape[0]
+    big = exp >= 5
+    assert exp[~big].sum() >= 5  # the merged cell itself is large enough
+    return stats.chisquare(np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum()))
+
+
+def test_ode_with_the_exact_posterior_samples_the_markov_language():
+    chain = data.MarkovChain(CONV_V, seed=0)
+    probs = np.exp(chain.log_prob(ALL_SEQS))
+    assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+    W = torch.eye(CONV_V, dtype=DT)
+    psi = _psi(CONV_V, CONV_KMAX)
+    post = evaluate.markov_oracle(chain, W)
+
+    def run(posterior, steps):
+        return evaluate.generate("ode", posterior, W, CONV_L, CONV_N, steps, kappa_max=CONV_KMAX, psi=psi, seed=0)
+
+    # Euler's bias falls like 1/S: at 64 steps the total variation to the exact law is ~0.033
+    # (40000 samples), which 4000 samples detect for about half the seeds (p < 1e-3 for 4 of seeds
+    # 0-9); at 256 steps (TV ~0.011) the ten seeds 0-9 all gave p > 5e-3 (0.02 at seed 0).
+    good = _chi_square(run(post, 256).tokens, probs)
+    assert good.pvalue > 1e-3
+    # power: one step misses the coupling between positions (chi2 ~ 17000 seen)
+    one = _chi_square(run(post, 1).tokens, probs)
+    assert one.pvalue < 1e-3 and one.statistic > 50 * good.statistic
+    # and a wrong posterior (uniform over tokens) is rejected as well (chi2 ~ 4e5 seen)
+    def uniform(h, level):
+        return torch.full(h.shape[:-1] + (CONV_V,), 1.0 / CONV_V, dtype=h.dtype)
+    wrong = _chi_square(run(uniform, 256).tokens, probs)
+    assert wrong.pvalue < 1e-3 and wrong.statistic > 50 * good.statistic
+
+
+# =============================================================================================
+# model: learning-rate schedule and train_posterior
+# =============================================================================================
+
+
+def _net(**kw) -> PosteriorTransformer:
+    args = dict(kappa_max=10.0, width=8, depth=1, heads=2, lr=1e-2, seed=0)
+    args.update(kw)
+    return PosteriorTransformer(torch.eye(4), 5, **args)
+
+
+def test_lr_schedule_warmup_then_cosine_to_a_tenth():
+    net = _net(warmup_steps=10, total_steps=110)
+    cfg = net.configure_optimizers()
+    opt, sched = cfg["optimizer"], cfg["lr_scheduler"]["scheduler"]
+    assert isinstance(opt, torch.optim.AdamW) and isinstance(sched, torch.optim.lr_scheduler.LambdaLR)
+    assert cfg["lr_scheduler"]["interval"] == "step"
+    f = sched.lr_lambdas[0]
+    assert f(0) == pytest.approx(1 / 10)
+    assert f(4) == pytest.approx(5 / 10)
+    assert f(9) == pytest.approx(1.0) and f(10) == pytest.approx(1.0)
+    assert f(60) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway through the cosine part
+    assert f(110) == pytest.approx(0.1) and f(111) == pytest.approx(0.1) and f(10_000) == pytest.approx(0.1)
+    values = [f(s) for s in range(120)]
+    assert all(a < b for a, b in zip(values[:10], values[1:10]))  # rising warm-up
+    assert all(a >= b for a, b in zip(values[10:], values[11:]))  # then never rising
+    # the optimiser's learning rate follows, step by step
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-2 / 10)
+    for step in range(1, 61):
+        opt.step()  # no gradients: a no-op, but keeps the scheduler's order check quiet
+        sched.step()
+        if step in (9, 60):
+            assert opt.param_groups[0]["lr"] == pytest.approx(1e-2 * f(step))
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.55)
+
+
+def test_lr_schedule_without_warmup_and_without_total():
+    f = _net(warmup_steps=0, total_steps=100).configure_optimizers()["lr_scheduler"]["scheduler"].lr_lambdas[0]
+    assert f(0) == 1.0 and f(50) == pytest.approx(0.55) and f(100) == pytest.approx(0.1)
+    assert isinstance(_net(warmup_steps=5).configure_optimizers(), torch.optim.AdamW)  # no schedule
+
+
+@pytest.mark.parametrize("kw", [
+    {"warmup_steps": -1}, {"warmup_steps": 1.5}, {"warmup_steps": True},
+    {"warmup_steps": 10, "total_steps": 10}, {"warmup_steps": 10, "total_steps": 5},
+    {"warmup_steps": 0, "total_steps": 0}, {"warmup_steps": 0, "total_steps": 2.5},
+])
+def test_schedule_options_are_checked(kw):
+    with pytest.raises(ValueError, match="warmup_steps|total_steps"):
+        _net(**kw)
+
+
+def _tiny_tokens(n=256, L=5, seed=0):
+    chain = data.MarkovChain(4, seed=seed)
+    return chain.sample(n, L, np.random.default_rng(seed))
+
+
+def test_train_posterior_is_deterministic_and_returns_eval_mode():
+    tokens = _tiny_tokens()
+    kw = dict(kappa_max=10.0, width=8, depth=1, heads=2, lr=3e-3, warmup_steps=2, batch_size=16, train_steps=20)
+    a = train_posterior(tokens, torch.eye(4), seed=0, **kw)
+    b = train_posterior(tokens, torch.eye(4), seed=0, **kw)
+    c = train_posterior(tokens, torch.eye(4), seed=1, **kw)
+    assert not a.training and not any(m.training for m in a.modules())
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert sa.keys() == sb.keys() == sc.keys()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert any(not torch.equal(sa[k], sc[k]) for k in sa if sa[k].is_floating_point())
+    # it trained: the weights moved away from the initialisation with the same seed
+    init = PosteriorTransformer(torch.eye(4), 5, kappa_max=10.0, width=8, depth=1, heads=2, seed=0).state_dict()
+    assert any(not torch.equal(sa[k], init[k]) for k in init if k != "W")
+    assert a.total_steps == 20 and a.warmup_steps == 2
+    with pytest.raises(ValueError, match="tokens must be"):
+        train_posterior(tokens[0], torch.eye(4), **kw)
+
+
+def test_train_posterior_lowers_the_loss():
+    tokens = _tiny_tokens(n=512)
+    kw = dict(kappa_max=10.0, width=16, depth=1, heads=2, seed=0)
+    before = PosteriorTransformer(torch.eye(4), 5, **kw)
+    after = train_posterior(tokens, torch.eye(4), lr=3e-3, warmup_steps=10, batch_size=64, train_steps=150, **kw)
+    batch = torch.as_tensor(tokens[:256])
+    with torch.no_grad():
+        l0 = float(before.loss(batch, generator=torch.Generator().manual_seed(123)))
+        l1 = float(after.loss(batch, generator=torch.Generator().manual_seed(123)))
+    assert l1 < l0 - 0.2, (l0, l1)
+
+
+# =============================================================================================
+# experiments: the Markov-language task and the checkpoint cache
+# =============================================================================================
+
+LANG = Language(V=4, L=5, kappa_max=20.0)
+NET = Net(width=8, depth=1, heads=2, train_steps=5, warmup_steps=1, n_train=64, batch_size=16)
+
+
+def test_language_task_is_seeded_by_data_seed():
+    task = experiments.language_task(LANG, NET)
+    again = experiments.language_task(LANG, NET)
+    chain = data.MarkovChain(LANG.V, LANG.chain_seed, LANG.concentration)
+    np.testing.assert_array_equal(task.chain.log_trans, chain.log_trans)
+    np.testing.assert_array_equal(task.chain.log_init, chain.log_init)
+    assert task.train.shape == (NET.n_train, LANG.L) and task.train.dtype == np.int64
+    assert task.train.min() >= 0 and task.train.max() < LANG.V
+    np.testing.assert_array_equal(task.train, again.train)
+    np.testing.assert_array_equal(task.train, chain.sample(NET.n_train, LANG.L, np.random.default_rng([NET.data_seed])))
+    other = experiments.language_task(LANG, dataclasses.replace(NET, data_seed=NET.data_seed + 1))
+    assert not np.array_equal(task.train, other.train)
+    assert task.W.dtype == DT and torch.equal(task.W, torch.eye(LANG.V, dtype=DT))
+    assert task.target == pytest.approx(chain.expected_nll_per_token(LANG.L))
+    other_chain = experiments.language_task(Language(V=4, L=5, kappa_max=20.0, chain_seed=3), NET)
+    assert not np.array_equal(other_chain.chain.log_trans, task.chain.log_trans)
+
+
+def _same_weights(a, b) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def _checkpoint_files(root):
+    return sorted(p.name for p in (root / "reduced" / experiments.SLUG).glob("*.pt"))
+
+
+def test_language_network_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    task = experiments.language_task(LANG, NET)
+    first, loaded = experiments.language_network(task, LANG, NET, profile="reduced")
+    assert loaded is False and not first.training
+    files = _checkpoint_files(tmp_path)
+    assert len(files) == 1 and files[0].startswith("language-vmf-s0-")
+    second, loaded = experiments.language_network(task, LANG, NET, profile="reduced")
+    assert loaded is True and not second.training and second is not first
+    assert _same_weights(first, second)
+    # the network is the one train_posterior builds from the configs
+    ref = train_posterior(task.train, task.W.float(), kappa_max=LANG.kappa_max, width=NET.width, depth=NET.depth,
+                          heads=NET.heads, lr=NET.lr, warmup_steps=NET.warmup_steps, batch_size=NET.batch_size,
+                          train_steps=NET.train_steps, seed=0)
+    assert _same_weights(first, ref)
+    # another path, time conditioning, seed or net: new cache entries, trained afresh
+    for kw, net in (({"path": "geodesic"}, NET), ({"time_conditioned": True}, NET), ({"seed": 1}, NET),
+                    ({}, dataclasses.replace(NET, width=16))):
+        model, loaded = experiments.language_network(task, LANG, net, profile="reduced", **kw)
+        assert loaded is False
+    assert model.embed.out_features == 16
+    assert len(_checkpoint_files(tmp_path)) == 5
+    # each of them is now cached too
+    _, loaded = experiments.language_network(task, LANG, NET, profile="reduced", time_conditioned=True)
+    assert loaded is True
+    # another profile is another cache folder
+    _, loaded = experiments.language_network(task, LANG, NET, profile="full")
+    assert loaded is False
+
+
+def test_language_network_always_train_still_writes_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    task = experiments.language_task(LANG, NET)
+    trained, loaded = experiments.language_network(task, LANG, NET, profile="reduced", always_train=True)
+    assert loaded is False and not trained.training
+    assert len(_checkpoint_files(tmp_path)) == 1
+    cached, loaded = experiments.language_network(task, LANG, NET, profile="reduced")
+    assert loaded is True and _same_weights(trained, cached)
+    # with a checkpoint present, always_train still trains (and returns the same deterministic weights)
+    again, loaded = experiments.language_network(task, LANG, NET, profile="reduced", always_train=True)
+    assert loaded is False and again is not cached and _same_weights(again, cached)
+    with pytest.raises(ValueError, match="path"):
+        experiments.language_network(task, LANG, NET, profile="reduced", path="slerp")
+
+
+# =============================================================================================
+# config
+# =============================================================================================
+
+NOTEBOOKS = {
+    "vmf_path": config.PathConfig,
+    "perfect_posterior": config.OracleConfig,
+    "learning_the_posterior": config.LearnConfig,
+    "three_paths": config.PathsConfig,
+    "time_conditioning": config.TimeConfig,
+}
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOKS))
+def test_resolve_gives_both_profiles(notebook):
+    reduced, full = config.resolve(notebook), config.resolve(notebook, "full")
+    assert type(reduced) is NOTEBOOKS[notebook] and type(full) is NOTEBOOKS[notebook]
+    assert reduced == config.PROFILES[notebook]["reduced"] == config.resolve(notebook, "reduced")
+    assert full == config.PROFILES[notebook]["full"]
+    assert reduced != full
+
+
+def test_learn_config_pc_settings_have_matched_nfe():
+    for profile, nfe in (("reduced", 33), ("full", None)):
+        cfg = config.resolve("learning_the_posterior", profile)
+        counts = {samplers.count_nfe(S, c) for S, c in cfg.pc}
+        assert len(counts) == 1, (profile, cfg.pc)
+        if nfe is not None:
+            assert counts == {nfe}
+            assert all(S * (1 + c) + 1 == nfe for S, c in cfg.pc)
+        assert any(c == 0 for _, c in cfg.pc) and any(c > 0 for _, c in cfg.pc)
+        assert cfg.eval_at[-1] == cfg.net.train_steps
+        assert list(cfg.eval_at) == sorted(cfg.eval_at)
+
+
+@pytest.mark.parametrize("profile", ["reduced", "full"])
+def test_path_config_kappa_max_gives_mean_cosine_near_0_9(profile):
+    cfg = config.resolve("vmf_path", profile)
+    assert len(cfg.kappa_max) == len(cfg.dims)
+    for d, k in zip(cfg.dims, cfg.kappa_max):
+        a = float(geometry.mean_cosine(d, k))
+        assert 0.85 < a < 0.95, (d, k, a)
+
+
+def test_resolve_errors():
+    with pytest.raises(ValueError, match="notebook"):
+        config.resolve("nope")
+    with pytest.raises(ValueError, match="profile"):
+        config.resolve("vmf_path", "huge")
+    with pytest.raises(ValueError, match="override"):
+        config.resolve("vmf_path", n="many")
+    assert config.resolve("vmf_path", n=10).n == 10
+
+
+def test_grid_oracle_geodesic_survives_states_off_the_path():
+    """Coarse geodesic steps leave states where every allowed grid has likelihood 0 (the geodesic
+    likelihood has holes); the oracle must fall back to the nearest grid instead of raising."""
+    W = torch.eye(5, dtype=torch.float64)
+    clues = data.make_puzzles(data.shidoku_grids()[:64], rng=0)
+    for post, n, c in ((evaluate.grid_oracle(W, "geodesic", clues=clues), 64, clues),
+                       (evaluate.grid_oracle(W, "geodesic"), 256, None)):
+        out = evaluate.generate("geodesic", post, W, 16, n, 4, seed=0, forbid=0)
+        if c is None:
+            assert evaluate.grid_uniformity(out.tokens.numpy()).valid == 1.0
+        else:
+            assert evaluate.solved_fraction(out.tokens.numpy(), c) == 1.0
+
+
+def test_metric_errors_name_the_problem():
+    with pytest.raises(ValueError, match="finite; 1 of 3"):
+        evaluate.mean_interval([1.0, np.nan, 2.0])
+    with pytest.raises(ValueError, match="N >= 1"):
+        evaluate.grid_uniformity(np.zeros((0, 16), dtype=int))
