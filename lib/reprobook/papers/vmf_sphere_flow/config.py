@@ -5,7 +5,7 @@ Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full t
 Notebooks: ``01_vmf_path`` (C1: the cosine ODE carries the uniform law to vMF),
 ``02_perfect_posterior`` (C2, and C3/C4 with exact posteriors), ``03_learning_the_posterior``
 (C5, and C3 with a learned posterior), ``04_three_paths`` (C4 with learned posteriors) and
-``05_time_conditioning`` (C6). Notebooks 3-5 train the same vMF network; it is cached
+``05_time_conditioning`` (C6) and ``06_shidoku_puzzles`` (C7, and C4 on puzzles). Notebooks 3-5 train the same vMF network; it is cached
 (:func:`reprobook.core.load_or_train`) so that a later notebook loads what an earlier one trained.
 
 Data. Everything is generated: a first-order Markov-chain language (exact likelihood and exact
@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PathConfig", "OracleConfig", "Language", "Net", "LearnConfig", "PathsConfig", "TimeConfig", "PROFILES", "resolve"]
+__all__ = ["PathConfig", "OracleConfig", "Language", "Net", "LearnConfig", "PathsConfig", "TimeConfig", "PuzzleConfig",
+           "PROFILES", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,6 @@ class PathsConfig:
     steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 for all three paths
     sample_seeds: int = 3
     train_seeds: tuple[int, ...] = (0,)  # network initialisations per path
-    shidoku: bool = False  # also the clue-conditioned Shidoku task (puzzles from held-out grids)
-    shidoku_kappa_max: float = 40.0
-    shidoku_copies: int = 40  # training puzzles per training grid
-    shidoku_eval: int = 256  # test puzzles from held-out grids
 
 
 @dataclass(frozen=True)
@@ -126,6 +123,28 @@ class TimeConfig:
     sample_seeds: int = 3
 
 
+@dataclass(frozen=True)
+class PuzzleConfig:
+    """C7 (and C4 on a second task): clue-conditioned Shidoku puzzles, three paths and vMF with PC."""
+
+    net: Net = Net(train_steps=700, n_train=0)  # n_train unused: the puzzles come from the training grids
+    kappa_max: float = 40.0  # one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
+    test_fraction: float = 0.2  # grids held out for the test puzzles (58 of 288)
+    blanks: tuple[int, int] = (8, 12)  # blanked cells per puzzle, inclusive range
+    copies: int = 40  # training puzzles per training grid (fresh blanks each)
+    n_eval: int = 256  # test puzzles, from the held-out grids
+    steps: int = 32  # Euler steps of the ODE samplers: 33 NFE with the read-out
+    pc: tuple[tuple[int, int], ...] = ((16, 1), (8, 3))  # vMF predictor-corrector settings at the same NFE
+    eps0: float = 0.01
+    sample_seeds: int = 3
+    train_seeds: tuple[int, ...] = (0,)
+
+
+# Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
+# kernel start included): vmf_path 12 s, perfect_posterior 20 s, learning_the_posterior 45 s
+# (1,000 training steps with four scorings about 27 s), three_paths 59 s (two networks trained,
+# the vMF one loaded; trained alone it is one more 20 s), time_conditioning 35 s. A training
+# step of the width-64 network takes about 20 ms on one thread.
 _FULL_NET = Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512, train_steps=20_000,
                 n_train=1_000_000)
 PROFILES: dict[str, dict[str, Any]] = {
@@ -147,8 +166,13 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "three_paths": {
         "reduced": PathsConfig(),
-        "full": PathsConfig(net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=(0, 1, 2),
-                            shidoku=True, shidoku_eval=2000, shidoku_copies=400),
+        "full": PathsConfig(net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=(0, 1, 2)),
+    },
+    "shidoku_puzzles": {
+        "reduced": PuzzleConfig(),
+        "full": PuzzleConfig(net=Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512,
+                                     train_steps=20_000, n_train=0),
+                             copies=400, n_eval=2000, sample_seeds=5, train_seeds=(0, 1, 2)),
     },
     "time_conditioning": {
         "reduced": TimeConfig(),
