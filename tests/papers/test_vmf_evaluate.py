@@ -662,7 +662,18 @@ NOTEBOOKS = {
     "learning_the_posterior": config.LearnConfig,
     "three_paths": config.PathsConfig,
     "time_conditioning": config.TimeConfig,
+    "shidoku_puzzles": config.PuzzleConfig,
 }
+
+
+def test_every_profile_is_tested():
+    assert set(NOTEBOOKS) == set(config.PROFILES)
+
+
+def test_puzzle_config_pc_settings_match_the_ode_cost():
+    for profile in ("reduced", "full"):
+        cfg = config.resolve("shidoku_puzzles", profile)
+        assert {samplers.count_nfe(S, c) for S, c in cfg.pc} == {samplers.count_nfe(cfg.steps)}
 
 
 @pytest.mark.parametrize("notebook", sorted(NOTEBOOKS))
@@ -725,3 +736,33 @@ def test_metric_errors_name_the_problem():
         evaluate.mean_interval([1.0, np.nan, 2.0])
     with pytest.raises(ValueError, match="N >= 1"):
         evaluate.grid_uniformity(np.zeros((0, 16), dtype=int))
+
+
+def test_as_posterior_returns_the_state_dtype_and_device():
+    from reprobook.papers.vmf_sphere_flow import model as vmodel
+
+    W = torch.eye(4)
+    m = vmodel.PosteriorTransformer(W, 3, kappa_max=10.0, width=8, depth=1, heads=2)
+    h = torch.nn.functional.normalize(torch.randn(5, 3, 4, dtype=torch.float64), dim=-1)
+    p = vmodel.as_posterior(m)(h, 2.0)
+    assert p.dtype == torch.float64 and p.device == h.device and p.shape == (5, 3, 4)
+    assert torch.allclose(p.sum(-1), torch.ones(5, 3, dtype=torch.float64), atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("path", paths.PATHS)
+def test_training_and_sampling_on_a_gpu(path):
+    """The full profile trains on the GPU: the noise must be drawn on the data's device."""
+    from reprobook.papers.vmf_sphere_flow import model as vmodel
+
+    chain = data.MarkovChain(4, seed=0)
+    seqs = chain.sample(64, 5, np.random.default_rng(0))
+    m = vmodel.train_posterior(seqs, torch.eye(4), kappa_max=10.0, width=8, depth=1, heads=2, train_steps=2, path=path)
+    m = experiments.to_accelerator(m)
+    W = torch.eye(4, dtype=torch.float64)
+    out = evaluate.generate(SAMPLERS_FOR[path], vmodel.as_posterior(m), W, 5, 8, 3, kappa_max=10.0,
+                            psi=geometry.PsiTable(4, 10.0), seed=0)
+    assert out.tokens.shape == (8, 5)
+
+
+SAMPLERS_FOR = {"vmf": "ode", "geodesic": "geodesic", "euclidean": "euclidean"}

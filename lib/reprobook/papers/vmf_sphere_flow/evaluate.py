@@ -33,6 +33,7 @@ __all__ = [
     "sequence_entropy",
     "Interval",
     "mean_interval",
+    "network_interval",
     "interval_separation",
     "GridTest",
     "grid_uniformity",
@@ -158,6 +159,20 @@ def mean_interval(x, level: float = 0.95) -> Interval:
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * se
     m = float(x.mean())
     return Interval(m, m - half, m + half, se, int(x.size))
+
+
+def network_interval(per_network, level: float = 0.95) -> Interval:
+    """The interval of a mean over trained networks: ``per_network`` is a list with one array of
+    per-sample values (all sampling seeds pooled) for each training seed. With one network it is
+    the t-interval over its samples, which covers sampling noise only; with several it is the
+    t-interval over the networks' means (n = number of networks), so that the training seeds'
+    spread counts and samples of one network are not taken as independent of each other."""
+    groups = [np.asarray(g, dtype=float).ravel() for g in per_network]
+    if not groups:
+        raise ValueError("need the values of at least one network")
+    if len(groups) == 1:
+        return mean_interval(groups[0], level)
+    return mean_interval([g.mean() for g in groups], level)
 
 
 def interval_separation(better: Interval, worse: Interval) -> float:

@@ -16,7 +16,7 @@ from .data import MarkovChain
 from .model import PosteriorTransformer, train_posterior
 from .paths import check_path
 
-__all__ = ["LanguageTask", "language_task", "language_network"]
+__all__ = ["LanguageTask", "language_task", "language_network", "to_accelerator"]
 
 SLUG = "vmf_sphere_flow"
 
@@ -66,5 +66,12 @@ def language_network(task: LanguageTask, language: Language, net: Net, *, profil
         trained = fit()
         load_or_train(SLUG, name, profile=profile, key=key, build=build,
                       train=lambda m: (m.load_state_dict(trained.state_dict()), m)[1])
-        return trained, False
-    return load_or_train(SLUG, name, profile=profile, key=key, build=build, train=lambda m: fit())
+        return to_accelerator(trained), False
+    model, loaded = load_or_train(SLUG, name, profile=profile, key=key, build=build, train=lambda m: fit())
+    return to_accelerator(model), loaded
+
+
+def to_accelerator(model: torch.nn.Module) -> torch.nn.Module:
+    """The model on the GPU when there is one (Lightning hands a trained model back on the CPU,
+    and checkpoints load there), else unchanged; for fast sampling with :func:`.model.as_posterior`."""
+    return model.to("cuda") if torch.cuda.is_available() else model

@@ -2,7 +2,7 @@
 
 Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
 arXiv 2605.05629). The full text was not read; the fields below are derived in the brief
-(sections 2-6 of ``shared/papers/16_vmf_sphere_flow.md``) and checked in the tests.
+(the research notes behind chapter 16, sections 2-6) and checked in the tests.
 
 Notation. Token embeddings are the unit columns w_k of W (d, V). A sequence state is
 h = (h^1..h^L), each h^l on S^{d-1}; P_h = I - h h^T is the tangent projector at h. The only

@@ -14,9 +14,9 @@ As in the paper's code default it is not time-conditioned unless ``time_conditio
 which case log(1 + level) is added through a learned embedding (the level is kappa on the vMF
 path, t on the geodesic and Euclidean baselines; ``path`` picks the noise, see :mod:`.paths`). Optional clue tokens (Sudoku
 puzzles, 0 = blank) enter as an extra input embedding (the brief's ASSUMED choice). The output
-logits are divided by a learned temperature. The learned positions start at unit scale (with the
-usual 0.02 the network took thousands of steps to tell positions apart and learned no context at
-the reduced profile's budget; the paper's DiT uses rotary embeddings, a strong positional signal
+logits are divided by a learned temperature. The learned positions start at unit scale (in our
+development runs, with the usual 0.02, the network learned no context within the reduced
+profile's budget; the paper's DiT uses rotary embeddings, a strong positional signal
 from the start).
 """
 

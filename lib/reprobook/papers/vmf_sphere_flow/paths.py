@@ -59,14 +59,15 @@ def check_path(path: str) -> str:
 
 
 def sample_levels(n: int, path: str, kappa_max: float, generator: torch.Generator | None = None) -> torch.Tensor:
-    """n training levels (float64): kappa ~ U(0, kappa_max) for "vmf", t ~ U(0, 1) otherwise."""
+    """n training levels (float64, on the CPU; :func:`noisy_states` moves them to the data's
+    device): kappa ~ U(0, kappa_max) for "vmf", t ~ U(0, 1) otherwise."""
     check_path(path)
     u = torch.rand(int(n), generator=generator, dtype=torch.float64)
     return u * float(kappa_max) if path == "vmf" else u
 
 
-def _uniform(shape, d: int, generator) -> torch.Tensor:
-    z = torch.randn(*shape, d, generator=generator, dtype=torch.float64)
+def _uniform(shape, d: int, generator, device=None) -> torch.Tensor:
+    z = torch.randn(*shape, d, generator=generator, dtype=torch.float64, device=device)
     return z / z.norm(dim=-1, keepdim=True)
 
 
@@ -79,7 +80,7 @@ def noisy_states(mean: torch.Tensor, level: torch.Tensor, path: str,
     """
     check_path(path)
     mean = torch.as_tensor(mean, dtype=torch.float64)
-    level = torch.as_tensor(level, dtype=torch.float64)
+    level = torch.as_tensor(level, dtype=torch.float64).to(mean.device)
     if mean.ndim != 3 or level.shape != mean.shape[:1]:
         raise ValueError(f"mean must be (B, L, d) and level (B,), got {tuple(mean.shape)} and {tuple(level.shape)}")
     if not torch.isfinite(mean).all() or ((mean.norm(dim=-1) - 1.0).abs() > 1e-6).any():
@@ -92,15 +93,15 @@ def noisy_states(mean: torch.Tensor, level: torch.Tensor, path: str,
         raise ValueError(f"the {path} path's levels are t in [0, 1], got up to {level.max().item()}")
     t = level[:, None, None]
     if path == "euclidean":
-        z = torch.randn(mean.shape, generator=generator, dtype=torch.float64)
+        z = torch.randn(mean.shape, generator=generator, dtype=torch.float64, device=mean.device)
         return (1.0 - t) * z + t * mean
-    z = _uniform(mean.shape[:-1], mean.shape[-1], generator)
+    z = _uniform(mean.shape[:-1], mean.shape[-1], generator, mean.device)
     cos = (z * mean).sum(-1, keepdim=True).clamp(-1.0, 1.0)
     alpha = torch.arccos(cos)  # angle of z to the mean
     perp = z - cos * mean
     n = perp.norm(dim=-1, keepdim=True)
     # the direction from the mean towards z; any unit tangent when z is (almost) the mean or its antipode
-    fallback = _uniform(mean.shape[:-1], mean.shape[-1], generator)
+    fallback = _uniform(mean.shape[:-1], mean.shape[-1], generator, mean.device)
     fallback = fallback - (fallback * mean).sum(-1, keepdim=True) * mean
     direction = torch.where(n > 1e-12, perp / n.clamp_min(1e-300), fallback / fallback.norm(dim=-1, keepdim=True))
     angle = (1.0 - t) * alpha  # slerp keeps the great circle and scales the angle to the mean

@@ -2,7 +2,7 @@
 
 Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
 arXiv 2605.05629). The full text was not read; the schemes follow the brief
-(``shared/papers/16_vmf_sphere_flow.md``, sections 5-6), with the fields of :mod:`.fields`.
+(the research notes behind chapter 16, sections 5-6), with the fields of :mod:`.fields`.
 
 The posterior interface. Every sampler is driven by a callable
 
