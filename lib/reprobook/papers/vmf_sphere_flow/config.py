@@ -141,10 +141,13 @@ class PuzzleConfig:
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
-# kernel start included): vmf_path 12 s, perfect_posterior 20 s, learning_the_posterior 45 s
-# (1,000 training steps with four scorings about 27 s), three_paths 59 s (two networks trained,
-# the vMF one loaded; trained alone it is one more 20 s), time_conditioning 35 s. A training
-# step of the width-64 network takes about 20 ms on one thread.
+# kernel start included): vmf_path 9 s, perfect_posterior 18 s, learning_the_posterior 44 s
+# (1,000 training steps with four scorings about 23 s), three_paths 57 s (two networks trained,
+# the vMF one loaded; trained alone it is one more 20 s), time_conditioning 34 s,
+# shidoku_puzzles 57 s (three networks of 700 steps, 39 s). A training step of the width-64
+# network takes about 20 ms on one thread. The full profile is much larger (networks of the
+# paper's size, 20,000 steps, three training seeds per path, thousands of samples): several
+# hours on one GPU by our estimate; it has not been run.
 _FULL_NET = Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512, train_steps=20_000,
                 n_train=1_000_000)
 PROFILES: dict[str, dict[str, Any]] = {
