@@ -4,8 +4,9 @@ Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full t
 
 Notebooks: ``01_vmf_path`` (C1: the cosine ODE carries the uniform law to vMF),
 ``02_perfect_posterior`` (C2, and C3/C4 with exact posteriors), ``03_learning_the_posterior``
-(C5, and C3 with a learned posterior), ``04_three_paths`` (C4 with learned posteriors) and
-``05_time_conditioning`` (C6) and ``06_shidoku_puzzles`` (C7, and C4 on puzzles). Notebooks 3-5 train the same vMF network; it is cached
+(C5, and C3 with a learned posterior), ``04_three_paths`` (C4 with learned posteriors),
+``05_time_conditioning`` (C6) and ``06_shidoku_puzzles`` (C7, and C4 on puzzles). Notebooks 3-5
+train the same vMF network; it is cached
 (:func:`reprobook.core.load_or_train`) so that a later notebook loads what an earlier one trained.
 
 Data. Everything is generated: a first-order Markov-chain language (exact likelihood and exact
@@ -48,7 +49,7 @@ class OracleConfig:
     L: int = 16  # sequence length
     concentration: float = 0.3  # Dirichlet concentration of the transition rows (sparse)
     chain_seed: int = 0  # the language is MarkovChain(V, chain_seed, concentration)
-    kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.875
+    kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.882
     n: int = 500  # sequences per sampler run
     ode_steps: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
     pc: tuple[tuple[int, int], ...] = ((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (32, 1), (64, 1))  # (predictor steps, correctors)
@@ -67,7 +68,7 @@ class Language:
     L: int = 16  # sequence length
     concentration: float = 0.3  # Dirichlet concentration of the transition rows (sparse)
     chain_seed: int = 0  # the language is MarkovChain(V, chain_seed, concentration)
-    kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.875
+    kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.882
 
 
 @dataclass(frozen=True)
