@@ -291,3 +291,21 @@ def test_not_checkable_claims_record_none_only(toy_book: Path, monkeypatch) -> N
         run.record("T1", 0.2)
     assert run.record("T1", None, why="elsewhere") == "not_checkable"
     assert run.claims_table().loc["T1", "verdict"] == "not checkable here"
+
+
+def test_t_interval_matches_scipy_and_checks_its_input():
+    import numpy as np
+    import pytest
+    from scipy import stats
+
+    from reprobook.core import t_interval
+
+    x = np.array([0.81, 0.86, 0.78, 0.9, 0.84])
+    iv = t_interval(x, 0.9)
+    lo, hi = stats.t.interval(0.9, df=4, loc=x.mean(), scale=stats.sem(x))
+    assert abs(iv.low - lo) < 1e-12 and abs(iv.high - hi) < 1e-12
+    assert iv.mean == pytest.approx(x.mean()) and iv.se == pytest.approx(stats.sem(x)) and iv.n == 5
+    assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, 0.0, 3)
+    for bad, match in (([1.0], "at least 2"), ([1.0, np.nan], "finite"), ([1.0, 2.0, 3.0], "level")):
+        with pytest.raises(ValueError, match=match):
+            t_interval(bad, 1.5 if match == "level" else 0.95)

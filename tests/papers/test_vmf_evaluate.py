@@ -766,3 +766,16 @@ def test_training_and_sampling_on_a_gpu(path):
 
 
 SAMPLERS_FOR = {"vmf": "ode", "geodesic": "geodesic", "euclidean": "euclidean"}
+
+
+def test_cross_entropy_by_level_is_log_v_for_a_uniform_posterior_and_repeatable():
+    chain = data.MarkovChain(4, seed=0)
+    x = torch.as_tensor(chain.sample(50, 5, np.random.default_rng(0)))
+    W = torch.eye(4, dtype=torch.float64)
+    uniform = lambda h, level: torch.full(h.shape[:-1] + (4,), 0.25, dtype=h.dtype)  # noqa: E731
+    ce = evaluate.cross_entropy_by_level(uniform, x, W, (0.0, 5.0))
+    assert ce == pytest.approx({0.0: math.log(4), 5.0: math.log(4)}, abs=1e-12)
+    exact = evaluate.markov_oracle(chain, W)
+    first = evaluate.cross_entropy_by_level(exact, x, W, (0.0, 5.0, 30.0))
+    assert first == evaluate.cross_entropy_by_level(exact, x, W, (0.0, 5.0, 30.0))
+    assert first[30.0] < first[5.0] < first[0.0] < math.log(4)  # more signal, lower cross-entropy

@@ -10,12 +10,13 @@ from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
 from .rng import as_generator
 from .runtime import quiet_lightning, runtime_facts, seed_everything
-from .training import make_trainer
+from .stats import TInterval, t_interval
+from .training import make_trainer, to_accelerator
 
 __all__ = [
     "checkpoints_dir", "load_or_train",
     "as_generator", "resolve_notebook", "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
     "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
     "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",
-    "start", "to_dataset",
+    "start", "to_dataset", "TInterval", "t_interval", "to_accelerator",
 ]

@@ -20,3 +20,12 @@ def make_trainer(max_steps: int = -1, max_epochs: int | None = None, **overrides
     )
     kwargs.update(overrides)
     return L.Trainer(**kwargs)
+
+
+def to_accelerator(module):
+    """``module`` moved to the GPU when there is one, else unchanged. Lightning hands a model back
+    on the CPU after ``fit`` (its strategy's teardown), and checkpoints load there; call this
+    before sampling or evaluating with a trained model at the full profile."""
+    import torch
+
+    return module.to("cuda") if torch.cuda.is_available() else module

@@ -22,12 +22,12 @@ mean +- t_{(1+level)/2, S-1} s / sqrt(S) (t_interval). The claim checks:
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
+
+from reprobook.core.stats import t_interval as core_t_interval
 
 __all__ = ["accuracy_by_step", "Accuracy", "final_and_mean_accuracy", "Interval", "t_interval", "largest_step_drop",
            "ordering_check", "growth_check", "policy_accuracy"]
@@ -78,17 +78,8 @@ class Interval(NamedTuple):
 def t_interval(values: ArrayLike, level: float = 0.9) -> Interval:
     """mean +- t_{(1+level)/2, n-1} * s / sqrt(n) over n >= 2 values (s the sample standard
     deviation, ddof = 1): a two-sided Student-t interval of the mean over seeds."""
-    v = np.asarray(values, dtype=float).reshape(-1)
-    if v.size < 2:
-        raise ValueError(f"t_interval needs at least 2 values (seeds), got {v.size}")
-    if not np.all(np.isfinite(v)):
-        raise ValueError("values have non-finite entries (nan or inf)")
-    if not (isinstance(level, (int, float)) and 0 < level < 1):
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    n = v.size
-    m = float(v.mean())
-    half = float(stats.t.ppf((1 + level) / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
-    return Interval(m, m - half, m + half, n)
+    iv = core_t_interval(values, level)
+    return Interval(iv.mean, iv.low, iv.high, iv.n)
 
 
 def largest_step_drop(curve: ArrayLike) -> float:

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from scipy import stats
 
+from reprobook.core.stats import t_interval
+
 from . import data, paths, samplers
 from .fields import T_CAP
 
@@ -30,6 +32,7 @@ __all__ = [
     "markov_oracle",
     "grid_oracle",
     "generate",
+    "cross_entropy_by_level",
     "sequence_entropy",
     "Interval",
     "mean_interval",
@@ -123,6 +126,22 @@ def generate(sampler: str, posterior, W: torch.Tensor, L: int, batch: int, steps
                                forbid=forbid)
 
 
+def cross_entropy_by_level(posterior, tokens: torch.Tensor, W: torch.Tensor, levels, path: str = "vmf",
+                           seed: int = 10_000) -> dict[float, float]:
+    """Test cross-entropy -mean log p(x^l | h) of clean ``tokens`` (N, L) at each noise level,
+    with h drawn on ``path`` by a generator seeded ``seed + i`` for the i-th level, so that every
+    posterior scored with the same arguments sees the same noisy inputs. Returns {level: nats}."""
+    tokens = torch.as_tensor(tokens)
+    out = {}
+    for i, level in enumerate(levels):
+        g = torch.Generator().manual_seed(seed + i)
+        lv = torch.full((tokens.shape[0],), float(level), dtype=torch.float64)
+        h = paths.noisy_states(W.T[tokens].to(torch.float64), lv, path, g)
+        p = posterior(h, float(level)).gather(-1, tokens[..., None]).clamp_min(1e-12)
+        out[float(level)] = float(-p.log().mean())
+    return out
+
+
 def sequence_entropy(tokens, V: int) -> np.ndarray:
     """Entropy (nats) of each sequence's token frequencies, (N,): -sum_k f_k log f_k with
     f_k = (count of token k in the sequence) / L. A sequence of one repeated token has 0."""
@@ -147,18 +166,10 @@ class Interval(NamedTuple):
 
 
 def mean_interval(x, level: float = 0.95) -> Interval:
-    """The mean of ``x`` with its two-sided t-interval at ``level`` (needs at least 2 values)."""
-    x = np.asarray(x, dtype=float).ravel()
-    if x.size < 2:
-        raise ValueError(f"need at least 2 values, got {x.size}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"all values must be finite; {int(np.sum(~np.isfinite(x)))} of {x.size} are not")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    se = float(x.std(ddof=1) / math.sqrt(x.size))
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * se
-    m = float(x.mean())
-    return Interval(m, m - half, m + half, se, int(x.size))
+    """The mean of ``x`` with its two-sided t-interval at ``level`` (needs at least 2 values;
+    :func:`reprobook.core.t_interval`)."""
+    iv = t_interval(x, level)
+    return Interval(iv.mean, iv.low, iv.high, iv.se, iv.n)
 
 
 def network_interval(per_network, level: float = 0.95) -> Interval:

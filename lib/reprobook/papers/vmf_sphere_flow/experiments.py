@@ -11,12 +11,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from reprobook.core import to_accelerator
+
 from .config import Language, Net
 from .data import MarkovChain
 from .model import PosteriorTransformer, train_posterior
 from .paths import check_path
 
-__all__ = ["LanguageTask", "language_task", "language_network", "to_accelerator"]
+__all__ = ["LanguageTask", "language_task", "language_network", "train_network", "to_accelerator"]
 
 SLUG = "vmf_sphere_flow"
 
@@ -51,10 +53,8 @@ def language_network(task: LanguageTask, language: Language, net: Net, *, profil
     key = {"language": language, "net": net, "path": path, "time_conditioned": bool(time_conditioned), "seed": int(seed)}
 
     def fit() -> PosteriorTransformer:
-        return train_posterior(task.train, task.W.float(), kappa_max=language.kappa_max, width=net.width, depth=net.depth,
-                               heads=net.heads, lr=net.lr, warmup_steps=net.warmup_steps, batch_size=net.batch_size,
-                               train_steps=net.train_steps, path=path, time_conditioned=time_conditioned, seed=seed,
-                               callbacks=callbacks)
+        return train_network(task.train, task.W, net, kappa_max=language.kappa_max, path=path,
+                             time_conditioned=time_conditioned, seed=seed, callbacks=callbacks)
 
     def build() -> PosteriorTransformer:
         return PosteriorTransformer(task.W.float(), language.L, kappa_max=language.kappa_max, width=net.width,
@@ -71,7 +71,11 @@ def language_network(task: LanguageTask, language: Language, net: Net, *, profil
     return to_accelerator(model), loaded
 
 
-def to_accelerator(model: torch.nn.Module) -> torch.nn.Module:
-    """The model on the GPU when there is one (Lightning hands a trained model back on the CPU,
-    and checkpoints load there), else unchanged; for fast sampling with :func:`.model.as_posterior`."""
-    return model.to("cuda") if torch.cuda.is_available() else model
+def train_network(tokens: np.ndarray, W: torch.Tensor, net: Net, *, kappa_max: float, path: str = "vmf",
+                  time_conditioned: bool = False, clues: np.ndarray | None = None, n_clue_tokens: int | None = None,
+                  seed: int = 0, callbacks=()) -> PosteriorTransformer:
+    """:func:`.model.train_posterior` with the architecture and training budget of ``net``."""
+    return train_posterior(tokens, W.float(), kappa_max=kappa_max, width=net.width, depth=net.depth, heads=net.heads,
+                           lr=net.lr, warmup_steps=net.warmup_steps, batch_size=net.batch_size,
+                           train_steps=net.train_steps, path=path, time_conditioned=time_conditioned, clues=clues,
+                           n_clue_tokens=n_clue_tokens, seed=seed, callbacks=callbacks)
