@@ -31,6 +31,7 @@ claims:
     metric: the draw
     paper_value: "< 0.5"
     source: reconstruction
+    evidence: exact
     notebook: 01_draw
     check:
       reproduced: {max: 0.5}
@@ -39,6 +40,7 @@ claims:
     metric: n
     paper_value: "> 0"
     source: extension
+    evidence: exact
     notebook: 02_count
     check:
       reproduced: {min: 1}

@@ -103,10 +103,22 @@ def test_every_claim_has_a_notebook_that_records_it() -> None:
 def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
     from reprobook import site
 
-    rows = [dict(claim="C1", metric="a very long metric " * 10, paper_value="0.5", value=0.25, verdict="reproduced"),
-            dict(claim="C2", metric="another", paper_value="theorem", value=None, verdict="needs_full")]
+    base = dict(note="", revisions=[], stale=[], papers=True, source="abstract", evidence="exact", interval=None)
+    rows = [dict(base, claim="C1", metric="a very long metric " * 10, paper_value="0.5", value=0.25,
+                 verdict="reproduced"),
+            dict(base, claim="C2", metric="another", paper_value="theorem", value=None, verdict="needs_full"),
+            dict(base, claim="C3", metric="m", paper_value="> 0", value=0.1, interval=[0.05, 0.2], verdict="inconclusive",
+                 evidence="statistical", note="three seeds only", revisions=["was check {...}; it gave 0.2. Changed because z"]),
+            dict(base, claim="C4", metric="m", paper_value="n/a (extension)", value=1.0, verdict="reproduced",
+                 source="extension", papers=False),
+            dict(base, claim="C5", metric="m", paper_value="3", value=2.9, verdict="illustrated",
+                 evidence="illustration", papers=False)]
     box = site.status_box(rows, "reduced")
-    assert box.startswith("```{admonition} Status at the reduced profile: 1 of 2 claims reproduced")
+    assert box.startswith("````{admonition} Status at the reduced profile. Of the paper's 3 claims: 1 reproduced, "
+                          "1 inconclusive, 1 needs the full profile; 1 extension of ours (1 reproduced); 1 illustration")
     header = next(line for line in box.splitlines() if line.startswith("|") and "claim" in line)
-    assert [c.strip() for c in header.strip("|").split("|")] == ["claim", "verdict", "ours", "paper"]
+    assert [c.strip() for c in header.strip("|").split("|")] == ["claim", "verdict", "ours", "paper", "source, evidence"]
     assert "very long metric" not in box and "0.25" in box and "ledger" in box
+    assert "| C3 | inconclusive (revised) | 0.1 [0.05, 0.2] |" in box
+    assert "**C3** (abstract, statistical). three seeds only *Revised check:* was check" in box
+    assert ":class: dropdown" in box

@@ -49,8 +49,32 @@ def test_resolve_errors_name_the_valid_choices() -> None:
         profiles.resolve(PROFILES, "reduced", eps=["a"])
 
 
-def _claim(check) -> chapters.Claim:
-    return chapters.Claim(id="C", claim="c", metric="m", paper_value="p", source="abstract", notebook="01_x", check=check)
+def _claim(check, evidence: str = "exact") -> chapters.Claim:
+    return chapters.Claim(id="C", claim="c", metric="m", paper_value="p", source="abstract", notebook="01_x",
+                          check=check, evidence=evidence)
+
+
+def test_statistical_claims_are_decided_on_their_interval() -> None:
+    c = _claim({"reproduced": {"min": 0.1}, "partial": {"min": 0.02}}, "statistical")
+    assert c.verdict(0.2, "reduced", (0.12, 0.3)) == "reproduced"      # all of it clears 0.1
+    assert c.verdict(0.2, "reduced", (0.05, 0.3)) == "partial"         # all of it clears 0.02 only
+    assert c.verdict(0.2, "reduced", (0.01, 0.3)) == "inconclusive"    # straddles the weakest bar
+    assert c.verdict(0.0, "reduced", (-0.05, 0.019)) == "not_reproduced"  # wholly below it
+    assert c.verdict(0.1, "reduced", (0.1, 0.1)) == "reproduced"       # bars are inclusive
+    two_sided = _claim({"reproduced": {"min": 2.5, "max": 3.5}}, "statistical")
+    assert two_sided.verdict(3.0, "full", (2.6, 3.4)) == "reproduced"
+    assert two_sided.verdict(3.3, "full", (3.1, 3.6)) == "inconclusive"
+    assert two_sided.verdict(3.8, "full", (3.6, 4.0)) == "not_reproduced"
+    assert two_sided.verdict(None, "full") == "not_run"
+    with pytest.raises(ValueError, match="statistical: its verdict needs an interval"):
+        two_sided.verdict(3.0, "full")
+
+
+def test_illustrations_never_decide() -> None:
+    c = _claim({"reproduced": {"min": 2.5, "max": 3.5}}, "illustration")
+    assert c.verdict(3.0, "reduced") == c.verdict(9.0, "reduced") == "illustrated"
+    assert c.verdict(None, "reduced") == "not_run"
+    assert not c.is_papers and _claim({"reproduced": {"max": 1}}).is_papers
 
 
 def test_verdicts_follow_the_check() -> None:
@@ -87,6 +111,23 @@ def test_verdicts_follow_the_check() -> None:
     (TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}", "check:\n      fast: {reproduced: {max: 1}}"),
      "unknown key"),
     ("paper: {}\nclaims: [", "not valid YAML"),
+    (TOY_CLAIMS.replace("    evidence: exact\n    notebook: 01_draw", "    notebook: 01_draw"), "missing key.*evidence"),
+    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: anecdote\n    notebook: 01_draw"),
+     "evidence 'anecdote' is not one of exact, statistical, illustration"),
+    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw")
+     .replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0.01}}"), "declares no_effect"),
+    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    no_effect: 0\n    notebook: 01_draw")
+     .replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0}}"), "met by the no-effect value 0"),
+    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    no_effect: 1\n    notebook: 01_draw")
+     .replace("reproduced: {max: 0.5}", "{reproduced: {max: 0.9}, partial: {max: 1.0}}"), "met by the no-effect value 1"),
+    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw")
+     .replace("reproduced: {max: 0.5}", "reproduced: {equals: true}"), "use min and max, not equals"),
+    (TOY_CLAIMS.replace("    notebook: 01_draw", "    revisions: [{check: {reproduced: {max: 1}}}]\n    notebook: 01_draw"),
+     "'gave' is required"),
+    (TOY_CLAIMS.replace("    notebook: 01_draw", "    revisions: [{gave: x, why: y}]\n    notebook: 01_draw"),
+     "names the earlier check, the earlier metric, or both"),
+    (TOY_CLAIMS.replace("    notebook: 01_draw", "    revisions: [{gave: x, why: y, check: {max: 1}, when: now}]\n    notebook: 01_draw"),
+     "unknown key.*when"),
     (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "not_checkable: ''"), "not_checkable stands alone"),
     (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "{not_checkable: why, reproduced: {max: 1}}"), "not_checkable stands alone"),
 ])
@@ -134,6 +175,93 @@ def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> No
         core.start("toy", "03_x")
     with pytest.raises(ValueError, match="no chapter 'nope'; chapters: toy"):
         core.start("nope", "01_draw")
+
+
+STAT_CLAIMS = TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw")
+
+
+def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypatch) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    (toy_book / "notebooks" / "01_toy" / "claims.yml").write_text(STAT_CLAIMS)
+    run = core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    with pytest.raises(ValueError, match="T1 is statistical: record it with an interval"):
+        run.record("T1", 0.3)
+    assert run.record("T1", core.t_interval([0.1, 0.2, 0.3])) == "reproduced"
+    entry = json.loads(run.path.read_text())["claims"]["T1"]
+    assert entry["value"] == pytest.approx(0.2) and entry["interval_n"] == 3
+    assert entry["interval_method"] == "Student-t 95% over 3"
+    assert entry["interval"][0] < 0.2 < entry["interval"][1] <= 0.5
+    assert run.record("T1", core.t_interval([0.3, 0.45, 0.6])) == "inconclusive"  # straddles 0.5
+    assert run.record("T1", core.proportion_interval(9, 10)) == "not_reproduced"  # wholly above 0.5
+    assert run.verdict("T1") == "not_reproduced" and run.verdict_label("T1") == "not reproduced"
+    assert run.describe("T1").startswith("0.9 [") and run.describe("T1").endswith("(not reproduced)")
+    with pytest.raises(ValueError, match="not a detail"):
+        run.record("T1", core.t_interval([0.1, 0.2]), interval=(0, 1))
+    run2 = core.start("toy", "02_count", profile="reduced", seed=0, threads=1)
+    with pytest.raises(ValueError, match="T2 is exact in claims.yml: record its value alone"):
+        run2.record("T2", core.t_interval([1, 2, 3]))
+
+
+def test_results_know_when_they_are_stale(toy_book: Path, monkeypatch) -> None:
+    from reprobook import ledger, site
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    run = core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    run.record("T1", 0.25)
+    ch = core.get_chapter("toy", toy_book)
+    assert claims.load_records(ch, "reduced", toy_book)["T1"]["stale"] == []
+    nb = toy_book / "notebooks" / "01_toy" / "01_draw.ipynb"
+    nb.write_text(nb.read_text().replace("# 01_draw", "# 01_draw, edited"))
+    assert claims.load_records(ch, "reduced", toy_book)["T1"]["stale"] == ["01_draw.ipynb"]
+    path = toy_book / "notebooks" / "01_toy" / "claims.yml"
+    path.write_text(path.read_text() + "\n# a comment\n")
+    rows = ledger.collect("reduced", toy_book)
+    assert rows[0]["stale"] == ["claims.yml", "01_draw.ipynb"] and "STALE" in ledger.verdict_cell(rows[0])
+    assert "1 STALE result" in ledger.headline(rows)
+    (toy_book / "_config.yml").write_text("title: toy\n")
+    (toy_book / "book").mkdir()
+    with pytest.raises(site.BuildError, match="toy T1 were produced under an earlier claims.yml or notebook"):
+        site.stage(toy_book, "reduced", source_only=True)
+    staged = site.stage(toy_book, "reduced", source_only=True, allow_stale=True)
+    assert staged.exists()
+
+
+def test_placeholders_are_filled_from_the_results() -> None:
+    from reprobook import site
+
+    rows = [dict(claim="C1", verdict="inconclusive", value=0.25, interval=[0.1, 0.4], paper_value="0.3",
+                 details={"n": 3, "per": {"a": 0.5}}),
+            dict(claim="C2", verdict="not_run", value=None, interval=None, paper_value="theorem", details={})]
+    text = "Gap [[C1]] ([[C1.verdict]]; paper [[C1.paper]]), n = [[C1.details.n]], a [[C1.details.per.a]], [[C2]]."
+    assert site.fill_placeholders(text, rows, "x.md") == (
+        "Gap 0.25 [0.1, 0.4] (inconclusive; paper 0.3), n = 3, a 0.5, (not run).")
+    assert site.fill_placeholders("[[C1.interval]]", rows, "x.md") == "[0.1, 0.4]"
+    with pytest.raises(site.BuildError, match=r"\[\[C9\]\] names no claim of this chapter; its claims: C1, C2"):
+        site.fill_placeholders("[[C9]]", rows, "x.md")
+    with pytest.raises(site.BuildError, match="recorded no detail 'm'; its details: n, per"):
+        site.fill_placeholders("[[C1.details.m]]", rows, "x.md")
+    with pytest.raises(site.BuildError, match="unknown field 'colour'"):
+        site.fill_placeholders("[[C1.colour]]", rows, "x.md")
+
+
+def test_new_intervals_match_scipy_and_check_input() -> None:
+    from scipy import stats
+
+    iv = core.proportion_interval(3, 20)
+    ref = stats.binomtest(3, 20).proportion_ci(method="exact")
+    assert iv.estimate == 0.15 and (iv.low, iv.high) == pytest.approx((ref.low, ref.high))
+    assert core.proportion_interval(0, 5).low == 0.0 and core.proportion_interval(5, 5).high == 1.0
+    with pytest.raises(ValueError, match="0 <= successes <= n"):
+        core.proportion_interval(6, 5)
+    with pytest.raises(TypeError, match="successes must be an integer"):
+        core.proportion_interval(2.5, 5)
+    x = np.random.default_rng(0).normal(1.0, 1.0, size=200)
+    b = core.bootstrap_interval(x)
+    t = core.t_interval(x)
+    assert b.low < 1.0 < b.high and b.low == pytest.approx(t.low, abs=0.05) and b.high == pytest.approx(t.high, abs=0.05)
+    assert core.bootstrap_interval(x) == b  # seeded: the same values give the same interval
+    assert core.bootstrap_interval([2.0, 2.0, 2.0])[:3] == (2.0, 2.0, 2.0)
+    assert core.as_interval(core.t_interval([1.0, 2.0], level=0.9)).method == "Student-t 90% over 2"
 
 
 def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path: Path, monkeypatch) -> None:
@@ -305,7 +433,7 @@ def test_t_interval_matches_scipy_and_checks_its_input():
     lo, hi = stats.t.interval(0.9, df=4, loc=x.mean(), scale=stats.sem(x))
     assert abs(iv.low - lo) < 1e-12 and abs(iv.high - hi) < 1e-12
     assert iv.mean == pytest.approx(x.mean()) and iv.se == pytest.approx(stats.sem(x)) and iv.n == 5
-    assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, 0.0, 3)
+    assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, 0.0, 3, 0.95)
     for bad, match in (([1.0], "at least 2"), ([1.0, np.nan], "finite"), ([1.0, 2.0, 3.0], "level")):
         with pytest.raises(ValueError, match=match):
             t_interval(bad, 1.5 if match == "level" else 0.95)

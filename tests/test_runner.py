@@ -15,8 +15,9 @@ def statuses(summary: runner.RunSummary) -> dict[str, str]:
     return {Path(j.notebook).name: j.status for j in summary.jobs}
 
 
-def results(root: Path, name: str) -> dict:
-    return json.loads((root / "_build" / "results" / "reduced" / "toy" / f"{name}.json").read_text())
+def results(root: Path, name: str, tag: str = "") -> dict:
+    base = root / "_build" / ("tagged/" + tag if tag else "") / "results"
+    return json.loads((base / "reduced" / "toy" / f"{name}.json").read_text())
 
 
 def test_cache_skip_and_invalidation(toy_book: Path) -> None:
@@ -107,11 +108,51 @@ def test_same_seed_same_values_other_seed_other_values(toy_book: Path) -> None:
     values = []
     for seed in (7, 7, 8):
         runner.run(root=toy_book, overrides={"seed": seed}, force=True, progress=False, echo=lambda *_: None)
-        data = results(toy_book, "01_draw")
+        data = results(toy_book, "01_draw", tag=f"seed{seed}")  # another seed's run keeps to its own folder
         assert data["seed"] == seed
         values.append(data["claims"]["T1"]["value"])
     assert values[0] == values[1]
     assert values[0] != values[2]
+    assert not (toy_book / "_build" / "results").exists()  # the default seed's results were never touched
+
+
+def test_seed_runs_are_kept_apart_and_compared(toy_book: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    quiet = dict(root=toy_book, progress=False, echo=lambda *_: None)
+    runner.run(**quiet)
+    runner.run(overrides={"seed": 1}, **quiet)
+    assert results(toy_book, "01_draw")["seed"] == 0 and results(toy_book, "01_draw", "seed1")["seed"] == 1
+    assert (toy_book / "_build" / "tagged" / "seed1" / "runs" / "reduced" / "manifest.json").exists()
+    # a second run of the same seed finds its own cache
+    again = runner.run(overrides={"seed": 1}, **quiet)
+    assert {j.status for j in again.jobs} == {"cached"}
+    # T1 draws u * 0.5 < 0.5 at every seed: no flip
+    assert cli.main(["ledger", "--compare", "default", "seed1"]) == 0
+    out = capsys.readouterr().out
+    assert "0 flipped" in out and "verdict seed1" in out
+    # a claim whose verdict depends on the seed is flagged, and the command fails
+    claims = toy_book / "notebooks" / "01_toy" / "claims.yml"
+    claims.write_text(claims.read_text().replace("reproduced: {max: 0.5}", "reproduced: {max: 0.2}"))
+    runner.run(**quiet)
+    runner.run(overrides={"seed": 1}, **quiet)
+    pairs = ledger.compare(ledger.collect("reduced", toy_book),
+                           ledger.collect("reduced", toy_book, runner.tag_results_dir(toy_book, "seed1")))
+    t1 = next(p for p in pairs if p["claim"] == "T1")
+    v0, v1 = results(toy_book, "01_draw")["claims"]["T1"]["value"], results(toy_book, "01_draw", "seed1")["claims"]["T1"]["value"]
+    assert t1["flip"] == ((v0 <= 0.2) != (v1 <= 0.2))
+    assert cli.main(["ledger", "--compare", "default", "nosuchtag"]) == 2
+    assert "no run tagged 'nosuchtag'" in capsys.readouterr().err
+    with pytest.raises(runner.RunError, match="tag 'Bad/Tag'"):
+        runner.run(tag="Bad/Tag", **quiet)
+
+
+def test_flip_rule() -> None:
+    assert not ledger.is_flip("reproduced", "reproduced")
+    assert ledger.is_flip("reproduced", "partial") and ledger.is_flip("reproduced", "not_reproduced")
+    assert not ledger.is_flip("inconclusive", "not_reproduced") and not ledger.is_flip("partial", "inconclusive")
+    assert ledger.is_flip("reproduced", "inconclusive")  # with a partial bar, partial lies between
+    assert not ledger.is_flip("reproduced", "inconclusive", has_partial=False)
+    assert ledger.is_flip("needs_full", "reproduced") and ledger.is_flip("not_run", "inconclusive")
 
 
 def test_ledger_json_and_verdicts(toy_book: Path, monkeypatch, capsys) -> None:

@@ -24,7 +24,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         overrides = dict(runner.parse_override(p) for p in args.param)
         summary = runner.run(args.chapters or None, profile=args.profile, overrides=overrides, jobs=args.jobs,
-                             force=args.force, timeout=args.timeout, progress=not args.no_progress)
+                             force=args.force, timeout=args.timeout, progress=not args.no_progress,
+                             tag=None if args.tag is None else _tag(args.tag))
     except (runner.RunError, ValueError) as err:
         print(f"reprobook run: {err}", file=sys.stderr)
         return 2
@@ -35,10 +36,44 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_ledger(args: argparse.Namespace) -> int:
-    from . import ledger
+def _tag(name: str) -> str:
+    """A run's tag as typed: 'default' (or '') is the untagged run."""
+    return "" if name in ("", "default") else name
 
-    rows = ledger.collect(args.profile)
+
+def _results_of(tag: str):
+    from . import runner
+    from .core.paths import book_root
+
+    root = book_root()
+    folder = runner.tag_results_dir(root, runner.check_tag(_tag(tag)))
+    if _tag(tag) and not folder.exists():
+        tagged = root / "_build" / "tagged"
+        known = sorted(p.name for p in tagged.iterdir()) if tagged.exists() else []
+        raise runner.RunError(f"no run tagged {tag!r} (looked in {folder}); tags run so far: "
+                              f"{', '.join(['default', *known])}")
+    return folder
+
+
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    from . import ledger, runner
+
+    try:
+        if args.compare:
+            a, b = args.compare
+            pairs = ledger.compare(ledger.collect(args.profile, results=_results_of(a)),
+                                   ledger.collect(args.profile, results=_results_of(b)))
+            if args.format == "json":
+                import json
+
+                print(json.dumps(pairs, indent=2))
+            else:
+                print(ledger.render_compare(pairs, _tag(a) or "default", _tag(b) or "default"))
+            return 1 if any(p["flip"] for p in pairs) else 0
+        rows = ledger.collect(args.profile, results=_results_of(args.tag))
+    except runner.RunError as err:
+        print(f"reprobook ledger: {err}", file=sys.stderr)
+        return 2
     print(ledger.render(rows, args.format))
     return 0
 
@@ -47,7 +82,7 @@ def _cmd_book(args: argparse.Namespace) -> int:
     from . import site
 
     try:
-        index = site.build(profile=args.profile, source_only=args.source_only)
+        index = site.build(profile=args.profile, source_only=args.source_only, allow_stale=args.allow_stale)
     except site.BuildError as err:
         print(f"reprobook book: {err}", file=sys.stderr)
         return 1
@@ -71,17 +106,27 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
     s.add_argument("--timeout", type=float, default=3600, help="seconds per notebook before it is stopped")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--tag", default=None, metavar="NAME",
+                   help="keep this run's outputs under _build/tagged/NAME (default: seedN when -p seed=N, N != 0; "
+                        "'default' forces the untagged folders)")
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("ledger", help="every claim of every chapter from the last run")
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
     s.add_argument("--format", default="table", choices=["table", "markdown", "json"])
+    s.add_argument("--tag", default="", metavar="NAME", help="the ledger of a tagged run (default: the untagged run)")
+    s.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                   help="two runs' verdicts side by side, by tag ('default' for the untagged run); "
+                        "exits 1 when a verdict flipped")
     s.set_defaults(func=_cmd_ledger)
 
     s = sub.add_parser("book", help="build the HTML book from the last run's executed notebooks")
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
     s.add_argument("--source-only", action="store_true",
                    help="render the notebooks as committed (no outputs): checks the book's structure without executing")
+    s.add_argument("--allow-stale", action="store_true",
+                   help="build even when some results were produced under another claims.yml or notebook "
+                        "(they are marked STALE in red) instead of refusing")
     s.set_defaults(func=_cmd_book)
     return p
 

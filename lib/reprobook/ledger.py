@@ -1,8 +1,11 @@
 """The claims ledger: every claim of every chapter with what the last run measured.
 
 The verdict of each row comes from the claim's check in its chapter's ``claims.yml`` applied
-to the recorded value; nothing here is typed by hand. It reads claims files and results
-files, never a paper package.
+to the recorded value (and, for a statistical claim, its interval); nothing here is typed by
+hand. Each row carries what a reader needs to weigh the verdict: the claim's source, its kind
+of evidence, its note, its revisions, and whether the result is stale (produced under another
+claims file or notebook than the current one). It reads claims files and results files, never
+a paper package.
 """
 
 from __future__ import annotations
@@ -11,33 +14,68 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .core.chapters import VERDICT_LABELS, find_chapters
-from .core.claims import format_value, load_records
+from .core.chapters import VERDICT_LABELS, Claim, find_chapters
+from .core.claims import format_estimate, load_records
 from .core.paths import book_root
 
+EVIDENCE_SHORT = {"exact": "exact", "statistical": "stat.", "illustration": "illus."}
 
-def collect(profile: str = "reduced", root: Path | None = None) -> list[dict[str, Any]]:
-    """One row per claim of every chapter, at ``profile``."""
+
+def revision_text(claim: Claim) -> list[str]:
+    """One line per revision: the earlier check or metric, what it gave, and why it changed."""
+    out = []
+    for r in claim.revisions:
+        before = []
+        if r.check is not None:
+            before.append(f"check {json.dumps(r.check, separators=(', ', ': '))}")
+        if r.metric is not None:
+            before.append(f"metric '{r.metric}'")
+        when = f" ({r.date})" if r.date else ""
+        out.append(f"was {' and '.join(before)}{when}; it gave {r.gave}. Changed because {r.why}")
+    return out
+
+
+def collect(profile: str = "reduced", root: Path | None = None, results: Path | None = None) -> list[dict[str, Any]]:
+    """One row per claim of every chapter, at ``profile``, from the results folder ``results``
+    (default: the book's; a tagged run's is ``runner.tag_results_dir(root, tag)``)."""
     root = root or book_root()
     rows = []
     for ch in find_chapters(root):
-        records = load_records(ch, profile, root)
+        records = load_records(ch, profile, root, results)
         for c in ch.claims:
             rec = records.get(c.id, {})
-            value = rec.get("value")
+            value, interval = rec.get("value"), rec.get("interval")
             facts = rec.get("facts", {})
             rows.append({
                 "chapter": ch.slug, "number": ch.number, "title": ch.title, "claim": c.id, "statement": c.claim,
-                "metric": c.metric, "paper_value": c.paper_value, "source": c.source, "value": value,
-                "verdict": c.verdict(value, profile), "profile": profile, "seed": rec.get("seed"),
-                "overrides": rec.get("overrides", {}), "notebook": c.notebook,
+                "metric": c.metric, "paper_value": c.paper_value, "source": c.source, "evidence": c.evidence,
+                "papers": c.is_papers, "note": c.note, "revisions": revision_text(c), "value": value,
+                "interval": interval, "interval_method": rec.get("interval_method"),
+                "verdict": c.verdict(value, profile, interval), "profile": profile,
+                "has_partial": "partial" in c.check_for(profile), "seed": rec.get("seed"),
+                "overrides": rec.get("overrides", {}), "notebook": c.notebook, "stale": rec.get("stale", []),
+                "details": rec.get("details", {}),
                 "commit": facts.get("git_commit"), "hardware": facts.get("hardware"),
             })
     return rows
 
 
-def value_cell(value: Any) -> str:
-    return "" if value is None else format_value(value)
+def value_cell(value: Any, interval: Any = None) -> str:
+    return format_estimate(value, interval) if value is not None else ""
+
+
+def row_value(row: dict[str, Any]) -> str:
+    return value_cell(row.get("value"), row.get("interval"))
+
+
+def verdict_cell(row: dict[str, Any]) -> str:
+    """The verdict's label, marked when the check was revised or the result is stale."""
+    text = VERDICT_LABELS[row["verdict"]]
+    if row.get("revisions"):
+        text += " (revised check)"
+    if row.get("stale"):
+        text += " [STALE]"
+    return text
 
 
 def run_cell(row: dict[str, Any]) -> str:
@@ -60,16 +98,17 @@ def render(rows: list[dict[str, Any]], fmt: str = "table") -> str:
     """The ledger as a plain-text table, a Markdown table, or JSON."""
     if fmt == "json":
         return json.dumps(rows, indent=2)
-    headers = ["chapter", "claim", "statement", "metric", "paper", "ours", "verdict", "profile", "seed"]
-    body = [[r["chapter"], r["claim"], r["statement"], r["metric"], r["paper_value"], value_cell(r["value"]),
-             VERDICT_LABELS[r["verdict"]], run_cell(r), "" if r["seed"] is None else str(r["seed"])] for r in rows]
+    headers = ["chapter", "claim", "statement", "paper", "ours", "verdict", "src", "evid.", "run"]
+    body = [[r["chapter"], r["claim"], r["statement"], r["paper_value"], row_value(r), verdict_cell(r),
+             r["source"], EVIDENCE_SHORT[r["evidence"]], run_cell(r)] for r in rows]
     if fmt == "markdown":
         return markdown_table(headers, body)
     if fmt == "table":
         from tabulate import tabulate
 
-        return tabulate(body, headers=headers, tablefmt="simple",
-                        maxcolwidths=[None, None, 36, 28, 14, 10, 12, 14, None])
+        text = tabulate(body, headers=headers, tablefmt="simple",
+                        maxcolwidths=[16, None, 30, 14, 22, 16, 10, None, 14])
+        return text + "\n\n" + headline(rows)
     raise ValueError(f"unknown ledger format {fmt!r}; valid formats: table, markdown, json")
 
 
@@ -78,3 +117,74 @@ def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     for r in rows:
         out[r["verdict"]] += 1
     return out
+
+
+def headline(rows: list[dict[str, Any]]) -> str:
+    """'Of the paper's 5 claims: 3 reproduced, 1 inconclusive, 1 not reproduced; 1 extension,
+    1 illustration.' The paper's claims are counted apart from our extensions and from
+    illustrations, which cannot decide a claim."""
+    papers = [r for r in rows if r["papers"]]
+    c = counts(papers)
+    parts = ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in c.items() if n) or "none"
+    text = f"Of the paper's {len(papers)} claim{'s' if len(papers) != 1 else ''}: {parts}"
+    extras = []
+    n_ext = sum(r["source"] == "extension" for r in rows)
+    n_ill = sum(r["evidence"] == "illustration" and r["source"] != "extension" for r in rows)
+    if n_ext:
+        ext_c = counts([r for r in rows if r["source"] == "extension"])
+        extras.append(f"{n_ext} extension{'s' if n_ext != 1 else ''} of ours ("
+                      + ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in ext_c.items() if n) + ")")
+    if n_ill:
+        extras.append(f"{n_ill} illustration{'s' if n_ill != 1 else ''}")
+    n_stale = sum(bool(r.get("stale")) for r in rows)
+    if n_stale:
+        extras.append(f"{n_stale} STALE result{'s' if n_stale != 1 else ''}")
+    return text + ("; " + "; ".join(extras) if extras else "") + "."
+
+
+# ----------------------------------------------------------------------------- comparing runs
+
+def is_flip(a: str, b: str, has_partial: bool = True) -> bool:
+    """A verdict that changed between two runs in a way that matters. The deciding verdicts are
+    ordered reproduced > partial > inconclusive > not reproduced; a move between inconclusive
+    and a neighbour (not reproduced, and the weakest passing verdict: partial, or reproduced
+    when the claim has no partial bar) is not a flip. Every other change is."""
+    if a == b:
+        return False
+    if "inconclusive" in (a, b):
+        other = b if a == "inconclusive" else a
+        neighbours = {"not_reproduced", "partial" if has_partial else "reproduced"}
+        return other not in neighbours
+    return True
+
+
+def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Claim by claim, the verdicts and values of two runs, with ``flip`` set where the verdict
+    changed in a way that matters (:func:`is_flip`) and ``soft`` where it moved to or from
+    inconclusive."""
+    b_by = {(r["chapter"], r["claim"]): r for r in rows_b}
+    out = []
+    for a in rows_a:
+        b = b_by.get((a["chapter"], a["claim"]))
+        vb = b["verdict"] if b else "not_run"
+        flip = is_flip(a["verdict"], vb, a.get("has_partial", True))
+        out.append({"chapter": a["chapter"], "claim": a["claim"], "verdict_a": a["verdict"], "verdict_b": vb,
+                    "value_a": row_value(a), "value_b": row_value(b) if b else "",
+                    "flip": flip, "soft": a["verdict"] != vb and not flip})
+    return out
+
+
+def render_compare(pairs: list[dict[str, Any]], name_a: str, name_b: str) -> str:
+    from tabulate import tabulate
+
+    body = [[p["chapter"], p["claim"], VERDICT_LABELS[p["verdict_a"]], p["value_a"], VERDICT_LABELS[p["verdict_b"]],
+             p["value_b"], "FLIP" if p["flip"] else ("~" if p["soft"] else "")] for p in pairs]
+    table = tabulate(body, headers=["chapter", "claim", f"verdict {name_a}", f"ours {name_a}",
+                                    f"verdict {name_b}", f"ours {name_b}", ""], tablefmt="simple",
+                     maxcolwidths=[16, None, 16, 24, 16, 24, None])
+    n_flip = sum(p["flip"] for p in pairs)
+    n_soft = sum(p["soft"] for p in pairs)
+    same = sum(p["verdict_a"] == p["verdict_b"] for p in pairs)
+    return (f"{table}\n\n{len(pairs)} claims: {same} with the same verdict, {n_soft} moved to or from "
+            f"inconclusive (~), {n_flip} flipped (FLIP).")
+

@@ -9,6 +9,11 @@ others; its partial output and error are kept and the run fails at the end. Chap
 parallel; the notebooks of one chapter run in order, so a notebook may use what an earlier one
 of its chapter wrote.
 
+A run with another seed (``-p seed=1``) or an explicit ``--tag`` keeps everything it writes
+(results, executed notebooks, state, manifest) under ``_build/tagged/<tag>/`` instead of
+``_build/``, so two runs can be compared claim by claim (``reprobook ledger --compare``) and the
+default seed's results are never overwritten.
+
 The runner reads notebooks and claims files; it imports no paper package.
 """
 
@@ -32,11 +37,34 @@ from typing import Any
 import yaml
 
 from .core.chapters import Chapter, find_chapters, get_chapter
-from .core.paths import atomic_write_text, book_root, results_dir, results_file
+from .core.paths import atomic_write_text, book_root, results_dir
 from .core.profiles import PROFILE_NAMES
 from .core.runtime import runtime_facts
 
 LOCK_FILE = "requirements.lock"
+TAG_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
+
+
+def default_tag(overrides: dict[str, Any]) -> str:
+    """The tag a run gets when none is given: ``seedN`` for a seed other than 0, else none."""
+    seed = overrides.get("seed")
+    return "" if seed in (None, 0) else f"seed{seed}"
+
+
+def check_tag(tag: str) -> str:
+    if tag and (not set(tag) <= TAG_CHARS or tag.startswith(".")):
+        raise RunError(f"tag {tag!r}: use lower-case letters, digits, '_', '-' and '.' (not first)")
+    return tag
+
+
+def build_dir(root: Path, tag: str = "") -> Path:
+    """Where a run writes: ``<root>/_build`` for the default run, ``_build/tagged/<tag>`` else."""
+    return root / "_build" if not tag else root / "_build" / "tagged" / check_tag(tag)
+
+
+def tag_results_dir(root: Path, tag: str = "") -> Path:
+    """The results folder of a tagged run (``$REPROBOOK_RESULTS`` or ``_build/results`` untagged)."""
+    return results_dir(root) if not tag else build_dir(root, tag) / "results"
 
 
 class RunError(ValueError):
@@ -204,13 +232,13 @@ def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -
     return job
 
 
-def kernel_env(root: Path, profile: str, jobs: int) -> dict[str, str]:
+def kernel_env(root: Path, profile: str, jobs: int, tag: str = "") -> dict[str, str]:
     """The environment of every executed kernel: results folder, offline hubs, headless plots,
     and one thread per notebook when several run at once."""
     env = dict(os.environ)
     env.update({
         "REPROBOOK_ROOT": str(root),
-        "REPROBOOK_RESULTS": str(results_dir(root)),
+        "REPROBOOK_RESULTS": str(tag_results_dir(root, tag)),
         "REPROBOOK_PROFILE": profile,
         "HF_DATASETS_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
@@ -222,12 +250,12 @@ def kernel_env(root: Path, profile: str, jobs: int) -> dict[str, str]:
     return env
 
 
-def _state_path(root: Path, profile: str) -> Path:
-    return root / "_build" / "state" / f"{profile}.json"
+def _state_path(root: Path, profile: str, tag: str = "") -> Path:
+    return build_dir(root, tag) / "state" / f"{profile}.json"
 
 
-def load_state(root: Path, profile: str) -> dict[str, Any]:
-    path = _state_path(root, profile)
+def load_state(root: Path, profile: str, tag: str = "") -> dict[str, Any]:
+    path = _state_path(root, profile, tag)
     if path.exists():
         try:
             return json.loads(path.read_text())
@@ -253,6 +281,7 @@ class RunSummary:
     profile: str
     jobs: list[Job] = field(default_factory=list)
     manifest: Path | None = None
+    tag: str = ""
 
     @property
     def failed(self) -> list[Job]:
@@ -263,7 +292,8 @@ class RunSummary:
         return [j for j in self.jobs if j.status in ("ok", "failed")]
 
 
-def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str, Any], force: bool) -> list[Job]:
+def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str, Any], force: bool,
+         tag: str = "") -> list[Job]:
     """The jobs of a run, each with its injected parameters and key, marked ``cached`` when
     its last successful output is still valid. Refuses an override no notebook accepts."""
     if profile not in PROFILE_NAMES:
@@ -285,7 +315,7 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
             f"no notebook of the chosen chapters has a parameter named {', '.join(unknown)}; "
             f"their parameters: {', '.join(sorted(accepted))}"
         )
-    state = load_state(root, profile)
+    state = load_state(root, profile, tag)
     jobs = []
     previous: dict[str, str] = {}  # chapter slug -> key of its last notebook so far
     for ch, nb, names in per_notebook:
@@ -293,11 +323,11 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
         rel = str(nb.relative_to(root))
         key = notebook_key(root, ch, nb, profile, params, previous.get(ch.slug, ""))
         previous[ch.slug] = key
-        output = str(Path("_build") / "executed" / profile / rel)
+        output = str((build_dir(root, tag) / "executed" / profile / rel).relative_to(root))
         job = Job(chapter=ch.slug, notebook=rel, params=params, key=key, output=output)
         last = state.get(rel) or {}
         records = any(c.notebook == nb.stem for c in ch.claims)
-        results = results_file(profile, ch.slug, nb.stem, root)
+        results = tag_results_dir(root, tag) / profile / ch.slug / f"{nb.stem}.json"
         # fresh: same key, last run succeeded, its output is there, and its results file is the
         # one that run wrote (not one a hand-run in Jupyter left since)
         fresh = (last.get("key") == key and last.get("status") == "ok" and (root / output).exists()
@@ -311,22 +341,28 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
 
 def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrides: dict[str, Any] | None = None,
         jobs: int = 2, force: bool = False, root: Path | None = None, timeout: float | None = 3600,
-        progress: bool = True, echo=print) -> RunSummary:
-    """Execute the chosen chapters' notebooks (all chapters by default); see the module doc."""
+        progress: bool = True, echo=print, tag: str | None = None) -> RunSummary:
+    """Execute the chosen chapters' notebooks (all chapters by default); see the module doc.
+    ``tag`` (default: ``seedN`` for a seed other than 0) keeps the run's outputs apart."""
     root = root or book_root()
     if jobs < 1:
         raise RunError(f"--jobs must be at least 1, got {jobs}")
+    overrides = overrides or {}
+    tag = check_tag(default_tag(overrides) if tag is None else tag)
     chapters = select_chapters(root, chapter_keys)
-    todo = plan(root, chapters, profile, overrides or {}, force)
-    summary = RunSummary(profile=profile, jobs=todo)
+    todo = plan(root, chapters, profile, overrides, force, tag)
+    summary = RunSummary(profile=profile, jobs=todo, tag=tag)
     pending = [j for j in todo if j.status == "pending"]
     cached = len(todo) - len(pending)
-    echo(f"{len(todo)} notebook(s) at profile {profile}: {len(pending)} to execute, {cached} unchanged since their last run")
-    state = load_state(root, profile)
+    where = f" (tag {tag}: {build_dir(root, tag).relative_to(root)})" if tag else ""
+    echo(f"{len(todo)} notebook(s) at profile {profile}{where}: {len(pending)} to execute, "
+         f"{cached} unchanged since their last run")
+    state = load_state(root, profile, tag)
     n_chapters = len({j.chapter for j in pending})
-    env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)))
+    env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)), tag)
+    results_of = lambda job: tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"  # noqa: E731
     for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
-        results_file(profile, job.chapter, Path(job.notebook).stem, root).unlink(missing_ok=True)
+        results_of(job).unlink(missing_ok=True)
         state.pop(job.notebook, None)
     bar = None
     if progress and pending:
@@ -338,10 +374,10 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     def finished(job: Job) -> None:
         with lock:
             if job.status == "ok":
-                results = results_file(profile, job.chapter, Path(job.notebook).stem, root)
+                results = results_of(job)
                 state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
                                        "finished": job.finished, "results_sha256": file_digest(results)}
-            atomic_write_text(_state_path(root, profile), json.dumps(state, indent=2) + "\n")
+            atomic_write_text(_state_path(root, profile, tag), json.dumps(state, indent=2) + "\n")
             if bar is not None:
                 bar.set_postfix_str(f"{Path(job.notebook).name} {job.status}")
                 bar.update(1)
@@ -369,11 +405,12 @@ def write_manifest(root: Path, summary: RunSummary) -> Path:
     stamp = _dt.datetime.now(_dt.timezone.utc)
     manifest = {
         "profile": summary.profile,
+        "tag": summary.tag,
         "finished": stamp.isoformat(timespec="seconds"),
         **runtime_facts(root),
         "notebooks": [asdict(j) for j in summary.jobs],
     }
-    folder = root / "_build" / "runs" / summary.profile
+    folder = build_dir(root, summary.tag) / "runs" / summary.profile
     text = json.dumps(manifest, indent=2) + "\n"
     atomic_write_text(folder / f"{stamp.strftime('%Y%m%dT%H%M%SZ')}.json", text)
     latest = folder / "manifest.json"

@@ -9,12 +9,15 @@ pointing at the source notebooks: the staged copies sit at the same relative pat
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from .core.chapters import VERDICT_LABELS, find_chapters
+from .core.claims import format_value
 from .core.paths import book_root
 from . import ledger
 
@@ -40,46 +43,133 @@ def _run_facts(root: Path, profile: str) -> str:
             f"torch {pk.get('torch')}, numpy {pk.get('numpy')}, scipy {pk.get('scipy')}.")
 
 
+STALE_HTML = '<span style="color:#c62828;font-weight:bold">STALE</span>'
+
+
+def _verdict_html(row: dict[str, Any]) -> str:
+    text = VERDICT_LABELS[row["verdict"]]
+    if row.get("revisions"):
+        text += " (revised)"
+    if row.get("stale"):
+        text += " " + STALE_HTML
+    return text
+
+
+def _kind(row: dict[str, Any]) -> str:
+    return f"{row.get('source', '')}, {row.get('evidence', '')}"
+
+
+def caveats(rows: list[dict[str, Any]]) -> str:
+    """Each claim's source and evidence, its note, its revisions and interval method: the
+    caveats a reader weighs a verdict with, one bullet per claim that has something to say."""
+    items = []
+    for r in rows:
+        bits = []
+        if r.get("interval_method"):
+            bits.append(f"interval: {r['interval_method']}.")
+        if r.get("note"):
+            bits.append(r["note"])
+        for text in r.get("revisions") or []:
+            bits.append(f"*Revised check:* {text}")
+        if r.get("stale"):
+            bits.append(f"*Stale:* produced under an earlier {' and '.join(r['stale'])}.")
+        items.append(f"- **{r['claim']}** ({_kind(r)}). " + " ".join(bits))
+    return "\n".join(items)
+
+
 def status_box(rows: list[dict], profile: str) -> str:
-    """The admonition that opens a chapter: each claim's verdict, our value and the paper's.
+    """The admonition that opens a chapter: each claim's verdict, our value (with its interval
+    for a statistical claim) and the paper's, its source and kind of evidence, then the notes
+    and revisions in a fold-out.
 
     The verdict comes first and the metric is left out: metrics can run to several lines, and a
     wide table hid the verdict column off the right edge of the page. The chapter's "What this
-    chapter checks" section and the ledger page give each metric in full."""
-    n_rep = sum(r["verdict"] == "reproduced" for r in rows)
+    chapter checks" section and the ledger page give each metric in full. The headline counts
+    the paper's claims apart from our extensions and illustrations."""
     table = ledger.markdown_table(
-        ["claim", "verdict", "ours", "paper"],
-        [[r["claim"], VERDICT_LABELS[r["verdict"]], ledger.value_cell(r["value"]), r["paper_value"]]
+        ["claim", "verdict", "ours", "paper", "source, evidence"],
+        [[r["claim"], _verdict_html(r), ledger.value_cell(r["value"], r.get("interval")), r["paper_value"], _kind(r)]
          for r in rows])
     overridden = sorted({ledger.run_cell(r) for r in rows if r.get("overrides")})
     note = f" Some values were measured with overridden parameters: {'; '.join(overridden)}." if overridden else ""
+    head = ledger.headline(rows).rstrip(".")
     return "\n".join([
-        f"```{{admonition}} Status at the {profile} profile: {n_rep} of {len(rows)} claims reproduced",
+        f"````{{admonition}} Status at the {profile} profile. {head}",
         ":class: tip", "", table, "",
-        "The verdicts are computed from each claim's check in `claims.yml`; the "
-        f"[claims ledger](ledger-page) gathers every chapter.{note}", "```"])
+        "The verdicts are computed from each claim's check in `claims.yml`: a statistical claim by its "
+        "interval (inconclusive when the interval straddles the bar), an illustration never decides. "
+        f"\"(revised)\" marks a check changed after a first result; the "
+        f"[claims ledger](ledger-page) gathers every chapter.{note}", "",
+        "```{admonition} Sources, evidence, notes and revisions", ":class: dropdown", "", caveats(rows), "```",
+        "````"])
 
 
-def ledger_page(root: Path, profile: str) -> str:
-    """The ledger page's body: the totals, the run's facts, and one table per chapter."""
-    rows = ledger.collect(profile, root)
-    c = ledger.counts(rows)
-    summary = ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in c.items() if n)
-    parts = [f"**{len(rows)} claims at the {profile} profile:** {summary}.", _run_facts(root, profile)]
+PLACEHOLDER = re.compile(r"\[\[(?P<claim>[A-Za-z][\w-]*)(?:\.(?P<field>[\w.]+))?\]\]")
+
+
+def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
+    """Replace ``[[C1]]`` (our value, with its interval), ``[[C1.verdict]]``,
+    ``[[C1.paper]]``, ``[[C1.interval]]`` and ``[[C1.details.NAME]]`` (a recorded detail) with
+    what the results say, so that prose never types a measured number or a verdict. A claim
+    not yet run reads "(not run)"; an unknown claim or detail is an error naming what exists."""
+    by_id = {r["claim"]: r for r in rows}
+
+    def one(m: re.Match) -> str:
+        cid, field = m["claim"], m["field"] or "value"
+        if cid not in by_id:
+            raise BuildError(f"{where}: {m[0]} names no claim of this chapter; its claims: {', '.join(by_id)}")
+        r = by_id[cid]
+        if field == "verdict":
+            return VERDICT_LABELS[r["verdict"]]
+        if field == "paper":
+            return r["paper_value"]
+        if r["value"] is None:
+            return "(not run)"
+        if field == "value":
+            return ledger.value_cell(r["value"], r.get("interval"))
+        if field == "interval":
+            iv = r.get("interval")
+            if iv is None:
+                raise BuildError(f"{where}: {m[0]}: claim {cid} was recorded without an interval")
+            return f"[{iv[0]:.3g}, {iv[1]:.3g}]"
+        if field.startswith("details."):
+            value: Any = r.get("details") or {}
+            for key in field.split(".")[1:]:
+                if not isinstance(value, dict) or key not in value:
+                    known = ", ".join(sorted(r.get("details") or {})) or "none"
+                    raise BuildError(f"{where}: {m[0]}: claim {cid} recorded no detail {field[8:]!r}; "
+                                     f"its details: {known}")
+                value = value[key]
+            return format_value(value) if not isinstance(value, (list, dict)) else json.dumps(value)
+        raise BuildError(f"{where}: {m[0]}: unknown field {field!r}; valid: value, verdict, paper, interval, "
+                         "details.NAME")
+
+    return PLACEHOLDER.sub(one, text)
+
+
+def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = None) -> str:
+    """The ledger page's body: the totals, the run's facts, and one table per chapter with each
+    claim's source, evidence, notes and revisions."""
+    rows = ledger.collect(profile, root) if rows is None else rows
+    parts = [f"**{len(rows)} claims at the {profile} profile.** {ledger.headline(rows)}", _run_facts(root, profile)]
     for ch in find_chapters(root):
         mine = [r for r in rows if r["chapter"] == ch.slug]
         index = f"/{ch.folder.relative_to(root).as_posix()}/index"
         table = ledger.markdown_table(
-            ["claim", "statement", "metric", "paper", "ours", "verdict", "run", "seed"],
-            [[r["claim"], r["statement"], r["metric"], r["paper_value"], ledger.value_cell(r["value"]),
-              VERDICT_LABELS[r["verdict"]], ledger.run_cell(r), "" if r["seed"] is None else r["seed"]] for r in mine])
-        parts.append(f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{index}>`\n\n{table}")
+            ["claim", "statement", "metric", "paper", "ours", "verdict", "source, evidence", "run", "seed"],
+            [[r["claim"], r["statement"], r["metric"], r["paper_value"], ledger.value_cell(r["value"], r.get("interval")),
+              _verdict_html(r), _kind(r), ledger.run_cell(r), "" if r["seed"] is None else r["seed"]] for r in mine])
+        notes = "\n".join(["```{admonition} Notes and revisions", ":class: dropdown", "", caveats(mine), "```"])
+        parts.append(f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{index}>`\n\n{ledger.headline(mine)}\n\n"
+                     f"{table}\n\n{notes}")
     return "\n\n".join(parts)
 
 
-def stage(root: Path, profile: str, source_only: bool) -> Path:
+def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False) -> Path:
     """Copy the book into ``_build/stage`` with executed notebooks and generated pages
-    (``_build/stage-check`` with the committed notebooks when ``source_only``)."""
+    (``_build/stage-check`` with the committed notebooks when ``source_only``). Results
+    produced under another claims file or notebook than the current one are refused, unless
+    ``allow_stale``, when they are shown marked STALE."""
     target = root / "_build" / ("stage-check" if source_only else "stage")
     if target.exists():
         shutil.rmtree(target)
@@ -106,25 +196,33 @@ def stage(root: Path, profile: str, source_only: bool) -> Path:
         raise BuildError(f"no executed copy of {', '.join(missing)} at the {profile} profile: "
                          f"run `reprobook run --profile {profile}` first")
     rows = ledger.collect(profile, root)
+    stale = [f"{r['chapter']} {r['claim']}" for r in rows if r.get("stale")]
+    if stale and not allow_stale:
+        raise BuildError(f"results of {', '.join(stale)} were produced under an earlier claims.yml or notebook: "
+                         f"run `reprobook run --profile {profile}` again (or build with --allow-stale to show them "
+                         "marked STALE)")
     for ch in find_chapters(root):
         index = target / ch.folder.relative_to(root) / "index.md"
         if index.exists():
             text = index.read_text(encoding="utf-8")
             mine = [r for r in rows if r["chapter"] == ch.slug]
-            index.write_text(text.replace(STATUS_MARK, status_box(mine, profile)), encoding="utf-8")
+            text = fill_placeholders(text.replace(STATUS_MARK, status_box(mine, profile)), mine,
+                                     str(ch.folder.relative_to(root) / "index.md"))
+            index.write_text(text, encoding="utf-8")
     page = target / "book" / "ledger.md"
     if page.exists():
-        page.write_text(page.read_text(encoding="utf-8").replace(LEDGER_MARK, ledger_page(root, profile)),
+        page.write_text(page.read_text(encoding="utf-8").replace(LEDGER_MARK, ledger_page(root, profile, rows)),
                         encoding="utf-8")
     return target
 
 
-def build(profile: str = "reduced", source_only: bool = False, root: Path | None = None) -> Path:
+def build(profile: str = "reduced", source_only: bool = False, root: Path | None = None,
+          allow_stale: bool = False) -> Path:
     """Stage and build; returns the path of the HTML entry page. Raises BuildError on any
     Sphinx warning (the log names it). A ``source_only`` build (the test suite's check of the
     book's structure) goes to ``_build/site-check`` and never replaces the rendered book."""
     root = root or book_root()
-    staged = stage(root, profile, source_only)
+    staged = stage(root, profile, source_only, allow_stale)
     out = root / "_build" / ("site-check" if source_only else "site")
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(staged), "--path-output", str(out),

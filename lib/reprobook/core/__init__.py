@@ -2,21 +2,23 @@
 offline data and Lightning helpers. ``core`` imports no paper package."""
 
 from .checkpoints import checkpoints_dir, load_or_train
-from .chapters import VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
+from .chapters import EVIDENCE, VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
 from .claims import Run, load_records, load_results, load_values, start
 from .data import ensure_offline, to_dataset
+from .display import md
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
 from .rng import as_generator
 from .runtime import quiet_lightning, runtime_facts, seed_everything
-from .stats import TInterval, t_interval
+from .stats import Interval, TInterval, as_interval, bootstrap_interval, proportion_interval, t_interval
 from .training import make_trainer, to_accelerator
 
 __all__ = [
     "checkpoints_dir", "load_or_train",
-    "as_generator", "resolve_notebook", "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
+    "as_generator", "resolve_notebook", "EVIDENCE", "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
     "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
     "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",
     "start", "to_dataset", "TInterval", "t_interval", "to_accelerator",
+    "Interval", "as_interval", "bootstrap_interval", "proportion_interval", "md",
 ]

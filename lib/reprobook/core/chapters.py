@@ -11,12 +11,27 @@ the check that turns a measured value into a verdict (see CONTRIBUTING.md for th
         metric: largest relative gap (LP - DP) / LP
         paper_value: "0 (theorem)"
         source: abstract            # abstract | full text | reconstruction | extension
+        evidence: exact             # exact | statistical | illustration
         notebook: 01_lp_check
         check:
           reproduced: {max: 1.0e-6}   # conditions: min, max, equals; all must hold
           partial: {max: 1.0e-3}      # optional
         # or per profile:  check: {reduced: {needs_full: true}, full: {reproduced: ...}}
         # or, for a claim no profile of this book can measure:  check: {not_checkable: "why"}
+        no_effect: 0                # statistical claims with a partial bar: the value under no effect
+        revisions:                  # a check or metric changed after a value was recorded
+          - {check: {reproduced: {max: 1.0e-9}}, gave: "3e-8 (not reproduced)", why: "..."}
+
+Evidence decides how a value becomes a verdict:
+
+- ``exact``: a deterministic check of a mathematical statement (an optimum against an LP, an
+  identity to float tolerance). The recorded value is compared with the bars.
+- ``statistical``: a stochastic measurement. Its value is recorded with an interval (over
+  seeds, a bootstrap, a binomial interval) and the *interval* is compared with the bars: the
+  whole interval clears a bar, lies wholly on its wrong side, or straddles it
+  (``inconclusive``). A bar that a value of no effect (``no_effect``) would clear is refused.
+- ``illustration``: shows the phenomenon but cannot decide the claim (a slope that is linear
+  by construction, say). Its verdict is ``illustrated`` whatever its value.
 
 This module reads no paper package: the runner and the ledger use it too.
 """
@@ -36,22 +51,40 @@ from .paths import book_root
 CHAPTER_DIR = re.compile(r"^(?P<number>\d\d)_(?P<slug>[a-z][a-z0-9_]*)$")
 NOTEBOOK_FILE = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 
-VERDICTS = ("reproduced", "partial", "not_reproduced", "needs_full", "not_checkable", "not_run")
+VERDICTS = ("reproduced", "partial", "inconclusive", "not_reproduced", "illustrated", "needs_full",
+            "not_checkable", "not_run")
 VERDICT_LABELS = {
     "reproduced": "reproduced",
     "partial": "partially reproduced",
+    "inconclusive": "inconclusive",
     "not_reproduced": "not reproduced",
+    "illustrated": "illustrated",
     "needs_full": "needs the full profile",
     "not_checkable": "not checkable here",
     "not_run": "not run",
 }
+# verdicts that decide a claim, strongest first; "inconclusive" sits between partial and not
+DECIDING = ("reproduced", "partial", "inconclusive", "not_reproduced")
 SOURCES = ("abstract", "full text", "reconstruction", "extension")
+EVIDENCE = ("exact", "statistical", "illustration")
 CONDITION_KEYS = ("min", "max", "equals")
-CLAIM_KEYS = {"id", "claim", "metric", "paper_value", "source", "notebook", "check", "note"}
+REQUIRED_KEYS = {"id", "claim", "metric", "paper_value", "source", "evidence", "notebook", "check"}
+CLAIM_KEYS = REQUIRED_KEYS | {"note", "no_effect", "revisions"}
+REVISION_KEYS = {"check", "metric", "gave", "why", "date"}
 
 
 class ClaimsFileError(ValueError):
     """A claims.yml that does not follow the format."""
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A check or metric a claim had before (with what it gave, and why it changed)."""
+    gave: str
+    why: str
+    check: dict[str, Any] | None = None
+    metric: str | None = None
+    date: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +97,18 @@ class Claim:
     notebook: str
     check: dict[str, Any]
     note: str = ""
+    evidence: str = "exact"
+    no_effect: float | None = None
+    revisions: tuple[Revision, ...] = ()
+
+    @property
+    def revised(self) -> bool:
+        return bool(self.revisions)
+
+    @property
+    def is_papers(self) -> bool:
+        """A claim of the paper (not our extension) that a value can decide (not an illustration)."""
+        return self.source != "extension" and self.evidence != "illustration"
 
     def check_for(self, profile: str) -> dict[str, Any]:
         """The check that applies at ``profile`` (a per-profile entry, else the shared one)."""
@@ -71,8 +116,15 @@ class Claim:
             return self.check[profile]  # the file's loader makes sure both profiles are there
         return self.check
 
-    def verdict(self, value: Any, profile: str) -> str:
-        """The verdict for a measured ``value`` (None: not measured) at ``profile``."""
+    def verdict(self, value: Any, profile: str, interval: tuple[float, float] | None = None) -> str:
+        """The verdict for a measured ``value`` (None: not measured) at ``profile``.
+
+        An illustration is ``illustrated`` whatever its value. A statistical claim is decided
+        on its ``interval`` (low, high): ``reproduced`` when the whole interval clears the
+        reproduced bar, ``partial`` when it clears the partial bar, ``not_reproduced`` when it
+        lies wholly on the wrong side of the weakest bar, and ``inconclusive`` when it
+        straddles that bar. Without an interval a statistical claim cannot be decided, and a
+        ValueError says so. Exact claims compare the value itself."""
         check = self.check_for(profile)
         if check.get("not_checkable"):
             return "not_checkable"
@@ -80,11 +132,35 @@ class Claim:
             return "needs_full"
         if value is None:
             return "not_run"
+        if self.evidence == "illustration":
+            return "illustrated"
+        if self.evidence == "statistical":
+            if interval is None:
+                raise ValueError(f"claim {self.id} is statistical: its verdict needs an interval (low, high)")
+            low, high = float(interval[0]), float(interval[1])
+            if _clears(check.get("reproduced"), low, high):
+                return "reproduced"
+            if "partial" in check and _clears(check["partial"], low, high):
+                return "partial"
+            weakest = check["partial"] if "partial" in check else check["reproduced"]
+            return "not_reproduced" if _misses(weakest, low, high) else "inconclusive"
         if _holds(check.get("reproduced"), value):
             return "reproduced"
         if "partial" in check and _holds(check["partial"], value):
             return "partial"
         return "not_reproduced"
+
+
+def _clears(condition: dict[str, Any] | None, low: float, high: float) -> bool:
+    """The whole interval [low, high] meets the bar."""
+    if not condition:
+        return False
+    return ("min" not in condition or low >= condition["min"]) and ("max" not in condition or high <= condition["max"])
+
+
+def _misses(condition: dict[str, Any], low: float, high: float) -> bool:
+    """The whole interval [low, high] lies on the wrong side of the bar."""
+    return ("min" in condition and high < condition["min"]) or ("max" in condition and low > condition["max"])
 
 
 def _holds(condition: dict[str, Any] | None, value: Any) -> bool:
@@ -119,7 +195,7 @@ def _check_condition(where: str, condition: Any) -> None:
             raise ClaimsFileError(f"{where}: {key} must be a number, got {condition[key]!r}")
 
 
-def _check_block(where: str, block: Any) -> None:
+def _check_block(where: str, block: Any, evidence: str = "exact", no_effect: float | None = None) -> None:
     if not isinstance(block, dict):
         raise ClaimsFileError(f"{where}: check must be a mapping")
     if "not_checkable" in block:
@@ -140,6 +216,49 @@ def _check_block(where: str, block: Any) -> None:
     _check_condition(f"{where}.reproduced", block["reproduced"])
     if "partial" in block:
         _check_condition(f"{where}.partial", block["partial"])
+    if evidence == "statistical":
+        for name in ("reproduced", "partial"):
+            cond = block.get(name)
+            if cond is None:
+                continue
+            if "equals" in cond:
+                raise ClaimsFileError(f"{where}.{name}: a statistical claim is decided on an interval; use min "
+                                      "and max, not equals")
+            if "partial" in block and no_effect is None:
+                raise ClaimsFileError(f"{where}: a statistical claim with a partial bar declares no_effect, the value "
+                                      "its metric takes when the claimed effect is absent (0 for a difference, "
+                                      "1 for a ratio)")
+            if no_effect is not None and _holds(cond, no_effect):
+                raise ClaimsFileError(f"{where}.{name}: the bar {cond} is met by the no-effect value {no_effect}: "
+                                      "a claim with no effect would pass it. Put the bar past the no-effect point")
+
+
+def _load_revisions(where: str, entries: Any) -> tuple[Revision, ...]:
+    if entries is None:
+        return ()
+    if not isinstance(entries, list) or not entries:
+        raise ClaimsFileError(f"{where}.revisions: a non-empty list of mappings with keys "
+                              f"{', '.join(sorted(REVISION_KEYS))}")
+    out = []
+    for j, rev in enumerate(entries):
+        at = f"{where}.revisions[{j}]"
+        if not isinstance(rev, dict):
+            raise ClaimsFileError(f"{at}: a revision is a mapping")
+        extra = sorted(set(rev) - REVISION_KEYS)
+        if extra:
+            raise ClaimsFileError(f"{at}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(REVISION_KEYS))}")
+        if "check" not in rev and "metric" not in rev:
+            raise ClaimsFileError(f"{at}: a revision names the earlier check, the earlier metric, or both")
+        for key in ("gave", "why"):
+            if not isinstance(rev.get(key), str) or not rev[key].strip():
+                raise ClaimsFileError(f"{at}: '{key}' is required text ("
+                                      + ("what the earlier check gave" if key == "gave" else "why it changed") + ")")
+        if "check" in rev and not isinstance(rev["check"], dict):
+            raise ClaimsFileError(f"{at}.check: the earlier check is a mapping, as under check:")
+        out.append(Revision(gave=rev["gave"].strip(), why=rev["why"].strip(), check=rev.get("check"),
+                            metric=None if rev.get("metric") is None else str(rev["metric"]).strip(),
+                            date=str(rev.get("date", ""))))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -180,7 +299,7 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
         where = f"{path}: claims[{i}]"
         if not isinstance(entry, dict):
             raise ClaimsFileError(f"{where}: each claim is a mapping")
-        missing = sorted({"id", "claim", "metric", "paper_value", "source", "notebook", "check"} - set(entry))
+        missing = sorted(REQUIRED_KEYS - set(entry))
         if missing:
             raise ClaimsFileError(f"{where}: missing key(s) {', '.join(missing)}")
         extra = sorted(set(entry) - CLAIM_KEYS)
@@ -192,22 +311,30 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
         seen.add(cid)
         if entry["source"] not in SOURCES:
             raise ClaimsFileError(f"{where}: source {entry['source']!r} is not one of {', '.join(SOURCES)}")
+        evidence = entry["evidence"]
+        if evidence not in EVIDENCE:
+            raise ClaimsFileError(f"{where}: evidence {evidence!r} is not one of {', '.join(EVIDENCE)}")
+        no_effect = entry.get("no_effect")
+        if no_effect is not None and (isinstance(no_effect, bool) or not isinstance(no_effect, (int, float))):
+            raise ClaimsFileError(f"{where}: no_effect must be a number, got {no_effect!r}")
         check = entry["check"]
         if isinstance(check, dict) and any(p in check for p in ("reduced", "full")):
             for profile, block in check.items():
                 if profile not in ("reduced", "full"):
                     raise ClaimsFileError(f"{where}.check: unknown profile {profile!r}; valid: reduced, full")
-                _check_block(f"{where}.check.{profile}", block)
+                _check_block(f"{where}.check.{profile}", block, evidence, no_effect)
             missing_profiles = [p for p in ("reduced", "full") if p not in check]
             if missing_profiles:
                 raise ClaimsFileError(f"{where}.check: a per-profile check names both profiles; "
                                       f"missing: {', '.join(missing_profiles)}")
         else:
-            _check_block(f"{where}.check", check)
+            _check_block(f"{where}.check", check, evidence, no_effect)
         claims.append(Claim(
             id=cid, claim=str(entry["claim"]).strip(), metric=str(entry["metric"]).strip(),
             paper_value=str(entry["paper_value"]), source=entry["source"], notebook=str(entry["notebook"]),
-            check=check, note=str(entry.get("note", "")).strip(),
+            check=check, note=str(entry.get("note", "")).strip(), evidence=evidence,
+            no_effect=None if no_effect is None else float(no_effect),
+            revisions=_load_revisions(where, entry.get("revisions")),
         ))
     return data["paper"], tuple(claims)
 

@@ -6,12 +6,16 @@ table of those claims. Each record rewrites the notebook's results file atomical
     <results>/<profile>/<chapter slug>/<notebook>.json
 
 The verdict is never stored by hand: it is computed from the check in ``claims.yml`` whenever a
-table or the ledger is shown.
+table or the ledger is shown. A statistical claim is recorded with its interval
+(``run.record("C3", core.t_interval(per_seed))``), which is what its check compares with the bars.
+Each results file keeps the digests of the claims file and the notebook it was produced under,
+so a result that no longer matches them is known to be stale.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import numbers
@@ -23,6 +27,18 @@ from .chapters import VERDICT_LABELS, Chapter, get_chapter
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .profiles import PROFILE_NAMES, describe
 from .runtime import quiet_lightning, runtime_facts, seed_everything
+from .stats import Interval, as_interval
+
+
+def file_sha256(path: Path) -> str | None:
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def source_digests(chapter: Chapter, notebook: str) -> dict[str, str | None]:
+    """The digests a result is tied to: the chapter's claims file and the notebook's source."""
+    return {"claims_sha256": file_sha256(chapter.folder / "claims.yml"),
+            "notebook_sha256": file_sha256(chapter.folder / f"{notebook}.ipynb")}
 
 
 def _now() -> str:
@@ -100,6 +116,9 @@ class Run:
             "started": _now(),
             "facts": runtime_facts(root),
             "torch_threads": threads,
+            # what the values were produced under: a result whose claims file or notebook has
+            # changed since is stale, and the book refuses it
+            **source_digests(chapter, notebook),
             "claims": {},
         }
         self._write()
@@ -116,6 +135,12 @@ class Run:
         """Record the measured ``value`` of ``claim_id`` (with optional details such as the
         number of instances) and return the verdict its check gives at this profile.
 
+        A statistical claim (``evidence: statistical``) is recorded with its interval: pass a
+        :class:`~reprobook.core.stats.Interval` (``core.proportion_interval``,
+        ``core.bootstrap_interval``) or a :class:`~reprobook.core.stats.TInterval`
+        (``core.t_interval`` over seeds) as ``value``. An exact claim or an illustration takes a
+        number or a bool.
+
         ``value`` may be None only for a claim whose check is ``needs_full`` at this profile, or
         ``not_checkable`` (one that cannot be measured here); the details should then say why."""
         claim = self.chapter.claim(claim_id)
@@ -123,6 +148,18 @@ class Run:
             raise ValueError(
                 f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, not to {self.notebook}"
             )
+        if "interval" in details:
+            raise ValueError("'interval' is not a detail: pass the interval itself as the value "
+                             "(core.t_interval, core.proportion_interval, core.bootstrap_interval)")
+        interval = as_interval(value)
+        if interval is not None:
+            if claim.evidence != "statistical":
+                raise ValueError(f"claim {claim_id} is {claim.evidence} in claims.yml: record its value alone; "
+                                 "intervals are for statistical claims")
+            low, high = _claim_value(interval.low), _claim_value(interval.high)
+            if not low <= high:
+                raise ValueError(f"claim {claim_id}: the interval's low end {low} lies above its high end {high}")
+            value = interval.estimate
         if value is None:
             if claim.verdict(None, self.profile) not in ("needs_full", "not_checkable"):
                 raise ValueError(
@@ -134,31 +171,66 @@ class Run:
                              "what was done instead")
         else:
             value = _claim_value(value)
-        self._data["claims"][claim_id] = {"value": value, "details": plain(details), "recorded": _now()}
+            if (claim.evidence == "statistical" and interval is None
+                    and claim.verdict(None, self.profile) == "not_run"):
+                raise ValueError(
+                    f"claim {claim_id} is statistical: record it with an interval (core.t_interval over "
+                    "seeds, core.proportion_interval, core.bootstrap_interval), or mark its check needs_full "
+                    "at this profile when the budget cannot afford the seeds")
+        entry: dict[str, Any] = {"value": value, "details": plain(details), "recorded": _now()}
+        if interval is not None:
+            entry["interval"] = [float(interval.low), float(interval.high)]
+            entry["interval_method"] = interval.method
+            entry["interval_n"] = int(interval.n)
+        self._data["claims"][claim_id] = entry
         self._write()
-        return claim.verdict(value, self.profile)
+        return claim.verdict(value, self.profile, entry.get("interval"))
 
     def value(self, claim_id: str) -> Any:
         entry = self._data["claims"].get(claim_id)
         return None if entry is None else entry["value"]
+
+    def interval(self, claim_id: str) -> tuple[float, float] | None:
+        entry = self._data["claims"].get(claim_id)
+        return None if entry is None or entry.get("interval") is None else tuple(entry["interval"])
+
+    def verdict(self, claim_id: str) -> str:
+        """The verdict of a claim this notebook has recorded (``not_run`` before it records)."""
+        entry = self._data["claims"].get(claim_id)
+        claim = self.chapter.claim(claim_id)
+        if entry is None:
+            return claim.verdict(None, self.profile)
+        return claim.verdict(entry["value"], self.profile, entry.get("interval"))
+
+    def verdict_label(self, claim_id: str) -> str:
+        """The verdict as the book words it ("partially reproduced"), for prose."""
+        return VERDICT_LABELS[self.verdict(claim_id)]
+
+    def describe(self, claim_id: str) -> str:
+        """'0.086 [0.02, 0.15] (reproduced)': the recorded value with its interval and verdict,
+        for prose made from results."""
+        entry = self._data["claims"].get(claim_id) or {}
+        value = format_estimate(entry.get("value"), entry.get("interval")) or "nothing recorded"
+        return f"{value} ({self.verdict_label(claim_id)})"
 
     def claims_table(self, whole_chapter: bool = False):
         """The claims of this notebook (or of the whole chapter, from every notebook's results
         at this profile): paper value, our value, verdict."""
         import pandas as pd
 
-        values = ({cid: r["value"] for cid, r in load_records(self.chapter, self.profile, self.root).items()}
-                  if whole_chapter else {})
-        values.update({k: v["value"] for k, v in self._data["claims"].items()})
+        entries = dict(load_records(self.chapter, self.profile, self.root)) if whole_chapter else {}
+        entries.update(self._data["claims"])
         rows = []
         for c in (self.chapter.claims if whole_chapter else self.claims):
-            value = values.get(c.id)
+            entry = entries.get(c.id) or {}
+            value, interval = entry.get("value"), entry.get("interval")
             rows.append({
                 "claim": c.id,
                 "metric": c.metric,
                 "paper": c.paper_value,
-                "ours": "" if value is None else format_value(value),
-                "verdict": VERDICT_LABELS[c.verdict(value, self.profile)],
+                "ours": format_estimate(value, interval),
+                "evidence": c.evidence + (" (revised)" if c.revised else ""),
+                "verdict": VERDICT_LABELS[c.verdict(value, self.profile, interval)],
             })
         return pd.DataFrame(rows).set_index("claim")
 
@@ -173,9 +245,20 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def load_results(profile: str, root: Path | None = None, slug: str | None = None) -> list[dict[str, Any]]:
-    """Every results file at ``profile`` (of one chapter when ``slug`` is given)."""
-    base = results_dir(root) / profile
+def format_estimate(value: Any, interval: Any = None) -> str:
+    """``0.1234 [0.05, 0.19]``: the value with its interval when it has one ('' when None)."""
+    if value is None:
+        return ""
+    if interval is None:
+        return format_value(value)
+    return f"{format_value(value)} [{float(interval[0]):.3g}, {float(interval[1]):.3g}]"
+
+
+def load_results(profile: str, root: Path | None = None, slug: str | None = None,
+                 results: Path | None = None) -> list[dict[str, Any]]:
+    """Every results file at ``profile`` (of one chapter when ``slug`` is given), from the
+    results folder ``results`` (default: :func:`~reprobook.core.paths.results_dir`)."""
+    base = (Path(results) if results is not None else results_dir(root)) / profile
     pattern = f"{slug}/*.json" if slug else "*/*.json"
     out = []
     for path in sorted(base.glob(pattern)):
@@ -186,19 +269,29 @@ def load_results(profile: str, root: Path | None = None, slug: str | None = None
     return out
 
 
-def load_records(chapter: Chapter, profile: str, root: Path | None = None) -> dict[str, dict[str, Any]]:
+def load_records(chapter: Chapter, profile: str, root: Path | None = None,
+                 results: Path | None = None) -> dict[str, dict[str, Any]]:
     """claim id -> what was recorded for it at ``profile``: value, seed, notebook, overrides,
-    details and the run's facts. A value counts only from the notebook its claims.yml entry
-    names (a file left by a renamed notebook is ignored)."""
+    details and the run's facts, its interval, and ``stale``: the files (claims.yml, the
+    notebook) that changed since the value was produced. A value counts only from the notebook
+    its claims.yml entry names (a file left by a renamed notebook is ignored)."""
     owner = {c.id: c.notebook for c in chapter.claims}
     records: dict[str, dict[str, Any]] = {}
-    for data in load_results(profile, root, chapter.slug):
+    current = {}
+    for data in load_results(profile, root, chapter.slug, results):
+        nb = data.get("notebook")
+        if nb not in current:
+            current[nb] = source_digests(chapter, nb)
+        stale = [name for name, key in (("claims.yml", "claims_sha256"), (f"{nb}.ipynb", "notebook_sha256"))
+                 if data.get(key) != current[nb][key]]
         for cid, entry in data.get("claims", {}).items():
-            if owner.get(cid) != data.get("notebook"):
+            if owner.get(cid) != nb:
                 continue
-            records[cid] = {"value": entry["value"], "details": entry.get("details", {}), "seed": data.get("seed"),
-                            "notebook": data.get("notebook"), "overrides": data.get("overrides") or {},
-                            "facts": data.get("facts", {})}
+            records[cid] = {"value": entry["value"], "interval": entry.get("interval"),
+                            "interval_method": entry.get("interval_method"),
+                            "details": entry.get("details", {}), "seed": data.get("seed"),
+                            "notebook": nb, "overrides": data.get("overrides") or {},
+                            "facts": data.get("facts", {}), "stale": stale}
     return records
 
 
