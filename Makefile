@@ -12,7 +12,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_OFFLINE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test env lock clean
+.PHONY: book test seeds env lock clean
 
 env: $(STAMP)
 
@@ -37,6 +37,13 @@ test: $(STAMP)
 	  -n $(JOBS) --dist loadfile -q
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
+
+# Seed stability: every chapter at seed 0 and at seed 1 (kept apart under _build/tagged/seed1),
+# then both runs' verdicts side by side; exits non-zero when a verdict flipped.
+seeds: $(STAMP)
+	$(BIN)/reprobook run --jobs $(JOBS) --no-progress
+	$(BIN)/reprobook run --jobs $(JOBS) --no-progress -p seed=1
+	$(BIN)/reprobook ledger --compare default seed1
 
 # Re-resolve the lock file from requirements.in (review the diff before committing it).
 lock:
