@@ -202,6 +202,15 @@ def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypa
         run2.record("T2", core.t_interval([1, 2, 3]))
 
 
+def test_a_hand_run_at_another_seed_keeps_apart(toy_book: Path, monkeypatch) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)
+    run = core.start("toy", "01_draw", profile="reduced", seed=2, threads=1)
+    assert run.path == toy_book / "_build" / "tagged" / "seed2" / "results" / "reduced" / "toy" / "01_draw.json"
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(toy_book / "elsewhere"))  # the runner or the tests decide
+    assert core.start("toy", "01_draw", seed=2, threads=1).path == toy_book / "elsewhere" / "reduced" / "toy" / "01_draw.json"
+
+
 def test_results_know_when_they_are_stale(toy_book: Path, monkeypatch) -> None:
     from reprobook import ledger, site
 

@@ -104,6 +104,10 @@ class Run:
         self.root = root
         self.threads = threads
         self.path = results_file(profile, chapter.slug, notebook, root)
+        if seed != 0 and not os.environ.get("REPROBOOK_RESULTS"):
+            # run by hand (Jupyter, papermill) at another seed: kept apart from the book's own
+            # results, where `reprobook run -p seed=N` puts them too
+            self.path = root / "_build" / "tagged" / f"seed{seed}" / "results" / profile / chapter.slug / f"{notebook}.json"
         self._data: dict[str, Any] = {
             "chapter": chapter.slug,
             "notebook": notebook,
