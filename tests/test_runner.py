@@ -224,3 +224,35 @@ def test_list_names_chapters_notebooks_and_claims(toy_book: Path, monkeypatch, c
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "01 toy: A toy paper (2 claims)"
     assert out[1:] == ["    01_draw.ipynb  [T1]", "    02_count.ipynb  [T2]"]
+
+
+def test_compact_ledger_fits_the_terminal_and_wide_keeps_everything(toy_book: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    rows = ledger.collect("reduced", toy_book)
+    rows[0]["statement"] = "a very long statement " * 20
+    for width in (80, 120):
+        text = ledger.render(rows, "compact", width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert len(text.splitlines()) == 1 + len(rows) + 1 + len(__import__("textwrap").wrap(ledger.headline(rows), width))
+    assert ledger.render(rows, "table").count("statement") >= 20  # wrapped, never cut
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli.main(["ledger"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 100 and "Of the paper's 1 claim" in out
+    assert cli.main(["ledger", "--wide"]) == 0
+    assert "statement" in capsys.readouterr().out
+
+
+def test_overview_figure_and_ledger_page(toy_book: Path, monkeypatch) -> None:
+    from reprobook import site
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    runner.run(root=toy_book, progress=False, echo=lambda *_: None)
+    rows = ledger.collect("reduced", toy_book)
+    png = ledger.overview_figure(rows, toy_book / "out" / "overview.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(png.parent.glob(".*tmp*"))
+    page = site.ledger_page(toy_book, "reduced", rows)
+    assert page.startswith("```{figure} ledger_overview.png")
+    assert "{doc}`T1 </notebooks/01_toy/01_draw>`" in page and ":class: dropdown" in page
+    assert "*Measured:* the draw." in page

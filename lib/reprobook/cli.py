@@ -74,7 +74,10 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     except runner.RunError as err:
         print(f"reprobook ledger: {err}", file=sys.stderr)
         return 2
-    print(ledger.render(rows, args.format))
+    fmt = "table" if args.wide and args.format == "compact" else args.format
+    import shutil
+
+    print(ledger.render(rows, fmt, width=shutil.get_terminal_size((120, 40)).columns))
     return 0
 
 
@@ -113,7 +116,9 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ledger", help="every claim of every chapter from the last run")
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
-    s.add_argument("--format", default="table", choices=["table", "markdown", "json"])
+    s.add_argument("--format", default="compact", choices=["compact", "table", "markdown", "json"],
+                   help="compact: one line per claim, cut to the terminal (default); table: every column in full")
+    s.add_argument("--wide", action="store_true", help="the full text of every column (same as --format table)")
     s.add_argument("--tag", default="", metavar="NAME", help="the ledger of a tagged run (default: the untagged run)")
     s.add_argument("--compare", nargs=2, metavar=("A", "B"),
                    help="two runs' verdicts side by side, by tag ('default' for the untagged run); "
@@ -133,7 +138,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `reprobook ledger | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

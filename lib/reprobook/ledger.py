@@ -94,10 +94,13 @@ def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def render(rows: list[dict[str, Any]], fmt: str = "table") -> str:
-    """The ledger as a plain-text table, a Markdown table, or JSON."""
+def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> str:
+    """The ledger as one compact line per claim (``compact``, cut to ``width`` columns), a
+    wide plain-text table with every column wrapped (``table``), Markdown, or JSON."""
     if fmt == "json":
         return json.dumps(rows, indent=2)
+    if fmt == "compact":
+        return render_compact(rows, width)
     headers = ["chapter", "claim", "statement", "paper", "ours", "verdict", "src", "evid.", "run"]
     body = [[r["chapter"], r["claim"], r["statement"], r["paper_value"], row_value(r), verdict_cell(r),
              r["source"], EVIDENCE_SHORT[r["evidence"]], run_cell(r)] for r in rows]
@@ -109,7 +112,7 @@ def render(rows: list[dict[str, Any]], fmt: str = "table") -> str:
         text = tabulate(body, headers=headers, tablefmt="simple",
                         maxcolwidths=[16, None, 30, 14, 22, 16, 10, None, 14])
         return text + "\n\n" + headline(rows)
-    raise ValueError(f"unknown ledger format {fmt!r}; valid formats: table, markdown, json")
+    raise ValueError(f"unknown ledger format {fmt!r}; valid formats: compact, table, markdown, json")
 
 
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -188,3 +191,88 @@ def render_compare(pairs: list[dict[str, Any]], name_a: str, name_b: str) -> str
     return (f"{table}\n\n{len(pairs)} claims: {same} with the same verdict, {n_soft} moved to or from "
             f"inconclusive (~), {n_flip} flipped (FLIP).")
 
+
+
+# ----------------------------------------------------------------------------- at a glance
+
+#: One colour per verdict (colour-blind-safe hues: green passes, orange/red fails, blue shows).
+VERDICT_COLORS = {
+    "reproduced": "#009E73",
+    "partial": "#8FD1B8",
+    "inconclusive": "#F0E442",
+    "not_reproduced": "#D55E00",
+    "illustrated": "#56B4E9",
+    "needs_full": "#CC79A7",
+    "not_checkable": "#999999",
+    "not_run": "#FFFFFF",
+}
+
+
+def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """The ledger at a glance: one row per chapter, one cell per claim coloured by its verdict
+    (a hatched cell is our extension; a dot marks a revised check), with the count of each
+    verdict in the legend. Saved as a PNG at ``path`` (written atomically)."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    from .core.plotting import set_theme
+
+    set_theme()
+    chapters: list[tuple[str, list[dict[str, Any]]]] = []
+    for r in rows:
+        if not chapters or chapters[-1][0] != f"{r['number']} {r['chapter']}":
+            chapters.append((f"{r['number']} {r['chapter']}", []))
+        chapters[-1][1].append(r)
+    width = max([len(c) for _, c in chapters] + [1])
+    fig, ax = plt.subplots(figsize=(2.2 + 0.62 * width, 0.9 + 0.42 * max(len(chapters), 1)))
+    for i, (_, claims) in enumerate(chapters):
+        for j, r in enumerate(claims):
+            ax.add_patch(Rectangle((j, i), 0.92, 0.84, facecolor=VERDICT_COLORS[r["verdict"]], edgecolor="#444444",
+                                   linewidth=0.6, hatch="///" if r["source"] == "extension" else None))
+            ax.text(j + 0.46, i + 0.42, r["claim"] + ("*" if r.get("revisions") else ""), ha="center",
+                    va="center", fontsize=8, color="#111111")
+    ax.set_xlim(-0.1, width)
+    ax.set_ylim(len(chapters), -0.1)
+    ax.set_yticks([i + 0.42 for i in range(len(chapters))], [name for name, _ in chapters])
+    ax.set_xticks([])
+    ax.grid(False)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    c = counts(rows)
+    handles = [Patch(facecolor=VERDICT_COLORS[v], edgecolor="#444444", label=f"{VERDICT_LABELS[v]} ({n})")
+               for v, n in c.items() if n]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title or f"{len(rows)} claims: hatched = our extension, * = revised check", fontsize=10,
+                 loc="left")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def render_compact(rows: list[dict[str, Any]], width: int = 120) -> str:
+    """One line per claim, at most ``width`` columns: chapter, claim, verdict, ours, paper and
+    as much of the statement as fits; then the headline."""
+    def cut(text: str, n: int) -> str:
+        text = " ".join(str(text).split())
+        return text if len(text) <= n else text[: max(n - 1, 0)] + "…"
+
+    def line(chapter: str, claim: str, verdict: str, ours: str, paper: str, statement: str) -> str:
+        fixed = f"{cut(chapter, 16):<16} {cut(claim, 4):<4} {cut(verdict, 22):<22} {cut(ours, 22):<22} {cut(paper, 14):<14} "
+        return (fixed + cut(statement, max(width - len(fixed), 0)))[:width].rstrip()
+
+    lines = [line("chapter", "id", "verdict", "ours", "paper", "statement")]
+    lines += [line(f"{r['number']} {r['chapter']}", r["claim"], verdict_cell(r), row_value(r), r["paper_value"],
+                   r["statement"]) for r in rows]
+    import textwrap
+
+    lines += ["", *textwrap.wrap(headline(rows), width)]
+    return "\n".join(lines)

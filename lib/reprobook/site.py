@@ -147,20 +147,52 @@ def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
     return PLACEHOLDER.sub(one, text)
 
 
+OVERVIEW_MARK = "<!-- reprobook:overview -->"
+OVERVIEW_FILE = "ledger_overview.png"
+
+
+def overview_block(rows: list[dict[str, Any]], profile: str, name: str) -> str:
+    """The figure that opens the introduction and the ledger page (drawn by :func:`stage`)."""
+    return "\n".join([
+        f"```{{figure}} {OVERVIEW_FILE}", f":name: {name}", ":width: 100%", "",
+        f"Every claim of the book at the {profile} profile, one row per chapter, coloured by verdict. "
+        f"{ledger.headline(rows)}", "```"])
+
+
+def claim_details(rows: list[dict[str, Any]]) -> str:
+    """Each claim's statement, metric, source and evidence, note and revisions, for a fold-out."""
+    items = []
+    for r in rows:
+        bits = [f"- **{r['claim']}** {r['statement']}", f"  *Measured:* {r['metric']}.",
+                f"  *Source, evidence:* {_kind(r)}" + (f"; interval: {r['interval_method']}" if r.get("interval_method")
+                                                       else "") + "."]
+        if r.get("note"):
+            bits.append(f"  *Note:* {r['note']}")
+        bits += [f"  *Revised check:* {text}" for text in r.get("revisions") or []]
+        if r.get("stale"):
+            bits.append(f"  *Stale:* produced under an earlier {' and '.join(r['stale'])}.")
+        items.append("\n".join(bits))
+    return "\n".join(items)
+
+
 def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = None) -> str:
-    """The ledger page's body: the totals, the run's facts, and one table per chapter with each
-    claim's source, evidence, notes and revisions."""
+    """The ledger page's body: the overview figure, the run's facts, and per chapter a compact
+    table (claim, verdict, ours, paper; each claim linked to the notebook that records it) with
+    the statements, metrics, notes and revisions in a fold-out below it."""
     rows = ledger.collect(profile, root) if rows is None else rows
-    parts = [f"**{len(rows)} claims at the {profile} profile.** {ledger.headline(rows)}", _run_facts(root, profile)]
+    parts = [overview_block(rows, profile, "ledger-overview"), f"**{len(rows)} claims at the {profile} profile.** {ledger.headline(rows)}",
+             _run_facts(root, profile)]
     for ch in find_chapters(root):
         mine = [r for r in rows if r["chapter"] == ch.slug]
-        index = f"/{ch.folder.relative_to(root).as_posix()}/index"
+        folder = f"/{ch.folder.relative_to(root).as_posix()}"
         table = ledger.markdown_table(
-            ["claim", "statement", "metric", "paper", "ours", "verdict", "source, evidence", "run", "seed"],
-            [[r["claim"], r["statement"], r["metric"], r["paper_value"], ledger.value_cell(r["value"], r.get("interval")),
-              _verdict_html(r), _kind(r), ledger.run_cell(r), "" if r["seed"] is None else r["seed"]] for r in mine])
-        notes = "\n".join(["```{admonition} Notes and revisions", ":class: dropdown", "", caveats(mine), "```"])
-        parts.append(f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{index}>`\n\n{ledger.headline(mine)}\n\n"
+            ["claim", "verdict", "ours", "paper", "run"],
+            [[f"{{doc}}`{r['claim']} <{folder}/{r['notebook']}>`", _verdict_html(r),
+              ledger.value_cell(r["value"], r.get("interval")), r["paper_value"],
+              ledger.run_cell(r) + ("" if r["seed"] is None else f", seed {r['seed']}")] for r in mine])
+        notes = "\n".join(["```{admonition} Statements, metrics, notes and revisions", ":class: dropdown", "",
+                           claim_details(mine), "```"])
+        parts.append(f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{folder}/index>`\n\n{ledger.headline(mine)}\n\n"
                      f"{table}\n\n{notes}")
     return "\n\n".join(parts)
 
@@ -209,10 +241,15 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
             text = fill_placeholders(text.replace(STATUS_MARK, status_box(mine, profile)), mine,
                                      str(ch.folder.relative_to(root) / "index.md"))
             index.write_text(text, encoding="utf-8")
+    ledger.overview_figure(rows, target / "book" / OVERVIEW_FILE)
     page = target / "book" / "ledger.md"
     if page.exists():
         page.write_text(page.read_text(encoding="utf-8").replace(LEDGER_MARK, ledger_page(root, profile, rows)),
                         encoding="utf-8")
+    intro = target / "book" / "intro.md"
+    if intro.exists():
+        intro.write_text(intro.read_text(encoding="utf-8").replace(OVERVIEW_MARK, overview_block(rows, profile, "intro-overview")),
+                         encoding="utf-8")
     return target
 
 
