@@ -12,7 +12,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_OFFLINE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test seeds env lock clean
+.PHONY: book test browser-test seeds env lock clean
 
 env: $(STAMP)
 
@@ -30,13 +30,21 @@ book: $(STAMP)
 	exit $$status
 
 # Unit and runner tests plus every notebook through nbval (each notebook once, on one worker),
-# then the book's structure with warnings as errors (from the committed notebooks: nothing runs twice).
+# then the book's structure with warnings as errors (from the committed notebooks: nothing runs
+# twice), then that book in a real browser.
 test: $(STAMP)
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
-	  $(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
-	  -n $(JOBS) --dist loadfile -q
+	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-current-env \
+	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
+	$(MAKE) --no-print-directory browser-test
+
+# The built book in headless Chromium over HTTP on 127.0.0.1, offline (tests/browser). Skips, and
+# says why, without Chromium (Debian's chromium; .ci/run installs it). SITE= tests another build.
+SITE ?= $(CURDIR)/_build/site-check/_build/html
+browser-test: $(STAMP)
+	REPROBOOK_SITE=$(SITE) $(BIN)/python -m pytest tests/browser -q -rs -p no:cacheprovider
 
 # Seed stability: every chapter at seed 0 and at seed 1 (kept apart under _build/tagged/seed1),
 # then both runs' verdicts side by side; exits non-zero when a verdict flipped.

@@ -122,3 +122,22 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
     assert "| C3 | inconclusive (revised) | 0.1 [0.05, 0.2] |" in box
     assert "**C3** (abstract, statistical). three seeds only *Revised check:* was check" in box
     assert ":class: dropdown" in box
+
+
+def test_repeated_scripts_are_dropped_from_a_page():
+    from sphinx.builders.html._assets import _JavaScript
+
+    from reprobook import sphinx_ext
+
+    scripts = [_JavaScript("a.js"), _JavaScript(None, body="const X = 1"), _JavaScript("", body="const X = 1"),
+               _JavaScript("a.js"), _JavaScript("a.js", **{"async": "async"})]
+    ctx = {"script_files": scripts}
+    sphinx_ext.dedupe_scripts(None, "p", "page.html", ctx, None)
+    assert ctx["script_files"] is scripts and len(scripts) == 3
+    assert [sphinx_ext.script_key(s) for s in scripts] == [("a.js", ()), ("", (("body", "const X = 1"),)),
+                                                          ("a.js", (("async", "async"),))]
+
+
+def test_config_serves_math_offline_and_loads_the_book_extension():
+    extensions = CONFIG["sphinx"]["extra_extensions"]
+    assert "sphinx-mathjax-offline" in extensions and "reprobook.sphinx_ext" in extensions

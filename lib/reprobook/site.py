@@ -261,6 +261,8 @@ def build(profile: str = "reduced", source_only: bool = False, root: Path | None
     root = root or book_root()
     staged = stage(root, profile, source_only, allow_stale)
     out = root / "_build" / ("site-check" if source_only else "site")
+    if out.exists():  # a clean build: Sphinx's incremental one keeps pages an extension has since changed
+        shutil.rmtree(out)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(staged), "--path-output", str(out),
            "-W", "--keep-going", "--quiet"]
