@@ -328,4 +328,10 @@ def start(chapter: str, notebook: str, profile: str = "reduced", seed: int = 0, 
         raise ValueError(f"chapter {ch.slug} has no notebook {notebook!r}; its notebooks: {', '.join(ch.notebook_stems())}")
     quiet_lightning()
     used = seed_everything(seed, threads)
-    return Run(ch, notebook, profile, seed, config, root, used)
+    run = Run(ch, notebook, profile, seed, config, root, used)
+    try:  # say where the results go, so a run by hand (Jupyter, papermill) knows where to look
+        where = run.path.relative_to(root)
+    except ValueError:
+        where = run.path
+    print(f"{ch.slug}/{notebook} at the {profile} profile, seed {seed}: results in {where}")
+    return run
