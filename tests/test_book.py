@@ -141,3 +141,19 @@ def test_repeated_scripts_are_dropped_from_a_page():
 def test_config_serves_math_offline_and_loads_the_book_extension():
     extensions = CONFIG["sphinx"]["extra_extensions"]
     assert "sphinx-mathjax-offline" in extensions and "reprobook.sphinx_ext" in extensions
+
+
+def test_readme_lists_every_chapter():
+    readme = (ROOT / "README.md").read_text()
+    listed = re.findall(r"^\| (\d\d) \| `([a-z0-9_]+)` \| (.+?) \|$", readme, flags=re.M)
+    assert listed == [(ch.number, ch.slug, ch.title) for ch in CHAPTERS], \
+        "README.md's chapter table differs from the chapters on disk (reprobook list)"
+
+
+def test_intro_lists_the_chapters_from_the_build():
+    from reprobook import site
+
+    assert site.CHAPTERS_MARK in (ROOT / "book" / "intro.md").read_text()
+    table = site.chapters_table(ROOT, [])
+    for ch in CHAPTERS:
+        assert f"{{doc}}`{ch.title} </notebooks/{ch.name}/index>`" in table

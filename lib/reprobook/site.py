@@ -148,6 +148,18 @@ def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
 
 
 OVERVIEW_MARK = "<!-- reprobook:overview -->"
+CHAPTERS_MARK = "<!-- reprobook:chapters -->"
+
+
+def chapters_table(root: Path, rows: list[dict[str, Any]]) -> str:
+    """The introduction's list of the chapters the book holds now: number, title (linked),
+    number of claims and the headline of each."""
+    body = []
+    for ch in find_chapters(root):
+        mine = [r for r in rows if r["chapter"] == ch.slug]
+        body.append([ch.number, f"{{doc}}`{ch.title} </{ch.folder.relative_to(root).as_posix()}/index>`",
+                     len(ch.claims), ledger.headline(mine) if mine else ""])
+    return ledger.markdown_table(["#", "chapter", "claims", "at this profile"], body)
 OVERVIEW_FILE = "ledger_overview.png"
 
 
@@ -248,8 +260,8 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
                         encoding="utf-8")
     intro = target / "book" / "intro.md"
     if intro.exists():
-        intro.write_text(intro.read_text(encoding="utf-8").replace(OVERVIEW_MARK, overview_block(rows, profile, "intro-overview")),
-                         encoding="utf-8")
+        text = intro.read_text(encoding="utf-8").replace(OVERVIEW_MARK, overview_block(rows, profile, "intro-overview"))
+        intro.write_text(text.replace(CHAPTERS_MARK, chapters_table(root, rows)), encoding="utf-8")
     return target
 
 
