@@ -578,3 +578,75 @@ def test_evaluate_queries_are_the_filtered_cores(eval_setup):
     assert torch.allclose(per["cos_chat_c"], (e.c_hat * c[:, None]).sum(-1), atol=1e-6)
     assert not torch.allclose(per["cos_chat_c"], per["cos_t_c"], atol=1e-3)
     assert torch.allclose(per["leakage"], dg.consensus_leakage(e.v, e.t), atol=1e-7)  # residual by consensus
+
+
+# ============================================================================ per-replicate statistics
+
+
+def test_paired_values_follow_the_sorted_replicates():
+    a, b = {2: 0.5, 0: 0.3, 1: 0.1}, {1: 0.2, 2: 0.25, 0: 0.1}
+    assert ev.paired(a, b) == pytest.approx([0.2, -0.1, 0.25])
+    assert ev.paired(a, b, how="ratio") == pytest.approx([3.0, 0.5, 2.0])
+
+
+@pytest.mark.parametrize("a, b, how, match", [
+    ({0: 1.0, 1: 2.0}, {0: 1.0}, "difference", "same replicates"),
+    ({}, {}, "difference", "no replicates"),
+    ({0: 1.0}, {0: 0.0}, "ratio", "denominator is 0"),
+    ({0: 1.0}, {0: 1.0}, "log", "difference' or 'ratio"),
+])
+def test_paired_bad_inputs(a, b, how, match):
+    with pytest.raises(ValueError, match=match):
+        ev.paired(a, b, how=how)
+
+
+def _iv(low, high):
+    from reprobook.core.stats import TInterval
+    return TInterval((low + high) / 2, low, high, 0.1, 3)
+
+
+def test_deciding_interval_gives_the_verdict_of_every_ablation_together():
+    bar = 0.005
+    # every interval clears the bar: the one with the lowest low end decides (and clears it)
+    clear = {"a": _iv(0.02, 0.05), "b": _iv(0.006, 0.2), "c": _iv(0.01, 0.02)}
+    assert ev.deciding_interval(clear, bar)[0] == "b"
+    # one straddles the bar and none lies below it: the straddling one decides (inconclusive)
+    straddle = {"a": _iv(0.02, 0.05), "b": _iv(-0.01, 0.03), "c": _iv(0.001, 0.002 + 0.1)}
+    assert ev.deciding_interval(straddle, bar)[0] == "b"
+    # one lies wholly below the bar: it decides, even when a wider one has a lower low end
+    below = {"wide": _iv(-0.5, 0.5), "low": _iv(-0.01, 0.004), "lower": _iv(-0.003, 0.001), "ok": _iv(0.1, 0.2)}
+    name, iv = ev.deciding_interval(below, bar)
+    assert name == "lower" and iv.high < bar
+    # the rule agrees with "all clear -> reproduced, any wholly below -> not reproduced" on random sets
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        ivs = {}
+        for k in range(4):
+            lo_, hi_ = np.sort(rng.normal(0.01, 0.01, size=2))
+            ivs[str(k)] = _iv(float(lo_), float(hi_))
+        _, d = ev.deciding_interval(ivs, bar)
+        assert (d.low >= bar) == all(v.low >= bar for v in ivs.values())
+        assert (d.high < bar) == any(v.high < bar for v in ivs.values())
+
+
+def test_deciding_interval_bad_inputs():
+    with pytest.raises(ValueError, match="no intervals"):
+        ev.deciding_interval({}, 0.0)
+    with pytest.raises(TypeError, match="TInterval"):
+        ev.deciding_interval({"a": (0.0, 1.0)}, 0.0)
+
+
+def test_profiles_use_three_replicates_and_subsets_are_checked():
+    from reprobook.papers.tpc_alignment import config
+
+    for notebook in config.PROFILES:
+        for profile in ("reduced", "full"):
+            assert len(config.resolve(notebook, profile).replicates) >= 3
+    assert config.resolve("core_residual", "full").ablation_replicates == (0, 1, 2)
+    assert config.resolve("robustness", "full").robust_replicates == (0, 1, 2)
+    with pytest.raises(ValueError, match="subset of replicates"):
+        config.resolve("core_residual", "reduced", ablation_replicates=(5,))
+    with pytest.raises(ValueError, match="subset of replicates"):
+        config.resolve("robustness", "reduced", robust_replicates=())
+    with pytest.raises(ValueError, match="distinct non-negative"):
+        config.resolve("diagnostic", "reduced", replicates=(0, 0, 1))

@@ -9,6 +9,11 @@ configuration carries the same data and training fields, :class:`Training`, and 
 The training fields must agree between notebooks for the checkpoints to be shared; change them
 through the profile, not in one notebook, unless a separate model is what you want.
 
+A *replicate* ``i`` is one pretraining (seed ``seed + i``) and the fine-tuning of every arm from
+it (the same seed), on the notebook seed's data. The statistical claims take one value per
+replicate and a Student-t interval over them, so their intervals cover the spread of pretraining
+as well as of fine-tuning.
+
 Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1, C2, C3, C5),
 ``calibration`` (C4), ``robustness`` (C7, C8).
 """
@@ -48,7 +53,7 @@ class Training:
     lambda_agree: float = 1.0  # weight of the core-agreement term (paper: 1.0)
     lambda_nc: float = 0.1  # weight of the non-commitment term (paper: 0.1)
     views: tuple[int, ...] = (3, 4, 5)  # K' drawn per step (paper: 3, 4 or 5)
-    finetune_seeds: tuple[int, ...] = (0, 1)  # fine-tuning seeds of CLIP-FT and TPC (added to the notebook seed)
+    replicates: tuple[int, ...] = (0, 1, 2)  # replicates of pretraining + CLIP-FT + TPC (seed = notebook seed + i)
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,8 @@ class DiagnosticConfig(Training):
 class CoreResidualConfig(Training):
     """C1, C2, C3, C5: CLIP-FT against TPC and its four single-factor ablations."""
 
-    ablation_seeds: tuple[int, ...] = (0,)  # fine-tuning seeds of the four ablations (a subset of finetune_seeds)
-    n_bootstrap: int = 2000  # paired bootstrap resamples of the test images (intervals of C3)
+    ablation_replicates: tuple[int, ...] = (0,)  # replicates that also train the four ablations (subset of replicates)
+    n_bootstrap: int = 2000  # paired bootstrap resamples of the test images (ablations on one replicate)
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ class RobustnessConfig(Training):
     adv_eps: float = 4 / 255  # radius of adversarial fine-tuning
     adv_steps: int = 2  # PGD steps inside each adversarial fine-tuning step
     adv_alpha: float = 2 / 255  # PGD step size inside adversarial fine-tuning
-    robust_seeds: tuple[int, ...] = (0,)  # fine-tuning seeds attacked and adversarially fine-tuned
+    robust_replicates: tuple[int, ...] = (0,)  # replicates adversarially fine-tuned and attacked (subset of replicates)
 
 
 # The full profile: the brief's scale on one GPU (a ViT with patch 4 on 64x64 images, trained
@@ -110,16 +115,17 @@ _FULL_TRAINING = dict(
     batch_size=1024,
     lr_encoders=5e-5,
     lr_filter=5e-4,
-    finetune_seeds=(0, 1, 2),
+    replicates=(0, 1, 2),
 )
 
-# Wall time of each notebook at the reduced sizes as timed by `reprobook run` (2-core CPU, one
-# torch thread, kernel start included, the chapter's notebooks in order so that each loads the
-# checkpoints of the earlier ones): diagnostic 16.0 s (pretraining about 5 s), core_residual 43.4 s
-# (eight fine-tuning runs of about 4.5 s), calibration 25.1 s (15 s of it the wrong-details probe:
-# pretraining and two arms on its own data), robustness 37.0 s (two adversarial fine-tuning runs
-# of about 11 s, 16 attacks on 500 images in about 10 s). A notebook run on its own trains what it
-# lacks: calibration about 47 s, robustness about 50 s.
+# Cost of each notebook at the reduced sizes (one torch thread, the chapter's notebooks in order so
+# that each loads the checkpoints of the earlier ones). On one idle core a pretraining run takes
+# about 5 s, a fine-tuning run about 4.5 s and an adversarial one about 11 s: diagnostic three
+# pretrainings and about 10 s of theory checks; core_residual ten fine-tuning runs (CLIP-FT and
+# TPC on three replicates, the ablations on one); calibration about 15 s for its wrong-details
+# probe; robustness two adversarial runs and 16 attacks on 500 images (about 10 s). Timed by
+# `reprobook run` with the two cores shared by other work (load average about 11): 186 s, 293 s,
+# 163 s and 187 s.
 PROFILES: dict[str, dict[str, Any]] = {
     "diagnostic": {
         "reduced": DiagnosticConfig(),
@@ -127,7 +133,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "core_residual": {
         "reduced": CoreResidualConfig(),
-        "full": CoreResidualConfig(**_FULL_TRAINING, ablation_seeds=(0, 1, 2)),
+        "full": CoreResidualConfig(**_FULL_TRAINING, ablation_replicates=(0, 1, 2)),
     },
     "calibration": {
         "reduced": CalibrationConfig(),
@@ -135,7 +141,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "robustness": {
         "reduced": RobustnessConfig(),
-        "full": RobustnessConfig(**_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_seeds=(0, 1, 2)),
+        "full": RobustnessConfig(**_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_replicates=(0, 1, 2)),
     },
 }
 
@@ -148,4 +154,12 @@ def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
     """
     from reprobook.core.profiles import resolve_notebook
 
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)
+    cfg = resolve_notebook(PROFILES, notebook, profile, **overrides)
+    if len(cfg.replicates) != len(set(cfg.replicates)) or any(
+            isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in cfg.replicates):
+        raise ValueError(f"replicates must be distinct non-negative integers, got {cfg.replicates!r}")
+    for field in ("ablation_replicates", "robust_replicates"):
+        subset = getattr(cfg, field, None)
+        if subset is not None and (not subset or not set(subset) <= set(cfg.replicates)):
+            raise ValueError(f"{field} must be a non-empty subset of replicates {cfg.replicates!r}, got {subset!r}")
+    return cfg

@@ -11,14 +11,18 @@ c_hat = t.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
+
+from reprobook.core.stats import TInterval
 
 from . import diagnostics as D
 from .data import ShapesCaptions, caption_relevance, class_prompts
 from .loss import consensus_core
 from .model import DualEncoder, Embeddings, embed
 
-__all__ = ["TestSet", "test_set", "summary", "per_image"]
+__all__ = ["TestSet", "test_set", "summary", "per_image", "paired", "deciding_interval"]
 
 
 class TestSet:
@@ -79,3 +83,50 @@ def summary(model: DualEncoder, test: TestSet) -> tuple[dict[str, float], dict[s
     out["hard_negative_acc"] = D.hard_negative_accuracy(e.v, e.c_hat, e.hard_c_hat)
     model.train(was_training)
     return out, per
+
+
+# ---------------------------------------------------------------------------------------------
+# per-replicate values of the statistical claims
+# ---------------------------------------------------------------------------------------------
+
+
+def paired(a: Mapping[int, float], b: Mapping[int, float], how: str = "difference") -> list[float]:
+    """One value per replicate from two arms measured on the same replicates: a_i - b_i
+    (``how="difference"``, C1, C3, C5, C7) or a_i / b_i (``how="ratio"``, C2, C4), in the
+    order of the sorted replicate ids. Pairing by replicate removes the spread that both arms
+    share (the pretraining, the data), so the interval of the paired values is the one that
+    decides whether the arms differ."""
+    if how not in ("difference", "ratio"):
+        raise ValueError(f"how must be 'difference' or 'ratio', got {how!r}")
+    if set(a) != set(b):
+        raise ValueError(f"the two arms must be measured on the same replicates, got {sorted(a)} and {sorted(b)}")
+    if not a:
+        raise ValueError("no replicates given")
+    out = []
+    for i in sorted(a):
+        x, y = float(a[i]), float(b[i])
+        if how == "ratio" and y == 0.0:
+            raise ValueError(f"replicate {i}: the ratio's denominator is 0")
+        out.append(x - y if how == "difference" else x / y)
+    return out
+
+
+def deciding_interval(intervals: Mapping[str, TInterval], bar: float) -> tuple[str, TInterval]:
+    """Of several intervals that must *all* clear ``bar`` from above (C5: every ablation's
+    paired difference), the one whose verdict is the verdict of the whole claim.
+
+    "Every one clears the bar" holds when the lowest low end clears it, and fails for certain
+    when some interval lies wholly below the bar. So: an interval lying wholly below ``bar``
+    if there is one (the one with the lowest high end), else the one with the lowest low end.
+    Returns ``(name, interval)``."""
+    if not intervals:
+        raise ValueError("no intervals given")
+    for name, iv in intervals.items():
+        if not isinstance(iv, TInterval):
+            raise TypeError(f"interval {name!r} must be a TInterval (core.t_interval), got {type(iv).__name__}")
+    below = {k: iv for k, iv in intervals.items() if iv.high < bar}
+    if below:
+        name = min(below, key=lambda k: below[k].high)
+    else:
+        name = min(intervals, key=lambda k: intervals[k].low)
+    return name, intervals[name]
