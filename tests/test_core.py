@@ -235,6 +235,17 @@ def test_results_know_when_they_are_stale(toy_book: Path, monkeypatch) -> None:
     assert staged.exists()
 
 
+def test_a_statistical_value_without_interval_does_not_count(toy_book: Path, monkeypatch) -> None:
+    from reprobook import ledger
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    run = core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    run.record("T1", 0.25)  # recorded while T1 was exact
+    (toy_book / "notebooks" / "01_toy" / "claims.yml").write_text(STAT_CLAIMS)  # now statistical
+    row = ledger.collect("reduced", toy_book)[0]
+    assert row["verdict"] == "not_run" and "recorded without an interval" in row["stale"]
+
+
 def test_placeholders_are_filled_from_the_results() -> None:
     from reprobook import site
 

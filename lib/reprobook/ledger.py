@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .core.chapters import VERDICT_LABELS, Claim, find_chapters
+from .core.chapters import VERDICT_LABELS, Claim, find_chapters, recorded_verdict
 from .core.claims import format_estimate, load_records
 from .core.paths import book_root
 
@@ -45,15 +45,16 @@ def collect(profile: str = "reduced", root: Path | None = None, results: Path | 
         for c in ch.claims:
             rec = records.get(c.id, {})
             value, interval = rec.get("value"), rec.get("interval")
+            verdict, problems = recorded_verdict(c, value, profile, interval)
             facts = rec.get("facts", {})
             rows.append({
                 "chapter": ch.slug, "number": ch.number, "title": ch.title, "claim": c.id, "statement": c.claim,
                 "metric": c.metric, "paper_value": c.paper_value, "source": c.source, "evidence": c.evidence,
                 "papers": c.is_papers, "note": c.note, "revisions": revision_text(c), "value": value,
                 "interval": interval, "interval_method": rec.get("interval_method"),
-                "verdict": c.verdict(value, profile, interval), "profile": profile,
+                "verdict": verdict, "profile": profile,
                 "has_partial": "partial" in c.check_for(profile), "seed": rec.get("seed"),
-                "overrides": rec.get("overrides", {}), "notebook": c.notebook, "stale": rec.get("stale", []),
+                "overrides": rec.get("overrides", {}), "notebook": c.notebook, "stale": rec.get("stale", []) + problems,
                 "details": rec.get("details", {}),
                 "commit": facts.get("git_commit"), "hardware": facts.get("hardware"),
             })

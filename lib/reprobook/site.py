@@ -59,6 +59,11 @@ def _kind(row: dict[str, Any]) -> str:
     return f"{row.get('source', '')}, {row.get('evidence', '')}"
 
 
+def stale_text(reasons: list[str]) -> str:
+    """'claims.yml changed since the run; recorded without an interval'."""
+    return "; ".join(f"{x} changed since the run" if x.endswith((".yml", ".ipynb")) else x for x in reasons)
+
+
 def caveats(rows: list[dict[str, Any]]) -> str:
     """Each claim's source and evidence, its note, its revisions and interval method: the
     caveats a reader weighs a verdict with, one bullet per claim that has something to say."""
@@ -72,7 +77,7 @@ def caveats(rows: list[dict[str, Any]]) -> str:
         for text in r.get("revisions") or []:
             bits.append(f"*Revised check:* {text}")
         if r.get("stale"):
-            bits.append(f"*Stale:* produced under an earlier {' and '.join(r['stale'])}.")
+            bits.append(f"*Stale:* {stale_text(r['stale'])}.")
         items.append(f"- **{r['claim']}** ({_kind(r)}). " + " ".join(bits))
     return "\n".join(items)
 
@@ -182,7 +187,7 @@ def claim_details(rows: list[dict[str, Any]]) -> str:
             bits.append(f"  *Note:* {r['note']}")
         bits += [f"  *Revised check:* {text}" for text in r.get("revisions") or []]
         if r.get("stale"):
-            bits.append(f"  *Stale:* produced under an earlier {' and '.join(r['stale'])}.")
+            bits.append(f"  *Stale:* {stale_text(r['stale'])}.")
         items.append("\n".join(bits))
     return "\n".join(items)
 
@@ -242,7 +247,8 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
     rows = ledger.collect(profile, root)
     stale = [f"{r['chapter']} {r['claim']}" for r in rows if r.get("stale")]
     if stale and not allow_stale:
-        raise BuildError(f"results of {', '.join(stale)} were produced under an earlier claims.yml or notebook: "
+        raise BuildError(f"results of {', '.join(stale)} were produced under an earlier claims.yml or notebook "
+                         "(or record a statistical claim without its interval): "
                          f"run `reprobook run --profile {profile}` again (or build with --allow-stale to show them "
                          "marked STALE)")
     for ch in find_chapters(root):

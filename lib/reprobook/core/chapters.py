@@ -151,6 +151,16 @@ class Claim:
         return "not_reproduced"
 
 
+def recorded_verdict(claim: "Claim", value: Any, profile: str, interval: Any = None) -> tuple[str, list[str]]:
+    """The verdict of a value read back from a results file, and the problems that kept it
+    from counting: a statistical claim's value recorded without an interval (by an older
+    notebook, say) is not decided, and reads ``not_run`` with the reason."""
+    try:
+        return claim.verdict(value, profile, interval), []
+    except ValueError:
+        return "not_run", ["recorded without an interval"]
+
+
 def _clears(condition: dict[str, Any] | None, low: float, high: float) -> bool:
     """The whole interval [low, high] meets the bar."""
     if not condition:

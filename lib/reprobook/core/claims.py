@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .chapters import VERDICT_LABELS, Chapter, get_chapter
+from .chapters import VERDICT_LABELS, Chapter, get_chapter, recorded_verdict
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .profiles import PROFILE_NAMES, describe
 from .runtime import quiet_lightning, runtime_facts, seed_everything
@@ -234,7 +234,7 @@ class Run:
                 "paper": c.paper_value,
                 "ours": format_estimate(value, interval),
                 "evidence": c.evidence + (" (revised)" if c.revised else ""),
-                "verdict": VERDICT_LABELS[c.verdict(value, self.profile, interval)],
+                "verdict": VERDICT_LABELS[recorded_verdict(c, value, self.profile, interval)[0]],
             })
         return pd.DataFrame(rows).set_index("claim")
 
