@@ -47,7 +47,8 @@ from typing import Callable
 import numpy as np
 
 from .fit import Fit
-from .likelihood import _check_data, _check_draws, mean_occupancy, unit_presence_probability
+from .likelihood import (_check_data, _check_draws, _combine, _presence_parts, mean_occupancy,
+                         unit_presence_probability)
 from .simulate import Survey
 
 __all__ = [
@@ -124,18 +125,29 @@ def expected_variance_reduction(tau, p, weights) -> np.ndarray:
     return _evr(tau, p, w)
 
 
-def _evr(tau: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """(EVR-w) without input checks (the greedy loop calls it once per pick)."""
+def _certain(p: np.ndarray) -> np.ndarray:
+    """(U,) True for a candidate whose label is certain under every draw (p_m all 0 or all 1)."""
+    return np.all(p == 0.0, axis=0) | np.all(p == 1.0, axis=0)
+
+
+def _evr(tau: np.ndarray, p: np.ndarray, w: np.ndarray, certain: np.ndarray | None = None) -> np.ndarray:
+    """(EVR-w) without input checks (the greedy loop calls it once per pick). P1 and the S1 of
+    every target come from one product of the (1 + T, M) weights with p (M, U), a single pass
+    over p. ``certain`` (U,) marks candidates whose label is certain (:func:`_certain`): their
+    EVR is exactly 0, whatever the rounding of the sums (computed here when not given)."""
+    if certain is None:
+        certain = _certain(p)
     w = w / w.sum()
     t = tau if tau.ndim == 2 else tau[:, None]  # (M, T)
-    P1 = w @ p  # (U,)
+    sums = np.vstack([w, (w[:, None] * t).T]) @ p  # (1 + T, U): P1, then sum_m w_m p_m tau_m per target
+    P1 = sums[0]  # (U,)
     P0 = 1.0 - P1
-    S1 = p.T @ (w[:, None] * t)  # (U, T): sum_m w_m p_m tau_m
+    S1 = sums[1:].T  # (U, T)
     S0 = (w @ t)[None, :] - S1
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = np.where(P1[:, None] > 0, S1 / P1[:, None], 0.0) - np.where(P0[:, None] > 0, S0 / P0[:, None], 0.0)
     evr = (P1 * P0)[:, None] * diff ** 2
-    evr = np.where(((P1 > 0) & (P0 > 0))[:, None], evr, 0.0)
+    evr = np.where(((P1 > 0) & (P0 > 0) & ~certain)[:, None], evr, 0.0)
     return evr if tau.ndim == 2 else evr[:, 0]
 
 
@@ -174,11 +186,13 @@ def select_evr(state: ReviewState, batch: int, rng: np.random.Generator, *, targ
     if tau.ndim == 2 and np.any(var <= 0):
         raise ValueError("a target has zero posterior variance under these draws")
     r, y = r.copy(), y.copy()
-    p = unit_presence_probability(u, survey, r, y)  # (M, N, K)
+    pi, sp, odds, positive = _presence_parts(u, survey.x, survey.w, survey.s, r, y)
+    p = _combine(pi, odds, positive, r, y)  # (M, N, K), as unit_presence_probability
     shape = r.shape
+    certain = _certain(p.reshape(len(u), -1)).reshape(shape)
     picks: list[int] = []
     for _ in range(b):
-        score = _score(_evr(tau, p.reshape(len(u), -1), w), var)
+        score = _score(_evr(tau, p.reshape(len(u), -1), w, certain.ravel()), var)
         score[r.ravel()] = -np.inf
         j = int(np.argmax(score))
         i, k = np.unravel_index(j, shape)
@@ -187,7 +201,14 @@ def select_evr(state: ReviewState, batch: int, rng: np.random.Generator, *, targ
         w = w * (pj if label else 1.0 - pj)  # the believed label has probability >= 1/2, so w.sum() > 0
         w = w / w.sum()
         r[i, k], y[i, k] = True, label
-        p[:, i, :] = unit_presence_probability(u, survey.site(i), r[i:i + 1], y[i:i + 1])[:, 0, :]
+        # site i after the believed label: a positive makes it occupied; a negative removes the
+        # unit's log(1 + e^g) from its log odds (see likelihood._presence_parts)
+        if label:
+            positive[i] = True
+        else:
+            odds[:, i] -= sp[:, i, k]
+        p[:, i, :] = _combine(pi[:, i, :], odds[:, i], positive[i], r[i], y[i])
+        certain[i] = _certain(p[:, i, :])
         picks.append(j)
     return _as_pairs(picks, shape)
 

@@ -211,13 +211,63 @@ def unit_presence_probability(draws, survey: Survey, reviewed, labels) -> np.nda
         P(y_ik = 1 | data, u) = P(z_i = 1 | data, u) pi_ik,   pi_ik = theta f_1 / (theta f_1 + (1 - theta) f_0)
 
     for an unreviewed unit (given z_i = 1 the units of a site are independent), and y_ik for a
-    reviewed one.
+    reviewed one. Computed from the log odds of occupancy of :func:`_presence_parts` (the same
+    values as the ratio exp(A_i - log L_i) pi_ik of (L_i), with fewer exponentials and
+    logarithms).
     """
     u = _check_draws(draws)
     r, y = _check_data(survey, reviewed, labels)
-    p = _parts(u, survey, r, y)
-    rz = np.exp(p["A"] - np.logaddexp(p["A"], p["B"]))  # (M, N)
-    pi = np.exp(p["a1"] - p["unrev"])  # (M, N, K)
+    return _presence(u, survey.x, survey.w, survey.s, r, y)
+
+
+def _softplus(v: np.ndarray) -> np.ndarray:
+    """log(1 + e^v), without overflow."""
+    return np.logaddexp(0.0, v)
+
+
+def _presence(u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, r: np.ndarray,
+              y: np.ndarray) -> np.ndarray:
+    """(P) for draws u (M, 8) and a survey's x (N,), w, s (N, K), reviewed mask r and labels y
+    (N, K), without input checks. Shape (M, N, K). See :func:`_presence_parts`."""
+    pi, _, odds, positive = _presence_parts(u, x, w, s, r, y)
+    return _combine(pi, odds, positive, r, y)
+
+
+def _presence_parts(u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, r: np.ndarray,
+                    y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of (P), without input checks: pi (M, N, K), log(1 + e^g) (M, N, K), the log
+    odds of occupancy A_i - B_i (M, N) and whether a site has a reviewed positive (N,). With g_ik
+    the logit of pi_ik,
+
+        g_ik = logit theta_ik + log f_1(s_ik) - log f_0(s_ik)
+             = logit theta_ik + (e0_ik^2 - e1_ik^2) / 2 + log sigma_0 - log sigma_1,   e_y = (s - mu_y) / sigma_y,
+
+    the log odds of occupancy in (L_i) are, at a site with no reviewed positive,
+
+        A_i - B_i = logit psi_i + sum_k log(1 - theta_ik) + sum_{k in U_i} log(1 + e^{g_ik})
+
+    (a reviewed negative contributes (1 - theta) f_0 / f_0, an unreviewed unit
+    [theta f_1 + (1 - theta) f_0] / f_0 = (1 - theta)(1 + e^g)), so P(z_i = 1 | data, u) =
+    expit(A_i - B_i) there and 1 at a site with a reviewed positive. Reviewing unit k of site i
+    and finding it empty subtracts log(1 + e^{g_ik}) from A_i - B_i, which is how the greedy
+    batch of :mod:`.acquisition` updates a site after each believed label.
+    """
+    def unit(j):  # entry j of every draw, broadcasting against (N, K)
+        return u[:, j, None, None]
+
+    eta_th = unit(2) + unit(3) * w  # (M, N, K)
+    e0 = (s - unit(4)) / np.exp(unit(5))
+    e1 = (s - (unit(4) + np.exp(unit(6)))) / np.exp(unit(7))
+    g = eta_th + 0.5 * (e0 * e0 - e1 * e1) + (unit(5) - unit(7))  # logit pi
+    sp = _softplus(g)
+    odds = (u[:, 0, None] + u[:, 1, None] * x) - _softplus(eta_th).sum(axis=-1) + np.where(r, 0.0, sp).sum(axis=-1)
+    return expit(g), sp, odds, np.any(r & (y == 1), axis=-1)
+
+
+def _combine(pi: np.ndarray, odds: np.ndarray, positive: np.ndarray, r: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(y_ik = 1 | data, u) from the pieces of :func:`_presence_parts`: y_ik where reviewed,
+    else P(z_i = 1 | data, u) pi_ik."""
+    rz = np.where(positive, 1.0, expit(odds))  # (M, N)
     return np.where(r, y, rz[..., None] * pi)
 
 

@@ -20,10 +20,13 @@ means "the same ecological conclusion as the full labels".
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
+
+from reprobook.core.stats import Interval, proportion_interval
 
 from .acquisition import POLICIES, USES_DRAWS, ReviewState, policy
 from .baselines import fit_binary_occupancy, threshold_detections
@@ -32,8 +35,9 @@ from .simulate import Preset, Survey, simulate
 
 __all__ = [
     "DELTA_BETA", "DELTA_PSI", "refit", "full_label_fit", "review_loop", "run_study", "threshold_study",
-    "threshold_summary", "csom_wins",
+    "threshold_summary", "csom_wins", "csom_win_fraction",
     "reviews_to_tolerance", "needs_no_more_reviews", "beats_at_every_budget", "gain_shrinks", "error_area",
+    "gain_by_half", "beats_on_area", "smallest_proportion",
 ]
 
 DELTA_BETA = 0.1  # tolerance on beta1 (logit scale)
@@ -107,21 +111,22 @@ def _row(n: int, fit: Fit | None, ok: bool, positives: int, seconds: float) -> d
 
 
 def run_study(preset: Preset, policies, *, reps: int, budget_frac: float, batch_frac: float, seed: int,
-              n_draws: int = 512) -> pd.DataFrame:
+              n_draws: int = 512, budget_fracs: dict[str, float] | None = None) -> pd.DataFrame:
     """Every policy on ``reps`` simulated surveys (the same surveys for every policy: a paired
     comparison). Survey j is drawn with ``default_rng([seed, j])``; policy p's choices on it
     with ``default_rng([seed, j, 1 + index of p in POLICIES])``. Budgets and rounds are fractions
-    of the survey's units (a round reviews at least one unit).
+    of the survey's units (a round reviews at least one unit). ``budget_fracs`` gives some
+    policies a smaller budget than ``budget_frac`` (their rows stop there).
 
     Long table: rep, policy, the :func:`review_loop` columns, frac_reviewed, the references
     (beta1_full, psi_bar_full, beta1_true, psi_bar_true) and errors err_beta1, err_psi, err
     (combined, in tolerance units; see the module docstring).
     """
     with threadpool_limits(limits=1):  # the same floating-point sums (and picks) on any machine
-        return _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws)
+        return _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws, budget_fracs or {})
 
 
-def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws) -> pd.DataFrame:
+def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws, budget_fracs) -> pd.DataFrame:
     names = list(POLICIES)
     for p in policies:
         policy(p)  # validates the name
@@ -129,13 +134,18 @@ def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws) -
     for name, v in (("budget_frac", budget_frac), ("batch_frac", batch_frac)):
         if not 0 < v <= 1:
             raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+    for p, v in budget_fracs.items():
+        if p not in policies:
+            raise ValueError(f"budget_fracs names {p!r}, which is not among the policies {list(policies)}")
+        if not 0 < v <= budget_frac:
+            raise ValueError(f"budget_fracs[{p!r}] must be in (0, budget_frac={budget_frac}], got {v!r}")
     frames = []
     for j in range(int(reps)):
         survey = simulate(preset, np.random.default_rng([seed, j]))
         ref = full_label_fit(survey)
-        budget = int(round(budget_frac * survey.s.size))
         batch = max(1, int(round(batch_frac * survey.s.size)))
         for p in policies:
+            budget = int(round(budget_fracs.get(p, budget_frac) * survey.s.size))
             df = review_loop(survey, p, budget=budget, batch=batch,
                              rng=np.random.default_rng([seed, j, 1 + names.index(p)]), n_draws=n_draws)
             df.insert(0, "policy", p)
@@ -216,6 +226,64 @@ def csom_wins(summary: pd.DataFrame) -> pd.DataFrame:
     cells["csom_wins"] = ((ref["rmse_psi"].to_numpy() < cells["rmse_psi"].to_numpy())
                           & (ref["rmse_beta1"].to_numpy() < cells["rmse_beta1"].to_numpy()))
     return cells
+
+
+def csom_win_fraction(fits: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> tuple[Interval, dict[str, float]]:
+    """C2: the fraction of thresholded cells (preset, model, threshold) that the CSOM wins
+    (:func:`csom_wins` on :func:`threshold_summary` of ``fits``), with a percentile bootstrap
+    interval over surveys, and the fraction per preset.
+
+    Each bootstrap resample draws every preset's surveys (``rep``) with replacement, recomputes
+    each cell's RMSE of psi_bar and beta1 from the resampled surveys (failed fits left out, as
+    in :func:`threshold_summary`) and the fraction of cells won; the interval is the
+    ((1 - level) / 2, (1 + level) / 2) quantiles of the ``n_boot`` fractions (seeded by ``seed``),
+    widened to hold the estimate where it falls outside them (the fraction is discrete). The
+    estimate is the fraction on the surveys themselves. ``fits`` is the long table of
+    :func:`threshold_study` with a ``preset`` column.
+    """
+    if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 100:
+        raise ValueError(f"n_boot must be an integer >= 100, got {n_boot!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    if "preset" not in fits:
+        raise ValueError("fits needs a 'preset' column (one threshold_study per preset, concatenated)")
+    cells = csom_wins(threshold_summary(fits))
+    per_preset = cells.groupby("preset")["csom_wins"].mean().astype(float).to_dict()
+    rng = np.random.default_rng(seed)
+    wins = np.zeros(int(n_boot))
+    for name, part in fits.groupby("preset", sort=True):
+        sq_psi, sq_beta, keys = _squared_errors(part)
+        n = sq_psi.shape[1]
+        idx = rng.integers(0, n, size=(int(n_boot), n))  # (B, n) resampled surveys
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample with only failed fits: NaN, a loss
+            rmse_psi = np.sqrt(np.nanmean(sq_psi[:, idx], axis=2))  # (cells + 1, B)
+            rmse_beta = np.sqrt(np.nanmean(sq_beta[:, idx], axis=2))
+        csom = keys.index("CSOM")
+        others = [j for j in range(len(keys)) if j != csom]
+        won = (rmse_psi[csom] < rmse_psi[others]) & (rmse_beta[csom] < rmse_beta[others])  # (cells, B)
+        wins += won.sum(axis=0)
+    frac = wins / len(cells)
+    alpha = (1 - level) / 2
+    low, high = np.quantile(frac, [alpha, 1 - alpha])
+    n_surveys = int(fits.groupby("preset")["rep"].nunique().sum())
+    est = float(cells["csom_wins"].mean())
+    interval = Interval(est, float(min(low, est)), float(max(high, est)),
+                        f"percentile bootstrap {level:.0%} over {n_surveys} surveys ({int(n_boot)} resamples)", n_surveys)
+    return interval, per_preset
+
+
+def _squared_errors(part: pd.DataFrame):
+    """(models, reps) squared errors of psi_bar and beta1 against the truth, one row per
+    model and threshold ("CSOM" for the CSOM, "standard 0.8" and so on for the others), and
+    the row names."""
+    cell = [m if m == "CSOM" else f"{m} {t:g}" for m, t in zip(part["model"], part["threshold"])]
+    part = part.assign(cell=cell, e_psi=(part["psi_bar"] - part["psi_bar_true"]) ** 2,
+                       e_beta=(part["beta1"] - part["beta1_true"]) ** 2)
+    wide_psi = part.pivot(index="cell", columns="rep", values="e_psi")
+    wide_beta = part.pivot(index="cell", columns="rep", values="e_beta").loc[wide_psi.index, wide_psi.columns]
+    return wide_psi.to_numpy(dtype=float), wide_beta.to_numpy(dtype=float), list(wide_psi.index)
 
 
 def _estimates(fit) -> dict:
@@ -301,3 +369,62 @@ def error_area(study: pd.DataFrame, *, max_frac: float, column: str = "err") -> 
     :func:`run_study` unless the budget is not a multiple of the round)."""
     wide = _wide(study, column, max_frac)
     return wide.groupby(level="rep").mean()
+
+
+def gain_by_half(study: pd.DataFrame, challenger: str, rival: str, *, split_frac: float,
+                 max_frac: float, column: str = "err") -> pd.DataFrame:
+    """C4: per rep, the advantage g(B) = err_rival(B) - err_challenger(B), its mean over the
+    budgets in (0, split_frac] (``early``) and over those in (split_frac, max_frac] (``late``),
+    and ``early_larger`` = early > late (False when either is NaN, a failed fit). When the
+    advantage does not depend on the budget the two halves are exchangeable."""
+    if not 0 < split_frac < max_frac:
+        raise ValueError(f"need 0 < split_frac < max_frac, got split_frac={split_frac!r}, max_frac={max_frac!r}")
+    wide = _wide(study, column, max_frac, policies=[challenger, rival])
+    g = (wide[rival] - wide[challenger]).rename("gain").reset_index()
+    early_rows = g["frac_reviewed"] <= split_frac + 1e-12
+    if early_rows.all() or not early_rows.any():
+        raise ValueError(f"the study needs budgets on both sides of {split_frac} up to {max_frac}; it has "
+                         f"{sorted(g['frac_reviewed'].unique())}")
+    early = g[early_rows].groupby("rep")["gain"].agg(lambda v: float(np.mean(v.to_numpy())))  # NaN stays NaN
+    late = g[~early_rows].groupby("rep")["gain"].agg(lambda v: float(np.mean(v.to_numpy())))
+    out = pd.DataFrame({"early": early, "late": late}).reset_index()
+    out["early_larger"] = (out["early"] > out["late"]).to_numpy()  # NaN compares False
+    return out
+
+
+def beats_on_area(study: pd.DataFrame, challenger: str, rivals, *, max_frac: float,
+                  column: str = "err") -> pd.Series:
+    """C5: per rep, True when ``challenger``'s mean ``column`` over the budgets in (0, max_frac]
+    (:func:`error_area`) is strictly below every rival's. A NaN (a failed fit in the range) on
+    either side counts as a loss for the challenger."""
+    missing = [p for p in [challenger, *rivals] if p not in set(study["policy"])]
+    if missing:
+        raise ValueError(f"policies {missing} are not in this study; it has {sorted(set(study['policy']))}")
+    wide = _wide(study, column, max_frac)
+    area = wide.groupby(level="rep").mean().where(~wide.isna().groupby(level="rep").any())  # a failed fit: NaN
+    ok = np.ones(len(area), dtype=bool)
+    for r in rivals:
+        ok &= (area[challenger] < area[r]).to_numpy()  # NaN compares False
+    return pd.Series(ok, index=area.index)
+
+
+def smallest_proportion(counts: dict[str, tuple[int, int]], level: float = 0.95) -> Interval:
+    """The smaller of several proportions k / n with a simultaneous interval (C5).
+
+    Each proportion gets a Clopper-Pearson interval at level 1 - (1 - level) / m for m
+    proportions (Bonferroni), so all m cover their true values together with probability at
+    least ``level``. The minimum is increasing in every argument, so on that event the true
+    smallest proportion lies in [min of the lower ends, min of the upper ends], which is the
+    interval returned, around the smallest estimate. ``counts`` maps a name to (k, n).
+    """
+    if not counts:
+        raise ValueError("counts is empty: give at least one name -> (successes, n)")
+    m = len(counts)
+    each = 1 - (1 - level) / m
+    ivs = {name: proportion_interval(int(k), int(n), level=each) for name, (k, n) in counts.items()}
+    est = min(iv.estimate for iv in ivs.values())
+    low = min(iv.low for iv in ivs.values())
+    high = min(iv.high for iv in ivs.values())
+    n_units = sum(int(n) for _, n in counts.values())
+    names = ", ".join(counts)
+    return Interval(est, low, high, f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each", n_units)
