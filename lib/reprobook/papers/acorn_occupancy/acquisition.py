@@ -2,8 +2,8 @@
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (NeurIPS 2026). Only the abstract is
 known: ACORN "strategically selects samples for expert review that are maximally informative for
-downstream ecological analysis". The acquisition below is our reconstruction (ASSUMED, brief
-"Active review selection"): the expected reduction of the posterior variance of an ecological
+downstream ecological analysis". The acquisition below is our reconstruction (ASSUMED: the
+abstract gives no formula): the expected reduction of the posterior variance of an ecological
 target tau when one unit's label is revealed,
 
     EVR(i, k) = Var(tau | D) - sum_{y in {0, 1}} p(y_ik = y | D) Var(tau | D, y_ik = y).     (EVR)

@@ -1,7 +1,7 @@
 """Model baselines that threshold the classifier scores: standard and Royle–Link occupancy.
 
-Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only). The brief's model
-baselines (``07_acorn_occupancy.md``, "Model baselines") turn the logit scores s_ik into binary
+Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only). The model baselines
+of our reconstruction turn the logit scores s_ik into binary
 detections at a probability threshold t,
 
     d_ik = 1[s_ik > logit t],                                                        (T)
@@ -77,7 +77,7 @@ class BinaryFit(LaplaceFit):
 def threshold_detections(survey: Survey, threshold: float) -> np.ndarray:
     """Binary detections of equation (T), d_ik = 1[s_ik > logit(threshold)], int64 (N, K).
 
-    ``threshold`` is a probability in (0, 1) (the brief uses 0.5, 0.8 and 0.95); the scores
+    ``threshold`` is a probability in (0, 1) (the chapter uses 0.5, 0.8 and 0.95); the scores
     ``survey.s`` are on the logit scale.
     """
     if not isinstance(survey, Survey):

@@ -14,10 +14,10 @@ Real data cannot be had for the full profile. The paper's camera-trap and bioaco
 are not named in the abstract; candidate public collections (LILA camera traps, BirdSet) carry
 species labels but no classifier scores, and the classifiers that would score them (MegaDetector
 or SpeciesNet, BirdNET, Perch) cannot be downloaded on the book's machines. The full profile is
-therefore the brief's larger simulation: N = 500 sites, K = 100 units, 20 seeds, budgets up to
+therefore a larger simulation: N = 500 sites, K = 100 units, 20 seeds, budgets up to
 20%, NUTS with 4 chains. Its acquisitions are NumPy on the host CPU (not ported to the GPU); with
-rounds of 500 units and 1,000 draws we estimate several hours on 16 cores. The brief's rounds of
-50 (200 rounds per run) would take days, so the round size is larger than the brief's.
+rounds of 500 units and 1,000 draws we estimate several hours on 16 cores. Rounds of 50
+(200 rounds per run) would take days, so the rounds are larger than that.
 """
 
 from __future__ import annotations
@@ -91,12 +91,16 @@ class RobustnessConfig:
     n_units: int | None = None
 
 
-# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): scores_or_thresholds 12 s (700 fits in about 6 s), which_to_review 43-48 s
-# (6 surveys x 6 policies x 11 fits in about 37 s; an ACORN round about 0.26 s, a baseline round
-# 0.03 s), does_it_hold_up 42-48 s (two NUTS runs of 8 s and 10 s with compilation, the two
-# regimes about 19 s). The full profile's (M, N, K) draw arrays are 400 MB each at M = 1,000 and
-# 50,000 units.
+# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (kernel start
+# included). The first version, on an idle 2-core CPU: scores_or_thresholds 12 s (700 fits in
+# about 6 s), which_to_review 43-48 s (6 surveys x 6 policies), does_it_hold_up 42-48 s (two NUTS
+# runs of 8 s and 10 s with compilation, the two regimes about 19 s). This version could only be
+# timed on the same machine shared with other runs (load average near 11): 74, 293 and 241 s
+# there, where the first version took 77, 254 and 325 s in the same conditions; scaled by those
+# ratios, about 12, 52 and 35 s on idle cores. CPU time in the same runs: 1,050 fits in 15.5 s;
+# 20 surveys x 5 policies in 74 s; 2 regimes x 20 surveys x 3 policies in 40 s (CPU time ran
+# about 1.6 to 1.9 times its idle value there); scaled by CPU time, about 16, 50 and 50 s. The
+# full profile's (M, N, K) draw arrays are 400 MB each at M = 1,000 and 50,000 units.
 _FULL_SIZE = dict(n_sites=500, n_units=100)
 PROFILES: dict[str, dict[str, Any]] = {
     "scores_or_thresholds": {

@@ -1,4 +1,4 @@
-"""MAP fit of the CSOM with a Laplace approximation (the brief's reduced-profile inference).
+"""MAP fit of the CSOM with a Laplace approximation (the inference of the reduced profile).
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
 et al. (2022). Maximises log p(u | data) of :mod:`.likelihood` over the unconstrained vector u

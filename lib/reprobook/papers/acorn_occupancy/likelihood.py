@@ -1,7 +1,7 @@
 """The CSOM site likelihood with reviewed and unreviewed units, its priors and its gradient.
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
-et al. (2022). Notation of the brief (``07_acorn_occupancy.md``, "Observation model"): f_y is the
+et al. (2022). Notation: f_y is the
 normal density N(mu_y, sigma_y^2), R_i the reviewed units of site i (labels y_ik known), U_i the
 unreviewed ones. With logit psi_i = beta_0 + beta_1 x_i and logit theta_ik = alpha_0 + alpha_1 w_ik,
 

@@ -1,7 +1,7 @@
 """The review loop: fit, choose a batch, reveal its labels, refit; and the study over seeds.
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only; the loop is the
-brief's reconstruction). Each round the policy (:mod:`.acquisition`) picks ``batch`` unreviewed
+our reconstruction). Each round the policy (:mod:`.acquisition`) picks ``batch`` unreviewed
 units, the expert (in simulation: the true unit labels ``survey.y``) reveals them, and the CSOM
 is refitted by MAP + Laplace (:mod:`.fit`), warm-started from the previous round.
 
@@ -9,11 +9,11 @@ The reference is the *full-label* analysis, the CSOM with every unit reviewed (a
 occupancy model with "visits" = units, times the score densities), as the abstract compares
 against "fully human-labeled data". Errors are measured against it and, separately, against the
 simulation's truth, which answers a different question (the full-label fit still has sampling
-error and imperfect detection). The combined error is in units of the brief's tolerances,
+error and imperfect detection). The combined error is in units of our tolerances,
 
     err = max(|beta1_B - beta1_full| / delta_beta, |psi_bar_B - psi_bar_full| / delta_psi),
 
-with delta_beta = 0.1 (logit scale) and delta_psi = 0.02 (ASSUMED in the brief), so err <= 1
+with delta_beta = 0.1 (logit scale) and delta_psi = 0.02 (ASSUMED: the paper gives none), so err <= 1
 means "the same ecological conclusion as the full labels".
 """
 

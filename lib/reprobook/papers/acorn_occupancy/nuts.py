@@ -13,7 +13,7 @@ evaluates exactly the formulas of :mod:`.likelihood` (``_parts_xp`` and ``_log_p
 written once over an array namespace), in ``jax.numpy`` with float64, so it is jit-able and
 ``jax.grad`` gives the gradient that NUTS needs.
 
-Brief's plan: one chain of 500 warm-up + 500 draws for the reduced profile, four chains of
+The plan: one chain of 500 warm-up + 500 draws for the reduced profile, four chains of
 1000 + 1000 for the full one (R-hat and ESS per parameter; for one chain R-hat is the split
 R-hat of its two halves).
 
@@ -171,7 +171,7 @@ def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_sam
     ``fit_map(...).params``; default :func:`.fit.default_init`), chains 2, 3, ... with an added
     N(0, 0.1^2) jitter from ``numpy.random.default_rng(seed)``; an explicit (num_chains, 8) array
     gives each chain its own start. Draws are reproducible given ``seed`` (the jax PRNG key).
-    Brief's plan: 1 chain x (500 + 500) for the reduced profile, 4 chains x (1000 + 1000) for the
+    The plan: 1 chain x (500 + 500) for the reduced profile, 4 chains x (1000 + 1000) for the
     full one.
 
     Side effect: ``numpyro.enable_x64()`` switches jax to float64 for the whole process.

@@ -2,7 +2,7 @@
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (NeurIPS 2026; only the abstract is
 known). The observation model is the CSOM of Rhinehart et al. (2022, Methods Ecol. Evol.); the
-covariate structure and both presets are ASSUMED (brief, "Reproduction plan"):
+covariate structure and both presets are ASSUMED (our choices):
 
     z_i        ~ Bernoulli(psi_i),            logit psi_i   = beta_0 + beta_1 x_i
     y_ik | z_i ~ Bernoulli(z_i theta_ik),     logit theta_ik = alpha_0 + alpha_1 w_ik
@@ -63,8 +63,8 @@ class Preset:
 # Camera traps: well separated scores (AUROC ~ .99), capture rate ~ 38%.
 CAMERA = Preset(n_sites=120, n_units=20, beta=(-0.3, 1.0), alpha=(-0.5, 0.4),
                 mu0=-2.5, sigma0=1.0, mu1=1.5, sigma1=1.2)
-# Bioacoustics: overlapping scores (AUROC ~ .85), call rate ~ 8%. beta is not given for this
-# preset in the brief; the camera preset's beta is reused (ASSUMED).
+# Bioacoustics: overlapping scores (AUROC ~ .85), call rate ~ 8%. beta was not set for this
+# preset; the camera preset's beta is reused (ASSUMED).
 BIOACOUSTIC = Preset(n_sites=100, n_units=60, beta=(-0.3, 1.0), alpha=(-2.5, 0.5),
                      mu0=-2.0, sigma0=1.0, mu1=0.0, sigma1=1.5)
 PRESETS: dict[str, Preset] = {
