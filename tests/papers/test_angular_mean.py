@@ -561,6 +561,10 @@ def test_config_values():
     assert pb.batch_sizes == (2, 5, 10, 20, 50, 100, 200) and pb.alphas == (0.6, 0.4) and pb.n_batches == 2000
     sw = config.resolve("disagreement_sweep", separations=[0.2, 0.4])
     assert sw.separations == (0.2, 0.4) and set(sw.tables) <= set(gen.TABLES)
+    assert pb.n_bootstrap >= 1000 and sw.cloud_reps >= 2  # intervals need resamples and repetitions
+    for profile in ("reduced", "full"):  # C5 and C6 are scored at 0.9 pi and 0.1 pi, their metrics say
+        c = config.resolve("disagreement_sweep", profile).cloud_separations
+        assert (min(c), max(c)) == (0.1, 0.9)
     for shares in sw.share_vectors:
         assert sum(shares) == pytest.approx(1.0)
     with pytest.raises(ProfileError, match="does not fit"):
@@ -585,3 +589,94 @@ def test_descent_finds_the_global_minimum_where_local_minima_exist():
         assert descent.objective <= exact.objective + 1e-9
         assert am.satisfies_long_run_ip(descent.direction, thetas, alphas, tol=1e-6)
     assert found >= 3  # the check above ran on profiles that do have local minima
+
+
+# --- intervals of the statistical claims (C4, C5, C6) ------------------------------------------------
+
+
+def test_shortfall_slope_recovers_a_power_law_and_skips_zero_sizes():
+    m = np.array([2, 5, 10, 20, 50])
+    s = 3.0 * m ** -1.5
+    b, c, used = am.shortfall_slope(m, s)
+    assert b == pytest.approx(-1.5, abs=1e-12) and c == pytest.approx(math.log(3.0), abs=1e-12)
+    assert used.all()
+    s0 = s.copy()
+    s0[-1] = 0.0  # no shortfall in any batch: no logarithm, left out
+    b0, _, used0 = am.shortfall_slope(m, s0)
+    assert b0 == pytest.approx(-1.5, abs=1e-12) and used0.tolist() == [True, True, True, True, False]
+    with pytest.raises(ValueError, match="only 1 batch size"):
+        am.shortfall_slope(m, [1.0, 0, 0, 0, 0])
+
+
+def test_bootstrap_of_the_slope_is_exact_when_every_batch_agrees():
+    """Every batch of a size has the same shortfall c m^-b: every resample gives the same means,
+    so the interval collapses onto the exact slope."""
+    m = [2, 5, 10, 20]
+    vals = [np.full(50, 0.7 * k ** -0.8) for k in m]
+    iv = am.bootstrap_shortfall_slope(m, vals, n_resamples=200, rng=0)
+    assert iv.estimate == pytest.approx(-0.8, abs=1e-12)
+    assert iv.low == pytest.approx(-0.8, abs=1e-12) and iv.high == pytest.approx(-0.8, abs=1e-12)
+    assert iv.n == 200
+
+
+def test_bootstrap_of_the_slope_brackets_the_estimate_and_is_seeded():
+    rng = np.random.default_rng(3)
+    m = [2, 5, 10, 20, 50]
+    vals = [rng.exponential(0.5 * k ** -1.0, 400) for k in m]
+    a = am.bootstrap_shortfall_slope(m, vals, n_resamples=500, rng=7)
+    b = am.bootstrap_shortfall_slope(m, vals, n_resamples=500, rng=7)
+    assert a == b
+    assert a.low < a.estimate < a.high
+    assert a.low < -1.0 < a.high  # the true slope of the means, at these sample sizes
+    assert a.high - a.low < 0.3
+    # more resampled noise (fewer batches) widens the interval
+    c = am.bootstrap_shortfall_slope(m, [v[:40] for v in vals], n_resamples=500, rng=7)
+    assert c.high - c.low > a.high - a.low
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)]), r"one array per batch size \(2\)"),
+    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, n_resamples=10), r"n_resamples must be"),
+    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5), -np.ones(5)]), r"shortfalls\[1\] must hold"),
+    (lambda: am.bootstrap_shortfall_slope([2, 2], [np.ones(5)] * 2), r"two distinct batch sizes"),
+    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, level=1.0), r"level must lie in"),
+    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.r_[1.0, np.zeros(99)]] * 2, n_resamples=200, rng=0),
+     r"resamples had fewer than two sizes"),
+])
+def test_bootstrap_of_the_slope_rejects_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_worst_ratio_gap_by_hand():
+    """Voters e1 (type 0) and e2 (type 1), shares 1/2. Rule e1: agreements 1 and 1/2, ratios
+    2 and 1, worst 1. Rule (e1 + e2)/sqrt 2: agreements 3/4 each, ratios 3/2. Gap -1/2."""
+    U = np.eye(2)
+    a, b = np.array([1.0, 0.0]), np.array([1.0, 1.0]) / math.sqrt(2)
+    g = am.worst_ratio_gap(U, [0.5, 0.5], [0, 1], a, b)
+    assert g == pytest.approx(-0.5, abs=1e-12)
+    assert am.worst_ratio_gap(U, [0.5, 0.5], [0, 1], b, a) == pytest.approx(0.5, abs=1e-12)
+    assert am.worst_ratio_gap(U, [0.5, 0.5], [0, 1], a, a) == 0.0
+    with pytest.raises(ValueError, match="every type 0..1"):
+        am.worst_ratio_gap(U, [0.5, 0.5], [0, 0], a, b)
+
+
+def test_worst_group_interval_is_the_bonferroni_envelope():
+    from reprobook.core import t_interval
+
+    groups = {"a": [1.0, 1.2, 0.9, 1.1], "b": [0.2, 0.4, 0.3], "c": [2.0, 2.5, 1.5, 2.2, 1.9]}
+    lo = am.worst_group_interval(groups, worst="min")
+    each = {g: t_interval(v, level=1 - 0.05 / 3) for g, v in groups.items()}
+    assert lo.group == "b" and lo.interval.estimate == pytest.approx(0.3)
+    assert lo.interval.low == pytest.approx(min(t.low for t in each.values()))
+    assert lo.interval.high == pytest.approx(min(t.high for t in each.values()))
+    assert lo.by_group["a"] == each["a"] and lo.interval.n == 12
+    hi = am.worst_group_interval(groups, worst="max")
+    assert hi.group == "c" and hi.interval.high == pytest.approx(max(t.high for t in each.values()))
+    one = am.worst_group_interval({"x": groups["a"]})  # one group: its own 95% interval
+    t = t_interval(groups["a"])
+    assert (one.interval.estimate, one.interval.low, one.interval.high) == pytest.approx((t.mean, t.low, t.high))
+    with pytest.raises(ValueError, match="worst must be 'min' or 'max'"):
+        am.worst_group_interval(groups, worst="mean")
+    with pytest.raises(ValueError, match="no groups"):
+        am.worst_group_interval({})

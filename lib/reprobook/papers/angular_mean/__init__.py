@@ -7,7 +7,8 @@ weighted Frechet/Karcher mean on the sphere) are reconstructed from it.
 
 Modules: sphere geometry and input checks (:mod:`.geometry`), the arithmetic and angular means
 (:mod:`.rules`), agreement and IP checks (:mod:`.agreement`), profile and batch generators
-(:mod:`.generators`) and the notebooks' profiles (:mod:`.config`).
+(:mod:`.generators`), the intervals of the statistical claims (:mod:`.intervals`) and the
+notebooks' profiles (:mod:`.config`).
 """
 
 from .geometry import (
@@ -49,4 +50,11 @@ from .generators import (
     type_profile,
     vmf_voters,
 )
-from . import agreement, config, generators, geometry, rules
+from .intervals import (
+    WorstGroup,
+    bootstrap_shortfall_slope,
+    shortfall_slope,
+    worst_group_interval,
+    worst_ratio_gap,
+)
+from . import agreement, config, generators, geometry, intervals, rules

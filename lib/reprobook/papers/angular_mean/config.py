@@ -61,6 +61,7 @@ class PerBatchIPConfig:
     alphas: tuple[float, ...] = (0.6, 0.4)  # shares of the two types
     batch_sizes: tuple[int, ...] = (2, 5, 10, 20, 50, 100, 200)  # items per batch m
     n_batches: int = 2000  # Gaussian batches per batch size
+    n_bootstrap: int = 2000  # bootstrap resamples of the batches behind C4's interval of the slope
     m2_alpha: float = 0.5  # share of the first of the two opposite voters in the m = 2 example
     m2_n_thetas: int = 10_000  # random collective vectors tried in the m = 2 example
     n_random_starts: int = 8  # random starts of the Riemannian descent
@@ -78,6 +79,9 @@ class DisagreementSweepConfig:
     n_reps: int = 30  # random planes (and voter clouds) per separation and share vector
     kappa: float = 50.0  # von Mises-Fisher concentration of individual voters around their type
     voters_per_type: int = 20  # individual voters drawn per type (per-voter share: type share / count)
+    cloud_separations: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)  # separations of the voter clouds (units of
+    #   pi); C5 is scored at the largest, C6 at the smallest
+    cloud_reps: int = 30  # voter clouds (random plane and draws) per separation and share vector
     tables: tuple[str, ...] = ("wine", "diabetes", "breast_cancer")  # scikit-learn tables (semi-synthetic)
     table_separations: tuple[float, ...] = (0.1, 0.5, 0.9)  # type separations on the tables (units of pi)
     table_reps: int = 5  # random planes per table and separation
@@ -95,13 +99,17 @@ class DisagreementSweepConfig:
 #                              starts otherwise) + both arithmetic means + ratios: 1.4 s; 60 grid
 #                              cross-checks: 0.4 s; identity Monte Carlo 5 x 200k pairs: 0.08 s;
 #                              E[A_i] of 20 profiles from 500 Gaussian batches of 20: 0.16 s)
-#   per_batch_ip:       2.2 s  (m = 2 example, per_batch_agreement for 2,000 random theta: 0.2 s,
+#   per_batch_ip:       2.4 s  (m = 2 example, per_batch_agreement for 2,000 random theta: 0.2 s,
 #                              ~0.5 s for all 10,000; C4 shortfall of both rules over 7 sizes x
-#                              2,000 batches: 2.0 s, of which m = 200 is 1.5 s)
+#                              2,000 batches: 2.0 s, of which m = 200 is 1.5 s; the bootstrap of
+#                              the slope, 2,000 resamples: 0.2 s CPU)
 #   disagreement_sweep: 7.0 s  (2 share vectors x 9 separations x 30 reps: type profile, vMF cloud
 #                              of 20 voters a type and both rules on both: 5.8 s, 0.8 s of it the
 #                              first import of scipy.stats; 3 tables x 3 separations x 5 reps x
-#                              4 rules (raw and whitened) on 200 batches of 20 rows: 1.2 s)
+#                              4 rules (raw and whitened) on 200 batches of 20 rows: 1.2 s); the
+#                              voter clouds of C5 and C6 (2 share vectors x 5 separations x 30
+#                              clouds): 2.5 s CPU, measured on a shared machine
+# Whole notebooks, CPU time with the kernel's start, on a shared machine: 8 s, 10 s and 13 s.
 # Full profile, estimated from samples on the same CPU: long_run_ip ~4 min (0.02 s a profile;
 # d = 100, n = 50: 0.3 s, dominated by the Hessian eigendecompositions), per_batch_ip ~3 min
 # (m = 1000: ~65 s a rule), disagreement_sweep ~7 min (0.026 s a profile of 200-400 voters).
@@ -135,6 +143,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             share_vectors=((0.7, 0.3), (0.6, 0.4), (0.5, 0.3, 0.2), (0.4, 0.3, 0.2, 0.1)),
             n_reps=200,
             voters_per_type=100,
+            cloud_reps=200,
             table_separations=(0.1, 0.3, 0.5, 0.7, 0.9),
             table_reps=50,
             table_n_batches=2000,
