@@ -587,6 +587,73 @@ def test_fit_exponent_needs_two_points():
     assert math.isnan(nptest.fit_exponent(res))
 
 
+def test_repeated_exponents_are_independent_runs_of_one_stream():
+    M0 = np.array([0.5, 0.3, 0.2])
+    M1 = np.array([0.3, 0.3, 0.4])
+    e = nptest.repeated_exponents(M0, M1, [10, 50], 3, reps=500, rng=7)
+    gen = np.random.default_rng(7)
+    by_hand = [nptest.type_two_errors(M0, M1, [10, 50], reps=500, rng=gen, method="importance").exponent
+               for _ in range(3)]
+    np.testing.assert_array_equal(e, np.stack(by_hand))
+    assert e.shape == (3, 2) and not np.array_equal(e[0], e[1])
+    with pytest.raises(ValueError, match="repeats must be an integer >= 2"):
+        nptest.repeated_exponents(M0, M1, [10], 1)
+
+
+def test_stein_gap_shares_by_hand():
+    """D = (1.0, 0.5, 0.49): the pair (b, c) is 2% apart, below a 5% rule; shares are the
+    empirical gap over the Stein gap, per repetition, with the larger exponent first."""
+    stein = {"a": 1.0, "c": 0.49, "b": 0.5}
+    e = {"a": [0.9, 0.8], "b": [0.45, 0.4], "c": [0.46, 0.38]}
+    scored, close = nptest.stein_gap_shares(stein, e, 0.05)
+    assert [p.label for p in scored] == ["a > c", "a > b"]
+    np.testing.assert_allclose(scored[0].shares, [(0.9 - 0.46) / 0.51, (0.8 - 0.38) / 0.51])
+    np.testing.assert_allclose(scored[1].shares, [0.9, 0.8])
+    assert [p.label for p in close] == ["b > c"]
+    assert close[0].relative_gap == pytest.approx(0.02) and close[0].stein_gap == pytest.approx(0.01)
+    np.testing.assert_allclose(close[0].shares, [-1.0, 2.0])  # a swapped, then a kept order
+    everything, none = nptest.stein_gap_shares(stein, e, 0.0)
+    assert len(everything) == 3 and none == []
+    tie, tied = nptest.stein_gap_shares({"x": 1.0, "y": 1.0}, {"x": [1, 2], "y": [1, 2]}, 0.0)
+    assert tie == [] and len(tied) == 1  # equal exponents are never scored
+    with pytest.raises(ValueError, match="same mechanisms"):
+        nptest.stein_gap_shares({"a": 1.0}, {"b": [1.0, 2.0]}, 0.02)
+    with pytest.raises(ValueError, match="same number"):
+        nptest.stein_gap_shares({"a": 1.0, "b": 0.5}, {"a": [1.0, 2.0], "b": [1.0]}, 0.02)
+    with pytest.raises(ValueError, match="min_relative_gap"):
+        nptest.stein_gap_shares(stein, e, 1.0)
+
+
+def test_smallest_mean_interval_is_the_bonferroni_envelope():
+    from reprobook.core import t_interval
+
+    groups = {"a": [1.0, 1.2, 0.9], "b": [0.2, 0.4, 0.3, 0.35], "c": [2.0, 2.5, 1.5]}
+    iv, worst, by = nptest.smallest_mean_interval(groups)
+    each = {g: t_interval(v, level=1 - 0.05 / 3) for g, v in groups.items()}
+    assert worst == "b" and by == each
+    assert iv.estimate == pytest.approx(np.mean(groups["b"]))
+    assert iv.low == pytest.approx(min(t.low for t in each.values()))
+    assert iv.high == pytest.approx(min(t.high for t in each.values()))
+    assert iv.n == 10
+    with pytest.raises(ValueError, match="no groups"):
+        nptest.smallest_mean_interval({})
+
+
+def test_the_stein_optimal_mechanism_keeps_its_lead_over_repetitions():
+    """C6 on an instance where the mechanisms are far apart: every share's interval lies above 0."""
+    p0, p1 = inst.dirichlet_pair(12, 1.0, 0)
+    mechs = {"opt": optimal_mechanism(p0, p1, 1.0, "reverse_kl").mechanism,
+             "rr": randomized_response(p0, p1, 1.0, "reverse_kl").mechanism}
+    stein, e = {}, {}
+    for name, Q in mechs.items():
+        M0, M1 = nptest.output_laws(Q, p0, p1)
+        stein[name] = nptest.stein_exponent(M0, M1)
+        e[name] = nptest.repeated_exponents(M0, M1, [100], 4, reps=1000, rng=1 if name == "opt" else 2)[:, 0]
+    scored, _ = nptest.stein_gap_shares(stein, e, 0.02)
+    iv, worst, _ = nptest.smallest_mean_interval({p.label: p.shares for p in scored})
+    assert worst == "opt > rr" and iv.low > 0
+
+
 # --- config -----------------------------------------------------------------------------------------
 
 
@@ -606,6 +673,9 @@ def test_config_profiles_resolve():
         config.resolve("lp_check", "huge")
     with pytest.raises(ValueError, match="valid keys"):
         config.resolve("lp_check", "reduced", n_instance=3)
+    pr = config.resolve("privacy_range", "full")
+    assert pr.c6_eps == (2.0, 4.0, 6.0)  # C6's metric names these privacy levels
+    assert pr.c6_repeats >= 2 and 0 < pr.c6_min_relative_gap < 1
     named = inst.named_instances(4, 0)
     assert set(config.resolve("privacy_range", "reduced").instances) <= set(named)
 

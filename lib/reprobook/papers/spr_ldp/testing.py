@@ -23,17 +23,30 @@ shows that -log(beta_n) / n approaches D from below, slowly (O(1/sqrt n)).
 
 Sampling the counts directly from M_b is exactly equivalent to drawing X_i and then Y_i | X_i
 (:func:`privatize` does the latter for single samples).
+
+The ranking check of C6 compares mechanisms pair by pair. For mechanisms A and B with Stein
+exponents D_A > D_B and empirical exponents e = -log(beta_n)/n, the share of the Stein gap that
+the finite-n test keeps is
+
+    s_AB = (e_A - e_B) / (D_A - D_B),
+
+positive when the tester ranks the pair as Stein's lemma does. :func:`repeated_exponents` runs
+independent Monte Carlo repetitions, :func:`stein_gap_shares` forms s_AB per repetition for the
+pairs far enough apart to be ordered, and :func:`smallest_mean_interval` gives the smallest mean
+share with an interval that holds for all pairs together.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp, ndtri, rel_entr
+
+from reprobook.core.stats import Interval, TInterval, t_interval
 
 from .instances import as_generator
 
@@ -47,6 +60,10 @@ __all__ = [
     "TypeIIResult",
     "type_two_errors",
     "fit_exponent",
+    "repeated_exponents",
+    "PairShare",
+    "stein_gap_shares",
+    "smallest_mean_interval",
 ]
 
 
@@ -263,3 +280,94 @@ def fit_exponent(result: TypeIIResult) -> float:
     y = -result.log_beta[ok]
     slope, _ = np.polyfit(n, y, 1)
     return float(slope)
+
+
+def repeated_exponents(
+    M0: ArrayLike,
+    M1: ArrayLike,
+    ns: Sequence[int] | ArrayLike,
+    repeats: int,
+    alpha: float = 0.05,
+    reps: int = 2000,
+    rng: np.random.Generator | int | None = None,
+    min_misses: int = 10,
+    method: str = "importance",
+) -> np.ndarray:
+    """Empirical exponents -log(beta_n)/n from ``repeats`` independent runs of
+    :func:`type_two_errors` (each with its own ``reps`` draws per hypothesis and n), shape
+    (repeats, len(ns)); nan where a run could not estimate beta_n. The runs share ``rng``'s
+    stream one after the other, so they are independent and the whole is reproducible."""
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 2:
+        raise ValueError(f"repeats must be an integer >= 2 (an interval needs two repetitions), got {repeats!r}")
+    gen = as_generator(rng)
+    return np.stack([type_two_errors(M0, M1, ns, alpha=alpha, reps=reps, rng=gen, min_misses=min_misses,
+                                     method=method).exponent for _ in range(int(repeats))])
+
+
+@dataclass(frozen=True, eq=False)
+class PairShare:
+    """One pair of mechanisms in the ranking check: ``better`` has the larger Stein exponent;
+    ``shares`` (R,) holds s = (e_better - e_worse) / (D_better - D_worse) per repetition."""
+
+    better: str
+    worse: str
+    stein_gap: float  # D_better - D_worse > 0
+    relative_gap: float  # (D_better - D_worse) / D_better
+    shares: np.ndarray
+
+    @property
+    def label(self) -> str:
+        return f"{self.better} > {self.worse}"
+
+
+def stein_gap_shares(
+    stein: Mapping[str, float], exponents: Mapping[str, ArrayLike], min_relative_gap: float
+) -> tuple[list[PairShare], list[PairShare]]:
+    """s_AB = (e_A - e_B) / (D_A - D_B) for every pair of mechanisms with D_A > D_B.
+
+    ``stein`` maps a mechanism to D = KL(M0 || M1); ``exponents`` maps it to its empirical
+    exponents (R,), one per Monte Carlo repetition, at one n (repetition r of A is paired with
+    repetition r of B: they are independent, so the differences are i.i.d.). Returns (scored,
+    too_close): the pairs with D_A - D_B >= min_relative_gap * D_A, and the others (ties
+    included), both in order of the mechanisms in ``stein``.
+    """
+    if not 0 <= min_relative_gap < 1:
+        raise ValueError(f"min_relative_gap must lie in [0, 1), got {min_relative_gap!r}")
+    if set(stein) != set(exponents):
+        raise ValueError(f"stein and exponents must name the same mechanisms; got {sorted(stein)} and {sorted(exponents)}")
+    e = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in exponents.items()}
+    sizes = {v.size for v in e.values()}
+    if len(sizes) != 1 or sizes.pop() < 2 or not all(np.all(np.isfinite(v)) for v in e.values()):
+        raise ValueError("every mechanism needs the same number (>= 2) of finite exponents, one per repetition")
+    names = list(stein)
+    scored, close = [], []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            hi, lo = (a, b) if stein[a] >= stein[b] else (b, a)
+            gap = float(stein[hi] - stein[lo])
+            rel = gap / float(stein[hi]) if stein[hi] > 0 else 0.0
+            shares = (e[hi] - e[lo]) / gap if gap > 0 else np.full(e[hi].size, np.nan)
+            pair = PairShare(hi, lo, gap, rel, shares)
+            (scored if gap > 0 and rel >= min_relative_gap else close).append(pair)
+    return scored, close
+
+
+def smallest_mean_interval(values_by_group: Mapping[str, ArrayLike], level: float = 0.95
+                           ) -> tuple[Interval, str, dict[str, TInterval]]:
+    """The smallest group mean min_g mu_g with a simultaneous interval.
+
+    Each group's Student-t interval [l_g, h_g] is taken at level 1 - (1 - level) / G
+    (Bonferroni over the G groups), so that all hold together with probability >= ``level``;
+    then min_g mu_g lies in [min_g l_g, min_g h_g]. Returns (that interval, the group with the
+    smallest mean, every group's interval)."""
+    if not values_by_group:
+        raise ValueError("values_by_group holds no groups")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    each = 1 - (1 - level) / len(values_by_group)
+    by = {str(g): t_interval(v, level=each) for g, v in values_by_group.items()}
+    worst = min(by, key=lambda g: by[g].mean)
+    n = sum(t.n for t in by.values())
+    method = f"smallest of {len(by)} means, Student-t {each:.2%} each (Bonferroni, {level:.0%} together), {n} units"
+    return (Interval(by[worst].mean, min(t.low for t in by.values()), min(t.high for t in by.values()), method, n),
+            worst, by)
