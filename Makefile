@@ -29,13 +29,15 @@ book: $(STAMP)
 	$(BIN)/reprobook book || status=1; \
 	exit $$status
 
-# Unit and runner tests plus every notebook through nbval (each notebook once, on one worker),
+# Unit and runner tests plus every notebook through nbval (each notebook once, on one worker);
+# tests/slurm starts a one-node Slurm cluster as root when Debian's slurmctld, slurmd and munge are
+# installed (.ci/run installs them), and skips, saying why, when they are not;
 # then the book's structure with warnings as errors (from the committed notebooks: nothing runs
 # twice), then that book in a real browser.
 test: $(STAMP)
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
 	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q
+	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q -rs
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
 	$(MAKE) --no-print-directory browser-test

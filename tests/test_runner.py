@@ -223,7 +223,19 @@ def test_list_names_chapters_notebooks_and_claims(toy_book: Path, monkeypatch, c
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "01 toy: A toy paper (2 claims)"
-    assert out[1:] == ["    01_draw.ipynb  [T1]", "    02_count.ipynb  [T2]"]
+    assert out[1:] == ["    needs at the reduced profile: no GPU, 2 cores, 8 GiB, 0.5 h",
+                       "    01_draw.ipynb  [T1]", "    02_count.ipynb  [T2]",
+                       "the book at the reduced profile: 0.5 hours of jobs, 0 GPU-hours"]
+    (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(
+        "RESOURCES = {'full': Resources(gpus=2, cpus=8, mem_gb=64, hours=3)}\n")
+    assert cli.main(["list", "--profile", "full"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "    needs at the full profile: 2 GPUs, 8 cores, 64 GiB, 3 h"
+    assert out[-1] == "the book at the full profile: 3 hours of jobs, 6 GPU-hours"
+    (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(
+        "RESOURCES = {'full': Resources(gpus=-1)}\n")
+    assert cli.main(["list", "--profile", "full"]) == 2
+    assert "gpus must be an integer >= 0" in capsys.readouterr().err
 
 
 def test_compact_ledger_fits_the_terminal_and_wide_keeps_everything(toy_book: Path, monkeypatch, capsys) -> None:

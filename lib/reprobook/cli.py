@@ -9,29 +9,57 @@ from pathlib import Path
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from .core.chapters import find_chapters
+    from .core.paths import book_root
+    from .slurm import chapter_resources
 
-    for ch in find_chapters():
+    root = book_root()
+    total_gpu_h = total_h = 0.0
+    for ch in find_chapters(root):
+        try:
+            res = chapter_resources(root, ch.slug, args.profile)
+        except (ValueError, SyntaxError) as err:
+            print(f"reprobook list: {err}", file=sys.stderr)
+            return 2
+        total_gpu_h += res.gpu_hours
+        total_h += res.hours
         print(f"{ch.number} {ch.slug}: {ch.title} ({len(ch.claims)} claims)")
+        print(f"    needs at the {args.profile} profile: {res.describe()}")
         for nb in ch.notebooks:
             ids = [c.id for c in ch.claims if c.notebook == nb.stem]
             print(f"    {nb.name}" + (f"  [{', '.join(ids)}]" if ids else ""))
+    print(f"the book at the {args.profile} profile: {total_h:g} hours of jobs, {total_gpu_h:g} GPU-hours")
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from . import runner
+    from . import runner, slurm
 
     try:
         overrides = dict(runner.parse_override(p) for p in args.param)
-        summary = runner.run(args.chapters or None, profile=args.profile, overrides=overrides, jobs=args.jobs,
-                             force=args.force, timeout=args.timeout, progress=not args.no_progress,
-                             tag=None if args.tag is None else _tag(args.tag))
-    except (runner.RunError, ValueError) as err:
+        tag = None if args.tag is None else _tag(args.tag)
+        if args.collect:
+            summary = runner.collect_slurm(profile=args.profile, tag=tag or runner.default_tag(overrides),
+                                           wait=False)
+        else:
+            options = None
+            if args.executor == "slurm":
+                from .core.paths import book_root
+
+                options = slurm.load_options(book_root(), args.slurm_config, partition=args.partition,
+                                             account=args.account, qos=args.qos)
+            summary = runner.run(args.chapters or None, profile=args.profile, overrides=overrides, jobs=args.jobs,
+                                 force=args.force, timeout=args.timeout, progress=not args.no_progress, tag=tag,
+                                 executor=args.executor, slurm_options=options, wait=not args.no_wait,
+                                 dry_run=args.dry_run)
+    except (runner.RunError, slurm.SlurmError, ValueError) as err:
         print(f"reprobook run: {err}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        return 0
     print(runner.format_summary(summary))
-    if summary.failed:
-        print(f"{len(summary.failed)} notebook(s) failed", file=sys.stderr)
+    if not summary.ok:
+        print(f"{len(summary.failed)} notebook(s) failed, {len(summary.failures)} job(s) did not finish",
+              file=sys.stderr)
         return 1
     return 0
 
@@ -97,7 +125,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="reprobook", description="Run the reproducibility book's chapters and build it.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("list", help="chapters, their notebooks and their number of claims")
+    s = sub.add_parser("list", help="chapters, their notebooks, claims and the resources a run needs")
+    s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
     s.set_defaults(func=_cmd_list)
 
     s = sub.add_parser("run", help="execute chapters with papermill (skipping unchanged notebooks)")
@@ -109,6 +138,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
     s.add_argument("--timeout", type=float, default=3600, help="seconds per notebook before it is stopped")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--executor", default="local", choices=["local", "slurm"],
+                   help="local: this machine (default); slurm: one Slurm job per chapter through submitit")
+    s.add_argument("--partition", help="Slurm partition (else the config file's, else the cluster's default)")
+    s.add_argument("--account", help="Slurm account")
+    s.add_argument("--qos", help="Slurm quality of service")
+    s.add_argument("--slurm-config", type=Path, metavar="FILE",
+                   help="YAML with partition, account, qos, additional_parameters, setup (default: "
+                        "reprobook-slurm.yml at the book's root, when there is one)")
+    s.add_argument("--no-wait", action="store_true", help="with --executor slurm: return once the jobs are submitted")
+    s.add_argument("--collect", action="store_true", help="gather Slurm jobs submitted earlier with --no-wait")
+    s.add_argument("--dry-run", action="store_true", help="with --executor slurm: print the batch scripts, submit nothing")
     s.add_argument("--tag", default=None, metavar="NAME",
                    help="keep this run's outputs under _build/tagged/NAME (default: seedN when -p seed=N, N != 0; "
                         "'default' forces the untagged folders)")

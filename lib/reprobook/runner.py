@@ -165,6 +165,7 @@ class Job:
     peak_mb: float | None = None
     error: str | None = None
     finished: str | None = None
+    slurm_job: str | None = None  # the Slurm job that ran it (--executor slurm)
 
 
 def _peak_rss_of_tree(proc: subprocess.Popen, stop: threading.Event, out: list[float]) -> None:
@@ -254,6 +255,27 @@ def _state_path(root: Path, profile: str, tag: str = "") -> Path:
     return build_dir(root, tag) / "state" / f"{profile}.json"
 
 
+def update_state(root: Path, profile: str, tag: str, job: "Job", results: Path) -> None:
+    """Record one finished notebook in the run's state, under a file lock: cluster jobs of
+    several chapters finish at once and each writes its own entries."""
+    import fcntl
+
+    path = _state_path(root, profile, tag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            state = load_state(root, profile, tag)
+            if job.status == "ok":
+                state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
+                                       "finished": job.finished, "results_sha256": file_digest(results)}
+            else:
+                state.pop(job.notebook, None)
+            atomic_write_text(path, json.dumps(state, indent=2) + "\n")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def load_state(root: Path, profile: str, tag: str = "") -> dict[str, Any]:
     path = _state_path(root, profile, tag)
     if path.exists():
@@ -282,10 +304,16 @@ class RunSummary:
     jobs: list[Job] = field(default_factory=list)
     manifest: Path | None = None
     tag: str = ""
+    failures: list[str] = field(default_factory=list)  # jobs that did not finish (--executor slurm)
+    waiting: list[str] = field(default_factory=list)  # chapters still queued or running on Slurm
 
     @property
     def failed(self) -> list[Job]:
         return [j for j in self.jobs if j.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.failures
 
     @property
     def executed(self) -> list[Job]:
@@ -341,9 +369,14 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
 
 def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrides: dict[str, Any] | None = None,
         jobs: int = 2, force: bool = False, root: Path | None = None, timeout: float | None = 3600,
-        progress: bool = True, echo=print, tag: str | None = None) -> RunSummary:
+        progress: bool = True, echo=print, tag: str | None = None, executor: str = "local",
+        slurm_options: Any = None, wait: bool = True, dry_run: bool = False) -> RunSummary:
     """Execute the chosen chapters' notebooks (all chapters by default); see the module doc.
-    ``tag`` (default: ``seedN`` for a seed other than 0) keeps the run's outputs apart."""
+    ``tag`` (default: ``seedN`` for a seed other than 0) keeps the run's outputs apart.
+    ``executor="slurm"`` submits one Slurm job per chapter instead (:mod:`reprobook.slurm`);
+    ``wait=False`` returns once they are submitted, ``dry_run`` prints their batch scripts."""
+    if executor not in ("local", "slurm"):
+        raise RunError(f"unknown executor {executor!r}; valid: local, slurm")
     root = root or book_root()
     if jobs < 1:
         raise RunError(f"--jobs must be at least 1, got {jobs}")
@@ -357,13 +390,13 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     where = f" (tag {tag}: {build_dir(root, tag).relative_to(root)})" if tag else ""
     echo(f"{len(todo)} notebook(s) at profile {profile}{where}: {len(pending)} to execute, "
          f"{cached} unchanged since their last run")
-    state = load_state(root, profile, tag)
+    if executor == "slurm":
+        return _run_slurm(root, summary, pending, timeout, slurm_options, wait, dry_run, progress, echo)
     n_chapters = len({j.chapter for j in pending})
     env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)), tag)
     results_of = lambda job: tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"  # noqa: E731
     for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
         results_of(job).unlink(missing_ok=True)
-        state.pop(job.notebook, None)
     bar = None
     if progress and pending:
         from tqdm.auto import tqdm
@@ -373,11 +406,7 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
 
     def finished(job: Job) -> None:
         with lock:
-            if job.status == "ok":
-                results = results_of(job)
-                state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
-                                       "finished": job.finished, "results_sha256": file_digest(results)}
-            atomic_write_text(_state_path(root, profile, tag), json.dumps(state, indent=2) + "\n")
+            update_state(root, profile, tag, job, results_of(job))
             if bar is not None:
                 bar.set_postfix_str(f"{Path(job.notebook).name} {job.status}")
                 bar.update(1)
@@ -396,6 +425,63 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
             fut.result()
     if bar is not None:
         bar.close()
+    summary.manifest = write_manifest(root, summary)
+    return summary
+
+
+def _run_slurm(root: Path, summary: RunSummary, pending: list[Job], timeout: float | None, options: Any,
+               wait: bool, dry_run: bool, progress: bool, echo) -> RunSummary:
+    from . import slurm
+
+    profile, tag = summary.profile, summary.tag
+    folder = build_dir(root, tag) / "slurm" / profile
+    options = options or slurm.load_options(root)
+    by_chapter: dict[str, list[Job]] = {}
+    for job in pending:
+        by_chapter.setdefault(job.chapter, []).append(job)
+    if dry_run:
+        for slug in by_chapter:
+            echo(f"# chapter {slug}: {len(by_chapter[slug])} notebook(s)")
+            echo(slurm.batch_script(root, folder, slug, profile, options))
+        return summary
+    queued = {slug: e for slug, e in slurm._load_registry(folder).items()
+              if slug in by_chapter and slurm.job_state(e["job_id"]) not in (*slurm.FINISHED, "GONE")}
+    for slug, entry in queued.items():
+        echo(f"chapter {slug}: Slurm job {entry['job_id']} is still queued or running; not submitted again")
+        del by_chapter[slug]
+    for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
+        (tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json").unlink(missing_ok=True)
+    if by_chapter:
+        slurm.submit(root, profile, tag, by_chapter, timeout, options, folder, echo)
+    if not wait:
+        summary.waiting = sorted(set(by_chapter) | set(queued))
+        echo("not waiting: `reprobook run --collect` gathers the jobs when they have finished")
+        return summary
+    return collect_slurm(root, profile, tag, wait=True, progress=progress, echo=echo, summary=summary)
+
+
+def collect_slurm(root: Path | None = None, profile: str = "reduced", tag: str = "", wait: bool = False,
+                  progress: bool = False, echo=print, summary: RunSummary | None = None) -> RunSummary:
+    """Gather the Slurm jobs of a run: the notebooks they ran (with their job ids) go into the
+    manifest; each job that failed, was cancelled or pre-empted is reported with its log."""
+    from . import slurm
+
+    root = root or book_root()
+    folder = build_dir(root, tag) / "slurm" / profile
+    got = slurm.collect(folder, wait=wait, echo=echo, progress=progress)
+    if summary is None:
+        summary = RunSummary(profile=profile, tag=tag)
+    by_nb = {j.notebook: j for j in summary.jobs}
+    for record in got.records:
+        job = Job(**record)
+        if job.notebook in by_nb:
+            by_nb[job.notebook].__dict__.update(asdict(job))
+        else:
+            summary.jobs.append(job)
+    summary.failures += got.failures
+    summary.waiting = got.pending
+    if got.pending:
+        echo(f"still queued or running: {', '.join(got.pending)}")
     summary.manifest = write_manifest(root, summary)
     return summary
 
@@ -431,6 +517,9 @@ def format_summary(summary: RunSummary, slowest: int = 5) -> str:
         lines.append("slowest: " + ", ".join(f"{Path(j.notebook).name} {j.wall_s:.1f} s" for j in timed))
     for j in summary.failed:
         lines.append(f"FAILED {j.notebook}: {j.error}  (partial output: {j.output})")
+    lines += [f"FAILED {line}" for line in summary.failures]
+    if summary.waiting:
+        lines.append(f"waiting on Slurm: {', '.join(summary.waiting)}")
     if summary.manifest:
         lines.append(f"manifest: {summary.manifest}")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from .display import md
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
+from .resources import Resources, read_resources
 from .rng import as_generator
 from .runtime import quiet_lightning, runtime_facts, seed_everything
 from .stats import Interval, TInterval, as_interval, bootstrap_interval, proportion_interval, t_interval
@@ -20,5 +21,5 @@ __all__ = [
     "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
     "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",
     "start", "to_dataset", "TInterval", "t_interval", "to_accelerator",
-    "Interval", "as_interval", "bootstrap_interval", "proportion_interval", "md",
+    "Resources", "read_resources", "Interval", "as_interval", "bootstrap_interval", "proportion_interval", "md",
 ]
