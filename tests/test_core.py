@@ -57,7 +57,8 @@ def _claim(check, evidence: str = "exact") -> chapters.Claim:
 def test_statistical_claims_are_decided_on_their_interval() -> None:
     c = _claim({"reproduced": {"min": 0.1}, "partial": {"min": 0.02}}, "statistical")
     assert c.verdict(0.2, "reduced", (0.12, 0.3)) == "reproduced"      # all of it clears 0.1
-    assert c.verdict(0.2, "reduced", (0.05, 0.3)) == "partial"         # all of it clears 0.02 only
+    assert c.verdict(0.05, "reduced", (0.03, 0.08)) == "partial"       # clears 0.02, wholly short of 0.1
+    assert c.verdict(0.2, "reduced", (0.05, 0.3)) == "inconclusive"    # clears 0.02, straddles 0.1
     assert c.verdict(0.2, "reduced", (0.01, 0.3)) == "inconclusive"    # straddles the weakest bar
     assert c.verdict(0.0, "reduced", (-0.05, 0.019)) == "not_reproduced"  # wholly below it
     assert c.verdict(0.1, "reduced", (0.1, 0.1)) == "reproduced"       # bars are inclusive

@@ -149,16 +149,16 @@ def headline(rows: list[dict[str, Any]]) -> str:
 # ----------------------------------------------------------------------------- comparing runs
 
 def is_flip(a: str, b: str, has_partial: bool = True) -> bool:
-    """A verdict that changed between two runs in a way that matters. The deciding verdicts are
-    ordered reproduced > partial > inconclusive > not reproduced; a move between inconclusive
-    and a neighbour (not reproduced, and the weakest passing verdict: partial, or reproduced
-    when the claim has no partial bar) is not a flip. Every other change is."""
+    """A verdict that changed between two runs in a way that matters: any change, except a
+    move to or from ``inconclusive`` from a deciding verdict (reproduced, partial, not
+    reproduced). An inconclusive interval straddles a bar, so the verdicts on either side of
+    that bar are its neighbours; ``has_partial`` is kept for callers and no longer matters."""
     if a == b:
         return False
+    deciding = {"reproduced", "partial", "not_reproduced"}
     if "inconclusive" in (a, b):
         other = b if a == "inconclusive" else a
-        neighbours = {"not_reproduced", "partial" if has_partial else "reproduced"}
-        return other not in neighbours
+        return other not in deciding
     return True
 
 

@@ -120,11 +120,12 @@ class Claim:
         """The verdict for a measured ``value`` (None: not measured) at ``profile``.
 
         An illustration is ``illustrated`` whatever its value. A statistical claim is decided
-        on its ``interval`` (low, high): ``reproduced`` when the whole interval clears the
-        reproduced bar, ``partial`` when it clears the partial bar, ``not_reproduced`` when it
-        lies wholly on the wrong side of the weakest bar, and ``inconclusive`` when it
-        straddles that bar. Without an interval a statistical claim cannot be decided, and a
-        ValueError says so. Exact claims compare the value itself."""
+        on its ``interval`` (low, high), one bar at a time: ``reproduced`` when the whole interval
+        clears the reproduced bar; ``partial`` when it clears the partial bar and lies wholly
+        short of the reproduced one; ``not_reproduced`` when it lies wholly on the wrong side of
+        the weakest bar; and ``inconclusive`` when it straddles a bar, so that a verdict never
+        moves between two decided verdicts on noise alone. Without an interval a statistical
+        claim cannot be decided, and a ValueError says so. Exact claims compare the value itself."""
         check = self.check_for(profile)
         if check.get("not_checkable"):
             return "not_checkable"
@@ -138,12 +139,14 @@ class Claim:
             if interval is None:
                 raise ValueError(f"claim {self.id} is statistical: its verdict needs an interval (low, high)")
             low, high = float(interval[0]), float(interval[1])
-            if _clears(check.get("reproduced"), low, high):
+            rep = check.get("reproduced")
+            if _clears(rep, low, high):
                 return "reproduced"
-            if "partial" in check and _clears(check["partial"], low, high):
-                return "partial"
-            weakest = check["partial"] if "partial" in check else check["reproduced"]
-            return "not_reproduced" if _misses(weakest, low, high) else "inconclusive"
+            if "partial" in check:
+                if _clears(check["partial"], low, high) and _misses(rep, low, high):
+                    return "partial"
+                return "not_reproduced" if _misses(check["partial"], low, high) else "inconclusive"
+            return "not_reproduced" if _misses(rep, low, high) else "inconclusive"
         if _holds(check.get("reproduced"), value):
             return "reproduced"
         if "partial" in check and _holds(check["partial"], value):
