@@ -151,7 +151,7 @@ def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> No
     run = core.start("toy", "01_draw", profile="reduced", seed=3, config=PROFILES["reduced"], threads=1)
     assert run.record("T1", np.float64(0.25), n=np.int64(4)) == "reproduced"
     data = json.loads(run.path.read_text())
-    assert run.path == toy_book / "_build" / "results" / "reduced" / "toy" / "01_draw.json"
+    assert run.path == toy_book / "_build" / "tagged" / "seed3" / "results" / "reduced" / "toy" / "01_draw.json"
     assert data["claims"]["T1"]["value"] == 0.25 and data["claims"]["T1"]["details"] == {"n": 4}
     assert data["seed"] == 3 and data["config"]["eps"] == [0.5, 1.0]
     assert {"git_commit", "packages", "hardware", "python"} <= set(data["facts"])
