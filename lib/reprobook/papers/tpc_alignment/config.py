@@ -123,9 +123,9 @@ _FULL_TRAINING = dict(
 # about 5 s, a fine-tuning run about 4.5 s and an adversarial one about 11 s: diagnostic three
 # pretrainings and about 10 s of theory checks; core_residual ten fine-tuning runs (CLIP-FT and
 # TPC on three replicates, the ablations on one); calibration about 15 s for its wrong-details
-# probe; robustness two adversarial runs and 16 attacks on 500 images (about 10 s). Timed by
-# `reprobook run` with the two cores shared by other work (load average about 11): 186 s, 293 s,
-# 163 s and 187 s.
+# probe; robustness two adversarial runs and 16 attacks on 500 images (about 10 s). Timed by a
+# `reprobook run` of the whole chapter from no checkpoints, with the two cores shared by other
+# work (load average about 3): 61 s, 82 s, 39 s and 71 s.
 PROFILES: dict[str, dict[str, Any]] = {
     "diagnostic": {
         "reduced": DiagnosticConfig(),
