@@ -4,7 +4,9 @@ networks of .experiments and the profiles of .config (arXiv 2605.05629).
 What is checked:
 
 - the metrics against closed forms and SciPy: sequence entropy (0, log L, a hand-computed mix),
-  t-intervals (``scipy.stats.t.interval``), interval separation signs, the Shidoku uniformity
+  t-intervals (``scipy.stats.t.interval``), the Welch and paired intervals of a difference
+  (SciPy's ``ttest_ind``/``ttest_rel``), the Bonferroni level and the simultaneous interval of
+  the smallest difference, the Shidoku uniformity
   test (all 288 grids once: chi2 0, p 1; a hand-computed chi2; a skewed sample) and the solved
   fraction on hand-built puzzles;
 - the oracle callables: the vMF Markov oracle is ``chain.posterior_marginals`` exactly, the
@@ -33,7 +35,6 @@ from scipy import stats
 
 from reprobook.papers.vmf_sphere_flow import config, data, evaluate, experiments, geometry, paths, samplers
 from reprobook.papers.vmf_sphere_flow.config import Language, Net
-from reprobook.papers.vmf_sphere_flow.evaluate import Interval
 from reprobook.papers.vmf_sphere_flow.fields import T_CAP
 from reprobook.papers.vmf_sphere_flow.model import PosteriorTransformer, train_posterior
 
@@ -134,16 +135,93 @@ def test_mean_interval_errors(x, level):
         evaluate.mean_interval(x, level)
 
 
-def test_interval_separation_signs():
-    low = Interval(1.0, 0.5, 1.5, 0.25, 10)
-    high = Interval(3.0, 2.0, 4.0, 0.5, 10)
-    touching = Interval(2.0, 1.5, 2.5, 0.25, 10)
-    overlapping = Interval(1.8, 1.2, 2.4, 0.3, 10)
-    assert evaluate.interval_separation(low, high) == 0.5  # disjoint, better below: positive gap
-    assert evaluate.interval_separation(high, low) == -3.5  # wrong order: negative
-    assert evaluate.interval_separation(low, overlapping) == pytest.approx(-0.3)  # overlap: negative
-    assert evaluate.interval_separation(low, touching) == 0.0
-    assert evaluate.interval_separation(low, low) == -1.0  # an interval overlaps itself
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.99])
+def test_difference_interval_welch_matches_scipy(level):
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.0, 1.0, 40), rng.normal(0.5, 3.0, 25)
+    iv = evaluate.difference_interval(a, b, level)
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(level)
+    assert iv.estimate == pytest.approx(a.mean() - b.mean(), abs=1e-12)
+    assert iv.low == pytest.approx(ci.low, abs=1e-10) and iv.high == pytest.approx(ci.high, abs=1e-10)
+    assert iv.n == 65 and iv.method.startswith("Welch")
+    # swapping the samples mirrors the interval
+    rev = evaluate.difference_interval(b, a, level)
+    assert rev.low == pytest.approx(-iv.high, abs=1e-12) and rev.high == pytest.approx(-iv.low, abs=1e-12)
+
+
+def test_difference_interval_paired_matches_scipy_and_differs_from_welch():
+    rng = np.random.default_rng(4)
+    unit = rng.normal(0.0, 5.0, 30)  # a large shared effect per unit, which pairing removes
+    a, b = unit + rng.normal(0.3, 0.2, 30), unit + rng.normal(0.0, 0.2, 30)
+    iv = evaluate.difference_interval(a, b, paired=True)
+    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert iv.low == pytest.approx(ci.low, abs=1e-10) and iv.high == pytest.approx(ci.high, abs=1e-10)
+    assert iv.n == 30 and iv.method.startswith("paired")
+    assert iv.low > 0  # the paired interval finds the 0.3 shift
+    welch = evaluate.difference_interval(a, b)
+    assert welch.low < 0 < welch.high  # the unpaired one drowns it in the units' spread
+    assert welch.estimate == pytest.approx(iv.estimate, abs=1e-12)
+
+
+def test_difference_interval_of_constant_samples_is_a_point():
+    iv = evaluate.difference_interval([1.0, 1.0, 1.0], [0.25, 0.25])
+    assert (iv.estimate, iv.low, iv.high) == (0.75, 0.75, 0.75)
+    iv = evaluate.difference_interval([1.0, 0.0, 1.0], [0.0, -1.0, 0.0], paired=True)
+    assert (iv.estimate, iv.low, iv.high) == (1.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("a, b, kw", [
+    ([1.0], [1.0, 2.0], {}), ([1.0, 2.0], [np.nan, 1.0], {}), ([1.0, 2.0, 3.0], [1.0, 2.0], {"paired": True}),
+    ([1.0, 2.0], [2.0, 3.0], {"level": 1.0}), ([1.0, 2.0], [2.0, 3.0], {"level": 0.0}),
+])
+def test_difference_interval_errors(a, b, kw):
+    with pytest.raises(ValueError):
+        evaluate.difference_interval(a, b, **kw)
+
+
+def test_bonferroni_level():
+    assert evaluate.bonferroni_level(0.95, 1) == pytest.approx(0.95)
+    assert evaluate.bonferroni_level(0.95, 2) == pytest.approx(0.975)
+    assert evaluate.bonferroni_level(0.9, 4) == pytest.approx(0.975)
+    for bad in ((0.95, 0), (0.95, 1.5), (0.95, True), (1.0, 2), (0.0, 2)):
+        with pytest.raises(ValueError):
+            evaluate.bonferroni_level(*bad)
+
+
+def test_smallest_difference_is_the_bonferroni_minimum():
+    rng = np.random.default_rng(5)
+    pairs = {"x": (rng.normal(1.0, 1.0, 50), rng.normal(0.0, 1.0, 50)),
+             "y": (rng.normal(0.4, 1.0, 50), rng.normal(0.0, 1.0, 50)),
+             "z": (rng.normal(2.0, 1.0, 50), rng.normal(0.0, 1.0, 50))}
+    name, iv = evaluate.smallest_difference(pairs, 0.95)
+    each = {k: evaluate.difference_interval(a, b, 1 - 0.05 / 3) for k, (a, b) in pairs.items()}
+    assert name == min(each, key=lambda k: each[k].estimate) == "y"
+    assert iv.estimate == each["y"].estimate
+    assert iv.low == min(e.low for e in each.values()) and iv.high == min(e.high for e in each.values())
+    # each Bonferroni interval is wider than the plain 95% one
+    plain = evaluate.difference_interval(*pairs["y"])
+    assert each["y"].low < plain.low and each["y"].high > plain.high
+    # one comparison: the plain interval
+    name1, one = evaluate.smallest_difference({"y": pairs["y"]})
+    assert name1 == "y" and one == plain
+    # paired mode passes through
+    _, p = evaluate.smallest_difference({"y": pairs["y"]}, paired=True)
+    assert p == evaluate.difference_interval(*pairs["y"], paired=True)
+    with pytest.raises(ValueError, match="at least one"):
+        evaluate.smallest_difference({})
+
+
+def test_smallest_difference_covers_at_the_stated_level():
+    """Coverage by simulation: two differences with true values 0.2 and 0.5; the smallest true
+    difference (0.2) must lie in the simultaneous 90% interval in at least about 90% of draws."""
+    rng = np.random.default_rng(6)
+    hits = 0
+    for _ in range(400):
+        pairs = {"a": (rng.normal(0.2, 1.0, 12), rng.normal(0.0, 1.0, 12)),
+                 "b": (rng.normal(0.5, 1.0, 12), rng.normal(0.0, 1.0, 12))}
+        _, iv = evaluate.smallest_difference(pairs, 0.9)
+        hits += iv.low <= 0.2 <= iv.high
+    assert hits / 400 > 0.86
 
 
 # =============================================================================================
@@ -705,6 +783,29 @@ def test_path_config_kappa_max_gives_mean_cosine_near_0_9(profile):
     for d, k in zip(cfg.dims, cfg.kappa_max):
         a = float(geometry.mean_cosine(d, k))
         assert 0.85 < a < 0.95, (d, k, a)
+
+
+@pytest.mark.parametrize("notebook, claim", [("learning_the_posterior", "C5"), ("three_paths", "C4"),
+                                             ("time_conditioning", "C6"), ("shidoku_puzzles", "C7")])
+def test_claims_about_training_are_decided_only_with_three_training_seeds(notebook, claim):
+    """C4-C7 compare or describe trained networks: a profile decides them only if it trains at
+    least three seeds of each network, and marks them needs_full otherwise."""
+    from reprobook.core import get_chapter
+
+    c = get_chapter("vmf_sphere_flow").claim(claim)
+    assert c.evidence == "statistical"
+    for profile in ("reduced", "full"):
+        seeds = config.resolve(notebook, profile).train_seeds
+        assert len(set(seeds)) == len(seeds)
+        assert bool(c.check_for(profile).get("needs_full")) == (len(seeds) < 3), (profile, seeds)
+
+
+def test_c1_and_c2_sizes():
+    for profile in ("reduced", "full"):
+        p = config.resolve("vmf_path", profile)
+        assert p.fractions[-1] == 1.0 and all(0 < f <= 1 for f in p.fractions)
+        o = config.resolve("perfect_posterior", profile)
+        assert o.n_final >= o.n
 
 
 def test_resolve_errors():

@@ -37,6 +37,7 @@ class PathConfig:
     n_kappa: int = 121  # psi table: grid points in kappa
     n_s: int = 201  # psi table: grid points in s
     n_quantiles: int = 199  # deterministic check: quantile levels u = 1/200 .. 199/200
+    fractions: tuple[float, ...] = (0.25, 0.5, 1.0)  # C1: the quantiles are checked at kappa = fraction * kappa_max
     alpha: float = 0.05  # KS level, split over the dimensions (Bonferroni)
     quantile_tol: float = 1e-3  # allowed |transported quantile - vMF quantile|
 
@@ -51,6 +52,7 @@ class OracleConfig:
     chain_seed: int = 0  # the language is MarkovChain(V, chain_seed, concentration)
     kappa_max: float = 60.0  # vMF path end, A_16(60) = 0.882
     n: int = 500  # sequences per sampler run
+    n_final: int = 2000  # C2: sequences of the run with the most ODE steps (the scored gap)
     ode_steps: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
     pc: tuple[tuple[int, int], ...] = ((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (32, 1), (64, 1))  # (predictor steps, correctors)
     sde_sigma2: tuple[float, ...] = (0.25, 1.0)  # SDE noise levels sigma^2 (in units of t)
@@ -99,6 +101,7 @@ class LearnConfig:
     pc: tuple[tuple[int, int], ...] = ((32, 0), (16, 1), (8, 3))  # (predictor steps, correctors): 33 NFE each
     eps0: float = 0.01  # corrector step size at the start (the code's default)
     sample_seeds: int = 3  # sampling seeds per sampler for C3
+    train_seeds: tuple[int, ...] = (0,)  # C5: network initialisations (offsets of the notebook's seed); the first drives C3
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class PathsConfig:
     n_eval: int = 500
     steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 for all three paths
     sample_seeds: int = 3
-    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (offsets of the notebook's seed)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class TimeConfig:
     n_eval: int = 500
     sample_steps: int = 32
     sample_seeds: int = 3
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations of each kind (offsets of the notebook's seed)
 
 
 @dataclass(frozen=True)
@@ -133,12 +137,12 @@ class PuzzleConfig:
     test_fraction: float = 0.2  # grids held out for the test puzzles (58 of 288)
     blanks: tuple[int, int] = (8, 12)  # blanked cells per puzzle, inclusive range
     copies: int = 40  # training puzzles per training grid (fresh blanks each)
-    n_eval: int = 256  # test puzzles, from the held-out grids
+    n_eval: int = 256  # test puzzles per training seed, from the held-out grids (fresh for each seed)
     steps: int = 32  # Euler steps of the ODE samplers: 33 NFE with the read-out
     pc: tuple[tuple[int, int], ...] = ((16, 1), (8, 3))  # vMF predictor-corrector settings at the same NFE
     eps0: float = 0.01
-    sample_seeds: int = 3
-    train_seeds: tuple[int, ...] = (0,)
+    sample_seeds: int = 3  # sampling seeds per puzzle and method (averaged per puzzle)
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (offsets of the notebook's seed)
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
@@ -147,8 +151,11 @@ class PuzzleConfig:
 # the vMF one loaded; trained alone it is one more 20 s), time_conditioning 34 s,
 # shidoku_puzzles 57 s (three networks of 700 steps, 39 s). A training step of the width-64
 # network takes about 20 ms on one thread. The full profile is much larger (networks of the
-# paper's size, 20,000 steps, three training seeds per path, thousands of samples): several
-# hours on one GPU by our estimate; it has not been run.
+# paper's size, 20,000 steps, five training seeds per path and of the time-conditioned network,
+# thousands of samples): many hours on one GPU by our estimate; it has not been run. The C2 run
+# of 2000 sequences at 128 steps (notebook 2) was added after these timings: perfect_posterior then
+# took 37 s beside one other job on the 2-core machine (vmf_path 14 s at the same time).
+_FULL_SEEDS = (0, 1, 2, 3, 4)  # C4-C7 compare trained networks: intervals over 5 training seeds
 _FULL_NET = Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512, train_steps=20_000,
                 n_train=1_000_000)
 PROFILES: dict[str, dict[str, Any]] = {
@@ -159,28 +166,29 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "perfect_posterior": {
         "reduced": OracleConfig(),
-        "full": OracleConfig(n=5000, ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
+        "full": OracleConfig(n=5000, n_final=20_000, ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
                              pc=((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (16, 3), (32, 1), (32, 3), (64, 1), (128, 1)),
                              sde_sigma2=(0.1, 0.25, 1.0, 4.0), shidoku_n=14_400, shidoku_steps=128),
     },
     "learning_the_posterior": {
         "reduced": LearnConfig(),
         "full": LearnConfig(net=_FULL_NET, eval_at=(1000, 2000, 5000, 10_000, 20_000), n_eval=5000, sample_seeds=5,
-                            pc=((128, 0), (64, 1), (32, 3)), sample_steps=128),
+                            pc=((128, 0), (64, 1), (32, 3)), sample_steps=128, train_seeds=_FULL_SEEDS),
     },
     "three_paths": {
         "reduced": PathsConfig(),
-        "full": PathsConfig(net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=(0, 1, 2)),
+        "full": PathsConfig(net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5,
+                            train_seeds=_FULL_SEEDS),
     },
     "shidoku_puzzles": {
         "reduced": PuzzleConfig(),
         "full": PuzzleConfig(net=Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512,
                                      train_steps=20_000, n_train=0),
-                             copies=400, n_eval=2000, sample_seeds=5, train_seeds=(0, 1, 2)),
+                             copies=400, n_eval=2000, sample_seeds=5, train_seeds=_FULL_SEEDS),
     },
     "time_conditioning": {
         "reduced": TimeConfig(),
-        "full": TimeConfig(net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5),
+        "full": TimeConfig(net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5, train_seeds=_FULL_SEEDS),
     },
 }
 

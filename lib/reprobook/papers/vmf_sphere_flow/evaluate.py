@@ -8,8 +8,10 @@ Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full t
   path, and the geodesic and Euclidean baselines), returning the tokens and the NFE;
 - :func:`sequence_entropy`: the entropy of each generated sequence's token frequencies (the
   "entropy" that the paper plots beside generative perplexity, following MDLM's protocol);
-- :func:`mean_interval`, :func:`interval_separation`: t-intervals of a mean and the gap between
-  two intervals (the chapter's rule: overlapping intervals do not count as a win);
+- :func:`mean_interval`: the t-interval of a mean (for tables and figures);
+- :func:`difference_interval`, :func:`smallest_difference`: the intervals that decide the
+  chapter's comparisons (claims C3-C7), a Welch or paired t-interval of a difference of means,
+  and a simultaneous (Bonferroni) interval for the smallest of several differences;
 - :func:`grid_uniformity`: validity and a chi-square test of uniformity over the 288 Shidoku
   grids.
 """
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from reprobook.core.stats import Interval as ClaimInterval
 from reprobook.core.stats import t_interval
 
 from . import data, paths, samplers
@@ -36,8 +39,9 @@ __all__ = [
     "sequence_entropy",
     "Interval",
     "mean_interval",
-    "network_interval",
-    "interval_separation",
+    "bonferroni_level",
+    "difference_interval",
+    "smallest_difference",
     "GridTest",
     "grid_uniformity",
     "solved_fraction",
@@ -172,24 +176,76 @@ def mean_interval(x, level: float = 0.95) -> Interval:
     return Interval(iv.mean, iv.low, iv.high, iv.se, iv.n)
 
 
-def network_interval(per_network, level: float = 0.95) -> Interval:
-    """The interval of a mean over trained networks: ``per_network`` is a list with one array of
-    per-sample values (all sampling seeds pooled) for each training seed. With one network it is
-    the t-interval over its samples, which covers sampling noise only; with several it is the
-    t-interval over the networks' means (n = number of networks), so that the training seeds'
-    spread counts and samples of one network are not taken as independent of each other."""
-    groups = [np.asarray(g, dtype=float).ravel() for g in per_network]
-    if not groups:
-        raise ValueError("need the values of at least one network")
-    if len(groups) == 1:
-        return mean_interval(groups[0], level)
-    return mean_interval([g.mean() for g in groups], level)
+def bonferroni_level(level: float, k: int) -> float:
+    """1 - (1 - level) / k: the level at which each of ``k`` intervals is made so that all ``k``
+    cover their true values together with probability at least ``level`` (Bonferroni)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k (the number of intervals) must be an integer >= 1, got {k!r}")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    return 1.0 - (1.0 - float(level)) / int(k)
 
 
-def interval_separation(better: Interval, worse: Interval) -> float:
-    """worse.lo - better.hi: positive when ``better``'s interval lies entirely below ``worse``'s
-    (lower is better, as for an NLL), negative when they overlap or are in the other order."""
-    return float(worse.lo - better.hi)
+def _values(x, name: str) -> np.ndarray:
+    v = np.asarray(x, dtype=float).reshape(-1)
+    if v.size < 2:
+        raise ValueError(f"{name} needs at least 2 values, got {v.size}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name}: all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not")
+    return v
+
+
+def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> ClaimInterval:
+    """mean(a) - mean(b) with its two-sided interval at ``level``, as a claim records it.
+
+    paired (a_i and b_i measured on the same unit, e.g. one puzzle solved by two methods): the
+    Student-t interval of the differences a_i - b_i, n - 1 degrees of freedom.
+    unpaired (independent samples): Welch's interval,
+
+        se = sqrt(s_a^2 / n_a + s_b^2 / n_b),
+        df = se^4 / ((s_a^2 / n_a)^2 / (n_a - 1) + (s_b^2 / n_b)^2 / (n_b - 1)),
+
+    with s^2 the sample variances (ddof = 1). When both samples are constant the interval is the
+    point mean(a) - mean(b)."""
+    x, y = _values(a, "a"), _values(b, "b")
+    if paired:
+        if x.shape != y.shape:
+            raise ValueError(f"paired samples must have the same length, got {x.size} and {y.size}")
+        iv = t_interval(x - y, level)
+        return ClaimInterval(iv.mean, iv.low, iv.high, f"paired Student-t {level:.1%} over {x.size}", int(x.size))
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    est = float(x.mean() - y.mean())
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        half = 0.0
+    else:
+        df = se**4 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
+        half = float(stats.t.ppf((1 + level) / 2, df)) * se
+    return ClaimInterval(est, est - half, est + half, f"Welch {level:.1%} over {x.size} + {y.size}",
+                         int(x.size + y.size))
+
+
+def smallest_difference(pairs, level: float = 0.95, *, paired: bool = False) -> tuple[str, ClaimInterval]:
+    """The smallest of k differences mean(a_j) - mean(b_j), with a simultaneous interval.
+
+    ``pairs`` maps a name to (a_j, b_j). Each difference gets its :func:`difference_interval` at
+    the Bonferroni level 1 - (1 - level)/k, so with probability at least ``level`` every true
+    difference lies in its interval, and then the smallest true difference lies in
+    [min_j low_j, min_j high_j]. The estimate is min_j of the estimated differences. A claim
+    "X beats every baseline" is scored on this: its lower end above 0 means each difference is.
+    Returns (the name with the smallest estimate, the interval)."""
+    pairs = dict(pairs)
+    if not pairs:
+        raise ValueError("pairs must name at least one comparison: {name: (a, b)}")
+    each = bonferroni_level(level, len(pairs))
+    ivs = {name: difference_interval(a, b, each, paired=paired) for name, (a, b) in pairs.items()}
+    worst = min(ivs, key=lambda name: ivs[name].estimate)
+    method = (f"smallest of {len(ivs)} differences, each {ivs[worst].method.split(' over ')[0]} "
+              f"(Bonferroni for {level:.0%} together)") if len(ivs) > 1 else ivs[worst].method
+    return worst, ClaimInterval(ivs[worst].estimate, min(iv.low for iv in ivs.values()),
+                                min(iv.high for iv in ivs.values()), method, ivs[worst].n)
 
 
 class GridTest(NamedTuple):
