@@ -38,8 +38,10 @@ from reprobook.papers.testable_massart.tester import (
     Calibration,
     MomentTester,
     calibrate,
+    chi2_calibration,
     moment_statistic,
     population_statistic,
+    smallest_rate_interval,
     time_statistic,
 )
 
@@ -494,3 +496,97 @@ def test_tester_errors(small_calibration):
 def test_time_statistic_is_a_positive_duration():
     s = time_statistic(3, 2, 500, np.random.default_rng(0), repeats=2)
     assert isinstance(s, float) and 0 < s < 5
+
+
+# --- the analytic threshold and the interval of the smallest rate (C2, C3) --------------------
+
+
+def test_chi2_calibration_is_the_chi2_quantile_and_draws_nothing():
+    cal = chi2_calibration(5, 4, 20_000, quantile=0.99)
+    assert cal.method == "chi2" and cal.df == 125 and cal.null_statistics.size == 0
+    assert cal.threshold == float(chi2.ppf(0.99, 125)) == cal.chi2_threshold
+    assert 164.6 < cal.threshold < 164.8  # the 99% quantile of chi^2 with 125 degrees of freedom, 164.69
+    test = MomentTester(cal)
+    assert "chi2" in repr(test)
+    # p-value from the chi-squared law: a sample with exact moments has S = 0 and p-value 1
+    atoms, _ = gauss_hermite_product(3, 2)
+    exact = MomentTester(chi2_calibration(3, 3, 2000))
+    X = np.repeat(atoms, 250, axis=0)
+    assert exact.p_value(X) == 1.0 and exact.accepts(X)
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((2000, 3))
+    assert exact.p_value(G) == pytest.approx(chi2.sf(moment_statistic(G, 3), 19), rel=1e-12)
+    # the sample size is still enforced
+    with pytest.raises(ValueError, match="calibrated for exactly n = 2000"):
+        exact.accepts(G[:1999])
+    with pytest.raises(ValueError, match="quantile"):
+        chi2_calibration(3, 3, 2000, quantile=0.0)
+    with pytest.raises(ValueError, match="degree"):
+        chi2_calibration(3, 0, 2000)
+
+
+def test_chi2_threshold_holds_its_level_at_large_n():
+    # d = 2, degree 3 (9 features) at n = 5000: the statistic is close to chi^2_9, so the analytic
+    # 90% threshold accepts about 90% of fresh Gaussian samples (400 samples: sd 0.015)
+    test = MomentTester(chi2_calibration(2, 3, 5000, quantile=0.9))
+    rng = np.random.default_rng(31)
+    rate = np.mean([test.accepts(rng.standard_normal((5000, 2))) for _ in range(400)])
+    assert abs(rate - 0.9) < 4 * math.sqrt(0.9 * 0.1 / 400), rate
+
+
+def test_smallest_rate_interval_is_bonferroni_clopper_pearson():
+    from scipy.stats import binomtest
+
+    counts = {"a": (80, 80), "b": (75, 80), "c": (60, 60)}
+    iv = smallest_rate_interval(counts, level=0.95)
+    each = 1 - 0.05 / 3
+    cps = {k: binomtest(s, n).proportion_ci(confidence_level=each, method="exact") for k, (s, n) in counts.items()}
+    assert iv.estimate == 75 / 80
+    assert iv.low == pytest.approx(min(c.low for c in cps.values()), rel=1e-12)
+    assert iv.high == pytest.approx(min(c.high for c in cps.values()), rel=1e-12)
+    assert iv.low < iv.estimate <= iv.high and iv.n == 60
+    # all 80 of 80 at level 1 - 0.05/6: the lower end is (0.05/12)^(1/80)
+    six = smallest_rate_interval({str(i): (80, 80) for i in range(6)})
+    assert six.estimate == 1.0 and six.high == 1.0
+    assert six.low == pytest.approx((0.05 / 12) ** (1 / 80), rel=1e-9)
+    # one rate alone is the plain Clopper-Pearson interval
+    one = smallest_rate_interval({"x": (7, 10)})
+    ci = binomtest(7, 10).proportion_ci(confidence_level=0.95, method="exact")
+    assert (one.low, one.high) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    with pytest.raises(ValueError, match="empty"):
+        smallest_rate_interval({})
+    with pytest.raises(ValueError, match="pair"):
+        smallest_rate_interval({"x": 3})
+    with pytest.raises(ValueError, match="level"):
+        smallest_rate_interval({"x": (1, 2)}, level=1.0)
+
+
+# --- the LP never exceeds the optimum it relaxes ------------------------------------------------
+
+
+@pytest.mark.parametrize("refine", [3, 8])
+def test_lp_gap_never_exceeds_the_closed_form_on_the_default_grid(refine):
+    """The LP imposes the sandwich on finitely many points, a relaxation of the real problem, so its
+    gap can be at most the optimum, 2 lambda_{k/2}(t). Unscaled, rows of far points (entries up to
+    1e9 at degree 14) made HiGHS stop at a non-optimal vertex: t = -2.271, degree 14 on the default
+    3001-point grid gave a gap 1.1% above the optimum after 3 (and 8) exchange rounds."""
+    for t in (-2.271, 2.271):
+        r = sandwich.sandwich(t, 14, refine=refine)
+        g = float(christoffel_gap(t, 14))
+        assert r.gap <= g * (1 + 1e-6), (t, refine, r.gap / g - 1)
+        assert r.gap >= g * (1 - 1e-4), (t, refine, r.gap / g - 1)
+
+
+def test_far_rows_are_scaled_to_order_one():
+    from reprobook.papers.testable_massart.sandwich import _far_scale
+
+    R, k = 8.271, 14
+    z = np.array([-16.5, -12.271, -8.3, -8.271, -3.0, 0.0, 2.271, 8.271, 10.271, 16.5])
+    s = _far_scale(z, R, k)
+    inside = np.abs(z) <= R
+    np.testing.assert_array_equal(s[inside], 1.0)  # rows on [-R, R] keep their units
+    np.testing.assert_allclose(s[~inside], np.abs(z[~inside]) ** k / math.sqrt(math.factorial(k)), rtol=1e-12)
+    V = hermite_1d(z, k)
+    assert np.abs(V[~inside]).max() > 1e6  # unscaled, the far rows are huge
+    scaled = V[~inside] / s[~inside, None]
+    assert np.abs(scaled).max() < 2.0  # h_k(z) sqrt(k!) / |z|^k -> 1 and the lower h_j are smaller

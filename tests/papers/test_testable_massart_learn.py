@@ -492,3 +492,20 @@ def test_bad_inputs_raise_clear_errors():
         L.TesterLearner(object(), degree=2, eps=0.1)
     with pytest.raises(ValueError, match="eps must be"):
         L.TesterLearner(FakeTester(True), degree=2, eps=0.9)
+
+
+def test_worst_per_seed_by_brute_force():
+    from reprobook.papers.testable_massart.learners import worst_per_seed
+
+    rng = np.random.default_rng(4)
+    seeds = rng.integers(0, 5, size=60)
+    values = rng.normal(size=60)
+    got = worst_per_seed(seeds, values)
+    assert list(got) == sorted(set(seeds.tolist()))
+    for s, v in got.items():
+        assert v == max(x for t, x in zip(seeds, values) if t == s)
+    assert worst_per_seed([3, 1, 3], [0.01, 0.02, 0.05]) == {1: 0.02, 3: 0.05}
+    with pytest.raises(ValueError, match="one length"):
+        worst_per_seed([0, 1], [0.1])
+    with pytest.raises(ValueError, match="finite"):
+        worst_per_seed([0, 1], [0.1, np.nan])

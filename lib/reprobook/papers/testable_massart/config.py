@@ -7,11 +7,10 @@ the abstract was available; the tester and learner are our reconstruction).
 Notebooks: ``sandwiching`` (C1), ``moment_tester`` (C2, C3), ``tester_learner`` (C4, C5). The
 seed is a notebook parameter; Monte Carlo streams derive from it.
 
-The full profile runs the same NumPy and SciPy code at the brief's larger sizes (higher degrees,
-dimensions and sample sizes, more seeds). The brief budgeted a GPU for degree-4 to 6 moments in
-d = 20 to 50; this chapter computes features in float64 NumPy, in row chunks, and has not been
-ported to torch, so the full profile is sized for a many-core CPU (it runs on the GPU machine's
-CPUs). No data set applies: every distribution is generated.
+The full profile runs the same NumPy and SciPy code at larger sizes (higher degrees, dimensions
+and sample sizes, more seeds). Degree-4 to 6 moments in d = 20 to 50 would suit a GPU; this
+chapter computes features in float64 NumPy, in row chunks, and has not been ported to torch, so
+the full profile is sized for a many-core CPU (it runs on the GPU machine's CPUs). No data set applies: every distribution is generated.
 """
 
 from __future__ import annotations
@@ -43,17 +42,17 @@ class SandwichingConfig:
 
 @dataclass(frozen=True)
 class MomentTesterConfig:
-    """C2, C3: the Hermite moment-matching tester, its null calibration and its power."""
+    """C2, C3: the Hermite moment-matching tester, its analytic threshold and its power."""
 
     d: int = 5  # dimension
     degree: int = 4  # largest total degree of the tested moments (125 features at d = 5)
-    n: int = 20_000  # samples per test (the largest of sample_sizes)
-    null_reps: int = 200  # Gaussian samples drawn to calibrate the threshold
-    quantile: float = 0.99  # the threshold is this quantile of the null statistics
-    check_reps: int = 100  # fresh Gaussian samples for the acceptance rate (C2)
-    alt_reps: int = 20  # samples per alternative and sample size (C3)
-    sample_sizes: tuple[int, ...] = (1000, 3000, 10_000, 20_000)  # n of the power curves (each calibrated)
-    null_reps_small: int = 100  # calibration repetitions at the smaller sample sizes
+    n: int = 20_000  # samples per test (the largest of sample_sizes); the tester of C2 and C3
+    quantile: float = 0.99  # the threshold is this quantile of chi-squared (at n) or of Monte Carlo null draws (smaller n)
+    check_reps: int = 400  # fresh Gaussian samples for the acceptance rate (C2)
+    score_reps: int = 80  # samples per alternative and of the grid at n (C3)
+    alt_reps: int = 20  # samples per alternative at the smaller sample sizes (the power curves)
+    sample_sizes: tuple[int, ...] = (1000, 3000, 10_000, 20_000)  # n of the power curves (the largest is n)
+    null_reps_small: int = 100  # Monte Carlo null draws calibrating the threshold at each smaller sample size
 
 
 @dataclass(frozen=True)
@@ -74,18 +73,21 @@ class TesterLearnerConfig:
     solver: str = "dual"  # L1 regression: "dual" (HiGHS on the LP dual, about 7x faster) or "sklearn"
     test_degree: int = 4  # degree of the tester's moments
     null_reps: int = 100  # Gaussian samples to calibrate the tester at n
-    seeds: int = 2  # repetitions (data seeds) of the learner comparison
+    seeds: int = 5  # repetitions (data seeds) of the learner comparison; C4's interval is over them
+    soundness_reps: int = 2  # repetitions per non-Gaussian marginal in the soundness runs (shown, not scored)
     cost_dims: tuple[int, ...] = (2, 5, 10, 20)  # dimensions of the cost illustration
     cost_degrees: tuple[int, ...] = (2, 3, 4)  # degrees of the cost illustration
     cost_n: int = 5000  # samples in the cost illustration
     cost_max_features: int = 12_000  # skip (d, k) pairs with more features than this
 
 
-# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): sandwiching 28.1 s (56 sandwiches, 422 exchange rounds in about 22 s; the
-# closed-form sweep to degree 4000 well under 1 s), moment_tester 10.9 s (calibrations at four
-# sample sizes about 4 s, alternatives about 3 s), tester_learner 15.0 s (24 learner problems
-# with the dual L1 solver about 6 s, the soundness runs about 3 s).
+# Wall time of each notebook at the reduced sizes, measured through nbval on the 2-core CPU while
+# it also ran other work (load average about 2; kernel start included; CPU time in brackets):
+# sandwiching 50 s (45 s; 56 sandwiches and their exchange rounds, solved by HiGHS's interior-point
+# method, take most of it; the closed-form sweep to degree 4000 well under 1 s), moment_tester
+# 22 s (21 s; 400 Gaussian samples and 6 x 80 scored samples at n = 20,000, the power curves at
+# three smaller n), tester_learner 41 s (32 s; 5 seeds x 12 learner problems with the dual L1
+# solver, the soundness runs, the cost grid).
 PROFILES: dict[str, dict[str, Any]] = {
     "sandwiching": {
         "reduced": SandwichingConfig(),
@@ -102,7 +104,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "moment_tester": {
         "reduced": MomentTesterConfig(),
         "full": MomentTesterConfig(
-            d=20, degree=4, n=1_000_000, null_reps=1000, check_reps=1000, alt_reps=200,
+            d=20, degree=4, n=1_000_000, check_reps=1000, score_reps=200, alt_reps=200,
             sample_sizes=(10_000, 100_000, 1_000_000), null_reps_small=1000,
         ),
     },
@@ -112,7 +114,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "reduced": TesterLearnerConfig(),
         "full": TesterLearnerConfig(
             d=10, n=20_000, n_test=1_000_000, thresholds=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5),
-            degrees=(1, 2, 3), null_reps=1000, seeds=20, cost_dims=(2, 5, 10, 20, 50),
+            degrees=(1, 2, 3), null_reps=1000, seeds=20, soundness_reps=20, cost_dims=(2, 5, 10, 20, 50),
             cost_degrees=(2, 3, 4, 5, 6), cost_n=100_000, cost_max_features=2_000_000,
         ),
     },

@@ -332,7 +332,7 @@ class MinoritySide(MassartNoise):
 def boundary_band(eta_max: float = 0.4, width: float = 0.5, eta_low: float = 0.05) -> BoundaryBand:
     """eta(x) = eta_max when |w . x - t| < width, else eta_low (both < 1/2).
 
-    The defaults are the brief's prototype: 0.4 within 0.5 of the boundary, 0.05 elsewhere.
+    The defaults are the chapter's standard case: 0.4 within 0.5 of the boundary, 0.05 elsewhere.
     """
     eta_max = _check_eta(eta_max, "eta_max")
     eta_low = _check_eta(eta_low, "eta_low")

@@ -45,6 +45,7 @@ __all__ = [
     "constant_error",
     "Outcome",
     "TesterLearner",
+    "worst_per_seed",
 ]
 
 L1_SOLVERS = ("sklearn", "dual")
@@ -353,3 +354,19 @@ class TesterLearner:
             self.degree, solver=self.learner.solver, class_weight=self.learner.class_weight
         )
         return Outcome(True, statistic, minority, learner.fit(X, y), "polynomial")
+
+
+def worst_per_seed(seeds: ArrayLike, values: ArrayLike) -> dict[int, float]:
+    """Each seed's largest value: {s: max{values[i] : seeds[i] = s}}, in increasing seed order.
+
+    Claim C4 scores a run (one data seed) by the largest excess error of the tester-learner over
+    the thresholds and noise models of that run, because the guarantee err <= opt + eps is made
+    for every run; the claim is then decided on the Student-t interval of these per-seed values."""
+    seeds = np.asarray(seeds)
+    values = np.asarray(values, dtype=float)
+    if seeds.ndim != 1 or values.shape != seeds.shape or seeds.size == 0:
+        raise ValueError(f"seeds and values must be non-empty 1-D arrays of one length, got shapes "
+                         f"{seeds.shape} and {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("values must be finite")
+    return {int(s): float(values[seeds == s].max()) for s in np.unique(seeds)}

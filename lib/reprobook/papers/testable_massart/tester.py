@@ -11,9 +11,15 @@ distinct features are uncorrelated, so for n i.i.d. Gaussian samples
 
     S(X) = n * sum_{1 <= |a| <= k} ( (1/n) sum_i H_a(x_i) )^2   ~approx   chi^2 with C(d + k, k) - 1 d.o.f.
 
-The tester accepts when S(X) is at most a threshold: the ``quantile`` of S under the Gaussian null,
-estimated by Monte Carlo with the same (d, k, n). The population analogue for a distribution D is
+The tester accepts when S(X) is at most a threshold, the ``quantile`` of S under the Gaussian
+null. Two calibrations: ``chi2_calibration`` takes the quantile of the chi-squared limit (eq.
+massart-moment-stat of the chapter and its chi-squared limit; no sample sets it, so Gaussian
+samples can measure the acceptance rate honestly), and ``calibrate`` estimates it by Monte Carlo
+with the same (d, k, n) (better at small n, where the degree-k features' heavy tails make S's
+law heavier than chi-squared). The population analogue for a distribution D is
 sum_a E_D[H_a]^2, the squared distance of D's degree-<= k moments from the Gaussian's.
+``smallest_rate_interval`` gives the simultaneous interval of the smallest of several rates
+(claim C3).
 """
 
 from __future__ import annotations
@@ -25,15 +31,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import chi2
 
+from reprobook.core.stats import Interval, proportion_interval
+
 from .hermite import feature_means, n_features
 
 __all__ = [
     "moment_statistic",
     "Calibration",
     "calibrate",
+    "chi2_calibration",
     "MomentTester",
     "population_statistic",
     "time_statistic",
+    "smallest_rate_interval",
 ]
 
 
@@ -67,9 +77,11 @@ def moment_statistic(X: ArrayLike, degree: int) -> float:
 
 @dataclass(frozen=True, eq=False)
 class Calibration:
-    """A Monte Carlo threshold for ``moment_statistic`` under the Gaussian null N(0, I_d), n samples.
+    """A threshold for ``moment_statistic`` under the Gaussian null N(0, I_d), n samples.
 
-    threshold = the ``quantile`` of ``null_statistics`` (``numpy.quantile``, linear interpolation).
+    method "monte_carlo" (``calibrate``): threshold = the ``quantile`` of ``null_statistics``
+    (``numpy.quantile``, linear interpolation). method "chi2" (``chi2_calibration``): threshold =
+    the ``quantile`` of chi^2(df), and ``null_statistics`` is empty.
     """
 
     threshold: float
@@ -78,6 +90,7 @@ class Calibration:
     degree: int
     n: int
     quantile: float
+    method: str = "monte_carlo"
 
     @property
     def df(self) -> int:
@@ -126,6 +139,24 @@ def calibrate(
     )
 
 
+def chi2_calibration(d: int, degree: int, n: int, quantile: float = 0.99) -> Calibration:
+    """The analytic threshold: the ``quantile`` of chi^2 with C(d + degree, degree) - 1 degrees of
+    freedom, the law S(X) tends to as n grows when the rows of X are i.i.d. N(0, I_d). No sample
+    is drawn, so no Gaussian sample that is later tested has set it. ``n`` is kept so that the
+    tester still refuses samples of another size (the limit is only as good as n is large)."""
+    d = _check_int(d, "d", 1)
+    degree = _check_int(degree, "degree", 1)
+    n = _check_int(n, "n", 1)
+    quantile = float(quantile)
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must lie strictly between 0 and 1, got {quantile}")
+    stats = np.empty(0)
+    stats.flags.writeable = False
+    df = n_features(d, degree, include_constant=False)
+    return Calibration(threshold=float(chi2.ppf(quantile, df)), null_statistics=stats, d=d, degree=degree, n=n,
+                       quantile=quantile, method="chi2")
+
+
 class MomentTester:
     """Accepts X when S(X) <= the calibrated threshold (reconstructed moment-matching tester).
 
@@ -135,7 +166,8 @@ class MomentTester:
 
     def __init__(self, calibration: Calibration):
         if not isinstance(calibration, Calibration):
-            raise TypeError(f"MomentTester needs a Calibration (from calibrate(...)), got {type(calibration).__name__}")
+            raise TypeError("MomentTester needs a Calibration (from calibrate(...) or chi2_calibration(...)), "
+                            f"got {type(calibration).__name__}")
         self.calibration = calibration
 
     @property
@@ -172,8 +204,11 @@ class MomentTester:
         return bool(self.statistic(X) <= self.calibration.threshold)
 
     def p_value(self, X: ArrayLike) -> float:
-        """Monte Carlo p-value (1 + #{null >= S(X)}) / (1 + reps)."""
+        """Monte Carlo p-value (1 + #{null >= S(X)}) / (1 + reps); for a chi-squared calibration,
+        P[chi^2(df) >= S(X)]."""
         s = self.statistic(X)
+        if self.calibration.method == "chi2":
+            return float(chi2.sf(s, self.calibration.df))
         null = self.calibration.null_statistics
         return float((1 + np.count_nonzero(null >= s)) / (1 + null.size))
 
@@ -181,7 +216,7 @@ class MomentTester:
         cal = self.calibration
         return (
             f"MomentTester(d={cal.d}, degree={cal.degree}, n={cal.n}, quantile={cal.quantile}, "
-            f"threshold={cal.threshold:.4g})"
+            f"threshold={cal.threshold:.4g}, method={cal.method!r})"
         )
 
 
@@ -213,3 +248,31 @@ def time_statistic(d: int, degree: int, n: int, rng: np.random.Generator, repeat
         moment_statistic(X, degree)
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def smallest_rate_interval(counts, level: float = 0.95) -> Interval:
+    """The smallest of m rates k_i / n_i with a simultaneous interval (claim C3).
+
+    ``counts`` maps a name to (k_i, n_i). Each rate gets its Clopper-Pearson interval at level
+    1 - (1 - level) / m (Bonferroni), so all m intervals hold together with probability at least
+    ``level``; on that event min_i p_i lies in [min_i low_i, min_i high_i], which is returned
+    with the smallest observed rate as the estimate."""
+    items = dict(counts)
+    if not items:
+        raise ValueError("counts is empty: give {name: (successes, n)} for at least one rate")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    each = 1 - (1 - float(level)) / len(items)
+    intervals = {}
+    for name, pair in items.items():
+        try:
+            k, n = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"counts[{name!r}] must be a pair (successes, n), got {pair!r}") from None
+        intervals[name] = proportion_interval(k, n, level=each)
+    estimate = min(iv.estimate for iv in intervals.values())
+    low = min(iv.low for iv in intervals.values())
+    high = min(iv.high for iv in intervals.values())
+    n_min = min(iv.n for iv in intervals.values())
+    return Interval(estimate, low, high,
+                    f"smallest of {len(items)} rates, Clopper-Pearson {each:.2%} each ({level:.0%} together)", n_min)
