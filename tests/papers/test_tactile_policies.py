@@ -453,3 +453,43 @@ def test_c2_and_c3_helpers():
     assert not V.growth_check({"flat": [0.6, 0.6, 0.6]})["all_below"]  # mean == final is not below
     with pytest.raises(ValueError, match="steps"):
         V.growth_check({"a": [0.5, 0.6], "b": [0.5, 0.6, 0.7]})
+
+
+def test_paired_differences_and_the_smallest_mean_interval():
+    finals = {"gradient": [0.95, 0.97, 0.96], "raster": [0.80, 0.83, 0.78], "random": [0.55, 0.58, 0.52]}
+    diffs = V.paired_differences(finals, [("gradient", "raster"), ("raster", "random")])
+    assert list(diffs) == ["gradient - raster", "raster - random"]
+    np.testing.assert_allclose(diffs["gradient - raster"], [0.15, 0.14, 0.18])
+    np.testing.assert_allclose(diffs["raster - random"], [0.25, 0.25, 0.26])
+    smallest, per = V.smallest_mean_interval(diffs, level=0.95)
+    # each mean's interval at level 1 - 0.05/2, by hand with scipy
+    for name, v in diffs.items():
+        lo, hi = stats.t.interval(0.975, df=2, loc=np.mean(v), scale=stats.sem(v))
+        assert (per[name].low, per[name].high) == (pytest.approx(lo), pytest.approx(hi))
+    assert smallest.estimate == pytest.approx(min(np.mean(v) for v in diffs.values()))
+    assert smallest.low == pytest.approx(min(iv.low for iv in per.values()))
+    assert smallest.high == pytest.approx(min(iv.high for iv in per.values()))
+    assert smallest.n == 3 and "2 means" in smallest.method
+    # pairing matters: a raster that varies with the seed as random does keeps a tight difference
+    paired = V.paired_differences({"a": [0.6, 0.8, 0.7], "b": [0.5, 0.7, 0.6]}, [("a", "b")])
+    iv, _ = V.smallest_mean_interval(paired)
+    assert iv.low == pytest.approx(0.1) and iv.high == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="same seeds"):
+        V.paired_differences({"a": [0.6, 0.8, 0.7], "b": [0.5, 0.7]}, [("a", "b")])
+    with pytest.raises(ValueError, match="no per-seed values"):
+        V.paired_differences(finals, [("gradient", "learned")])
+    with pytest.raises(ValueError, match="same number of seeds"):
+        V.smallest_mean_interval({"a": [0.1, 0.2], "b": [0.1, 0.2, 0.3]})
+    with pytest.raises(ValueError, match="empty"):
+        V.smallest_mean_interval({})
+
+
+def test_final_minus_average_by_hand():
+    curves = {"a": [[0.5, 0.6, 0.7], [0.5, 0.5, 0.8]], "b": [[0.6, 0.6, 0.6], [0.7, 0.6, 0.5]]}
+    d = V.final_minus_average(curves)
+    np.testing.assert_allclose(d["a"], [0.1, 0.2])
+    np.testing.assert_allclose(d["b"], [0.0, -0.1])
+    with pytest.raises(ValueError, match="S >= 2"):
+        V.final_minus_average({"a": [0.5, 0.6, 0.7]})
+    with pytest.raises(ValueError, match="empty"):
+        V.final_minus_average({})

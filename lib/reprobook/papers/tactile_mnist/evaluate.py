@@ -13,11 +13,23 @@ episode* (the fraction of steps whose prediction is right); ap_gym logs them as
 Over S seeds, a two-sided level-``level`` Student-t interval of the mean,
 mean +- t_{(1+level)/2, S-1} s / sqrt(S) (t_interval). The claim checks:
 
-* C2 (ordering_check): the policies' final-step accuracies are ordered as given (gradient >
-  raster > random) and neighbouring 90% intervals do not overlap.
-* C3 (growth_check): for every policy the average-over-episode accuracy is below the final-step
-  accuracy, and the seed-averaged accuracy curve does not drop between consecutive steps
-  (largest_step_drop reports the largest drop; 0 for a non-decreasing curve).
+* ordering_check: the policies' final-step accuracies, each with its own t-interval over seeds,
+  ordered as given (gradient > raster > random) with neighbouring intervals apart (the bar chart
+  of notebook 2; C2's first, unpaired check).
+* growth_check: for every policy the average-over-episode accuracy against the final-step
+  accuracy, and the largest drop of the seed-averaged accuracy curve between consecutive steps
+  (largest_step_drop; 0 for a non-decreasing curve), shown beside C3.
+
+The claims are decided on paired differences per seed, whose means get simultaneous intervals
+(smallest_mean_interval): for m quantities with per-seed values v_{q,s},
+
+    D_q = 1/S sum_s v_{q,s},   I_q = D_q +- t_{1 - alpha/(2m), S-1} sd_q / sqrt(S)   (Bonferroni),
+
+and the smallest, min_q D_q, gets [min_q low_q, min_q high_q], which holds whenever all the I_q
+do (probability >= 1 - alpha). C2 (paired_differences, then smallest_mean_interval): v = the
+final-step accuracy of policy a minus that of policy b in the same seed, for gradient - raster
+and raster - random. C3 (final_minus_average): v = final-step minus episode-average accuracy of
+one policy in one seed, for each policy.
 """
 
 from __future__ import annotations
@@ -27,10 +39,12 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from reprobook.core.stats import Interval as CoreInterval
 from reprobook.core.stats import t_interval as core_t_interval
 
 __all__ = ["accuracy_by_step", "Accuracy", "final_and_mean_accuracy", "Interval", "t_interval", "largest_step_drop",
-           "ordering_check", "growth_check", "policy_accuracy"]
+           "ordering_check", "growth_check", "policy_accuracy", "paired_differences", "final_minus_average",
+           "smallest_mean_interval"]
 
 
 def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -151,6 +165,58 @@ def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:
     return {"policies": per, "all_below": all(v["mean_below_final"] for v in per.values()),
             "largest_drop": max(v["largest_drop"] for v in per.values()),
             "pooled_largest_drop": largest_step_drop(np.mean(pooled, axis=0))}
+
+
+def paired_differences(final_by_policy: Mapping[str, ArrayLike], pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+    """{"a - b": final_a[s] - final_b[s] over seeds s} for each pair (a, b): the per-seed paired
+    differences of C2 (seed s trains and tests every policy with the same seeds)."""
+    if not pairs:
+        raise ValueError("pairs is empty; give (better, worse) policy pairs such as ('gradient', 'raster')")
+    out = {}
+    for a, b in pairs:
+        missing = [p for p in (a, b) if p not in final_by_policy]
+        if missing:
+            raise ValueError(f"pair ({a}, {b}): no per-seed values for {missing}; have {sorted(final_by_policy)}")
+        va, vb = _per_seed(final_by_policy[a], a), _per_seed(final_by_policy[b], b)
+        if va.shape != vb.shape:
+            raise ValueError(f"pair ({a}, {b}): {va.size} and {vb.size} seeds; paired differences need the same seeds")
+        out[f"{a} - {b}"] = va - vb
+    return out
+
+
+def final_minus_average(curves_by_policy: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
+    """{policy: acc_{T-1} - mean_t acc_t for each seed}: curves (S, T) per policy -> (S,) each, the
+    per-seed differences of C3 (positive when the average over the episode is below the final)."""
+    if not curves_by_policy:
+        raise ValueError("curves_by_policy is empty; give {policy: accuracy curves (S, T)}")
+    out = {}
+    for p, c in curves_by_policy.items():
+        arr = np.asarray(c, dtype=float)
+        if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 2:
+            raise ValueError(f"{p}: curves must be (S, T) with S >= 2 seeds and T >= 2 steps, got shape {arr.shape}")
+        out[p] = arr[:, -1] - arr.mean(axis=1)
+    return out
+
+
+def smallest_mean_interval(values_by_name: Mapping[str, ArrayLike], level: float = 0.95) -> tuple[CoreInterval, dict]:
+    """The smallest of m means over seeds, with a simultaneous interval (see the module docstring).
+
+    Each name's mean gets a Student-t interval at level 1 - (1 - level) / m; returns
+    (Interval(min mean, min low, min high, method, S), {name: that name's TInterval})."""
+    if not values_by_name:
+        raise ValueError("values_by_name is empty; give {name: per-seed values}")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    each = 1 - (1 - float(level)) / len(values_by_name)
+    per = {name: core_t_interval(_per_seed(v, name), each) for name, v in values_by_name.items()}
+    sizes = {iv.n for iv in per.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"every name needs the same number of seeds, got {sorted(sizes)}")
+    n = sizes.pop()
+    smallest = CoreInterval(min(iv.mean for iv in per.values()), min(iv.low for iv in per.values()),
+                            min(iv.high for iv in per.values()),
+                            f"smallest of {len(per)} means, Student-t {each:.2%} each over {n} seeds ({level:.0%} together)", n)
+    return smallest, per
 
 
 def policy_accuracy(name: str, train_env, test_env, *, max_step: float, num_classes: int, n_train: int,

@@ -16,7 +16,7 @@ which is not reachable here. This module rebuilds the task's interface on digits
   reward, start and termination, and a depth-like "gel indentation" image instead of the
   rendered GelSight image.
 
-Units: lengths in cm, heights in mm (as the brief states them), volumes in cm^3.
+Units: lengths in cm, heights in mm, volumes in cm^3.
 Everything marked ASSUMED is our choice, not the suite's.
 """
 
