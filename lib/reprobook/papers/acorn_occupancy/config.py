@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .simulate import PRESETS, Preset
+from reprobook.core.resources import Resources
 
 __all__ = ["ScoresConfig", "ReviewConfig", "RobustnessConfig", "PROFILES", "resolve", "preset"]
 
@@ -119,6 +120,14 @@ PROFILES: dict[str, dict[str, Any]] = {
                                  policies=("random", "top_score", "site_top", "uncertainty", "acorn"),
                                  nuts_warmup=1000, nuts_samples=1000, nuts_chains=4, **_FULL_SIZE),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and `reprobook run --executor slurm`).
+# full: NumPy acquisitions on the host: several hours on 16 cores by our estimate; not measured, since the full profile has not been run.
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.1),
+    "full": Resources(gpus=0, cpus=16, mem_gb=64, hours=6.0),
 }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from reprobook.core.resources import Resources
 
 __all__ = ["LongRunIPConfig", "PerBatchIPConfig", "DisagreementSweepConfig", "PROFILES", "resolve"]
 
@@ -149,6 +150,14 @@ PROFILES: dict[str, dict[str, Any]] = {
             table_n_batches=2000,
         ),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and `reprobook run --executor slurm`).
+# full: NumPy only: the full grids take minutes on a few cores (estimated from samples); not measured, since the full profile has not been run.
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
+    "full": Resources(gpus=0, cpus=4, mem_gb=8, hours=0.5),
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from reprobook.core.resources import Resources
 
 __all__ = ["LPCheckConfig", "StructureConfig", "PrivacyRangeConfig", "PROFILES", "resolve"]
 
@@ -128,6 +129,14 @@ PROFILES: dict[str, dict[str, Any]] = {
             c6_reps=20_000,
         ),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and `reprobook run --executor slurm`).
+# full: NumPy and HiGHS only: the LP to k = 16 and the DP to k = 5000 (estimated); not measured, since the full profile has not been run.
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
+    "full": Resources(gpus=0, cpus=4, mem_gb=16, hours=1.0),
 }
 
 
