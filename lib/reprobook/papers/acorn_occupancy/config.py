@@ -123,8 +123,9 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-# What one run of the chapter needs (read by `reprobook list` and `reprobook run --executor slurm`).
-# full: NumPy acquisitions on the host: several hours on 16 cores by our estimate; not measured, since the full profile has not been run.
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): NumPy acquisitions on the host: several
+# hours on 16 cores by our estimate.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.1),
     "full": Resources(gpus=0, cpus=16, mem_gb=64, hours=6.0),

@@ -153,8 +153,9 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-# What one run of the chapter needs (read by `reprobook list` and `reprobook run --executor slurm`).
-# full: NumPy only: the full grids take minutes on a few cores (estimated from samples); not measured, since the full profile has not been run.
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): NumPy only: the full grids take minutes
+# on a few cores (estimated from samples).
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
     "full": Resources(gpus=0, cpus=4, mem_gb=8, hours=0.5),

@@ -132,8 +132,9 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-# What one run of the chapter needs (read by `reprobook list` and `reprobook run --executor slurm`).
-# full: NumPy and HiGHS only: the LP to k = 16 and the DP to k = 5000 (estimated); not measured, since the full profile has not been run.
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): NumPy and HiGHS only: the LP to k = 16
+# and the DP to k = 5000 (estimated).
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
     "full": Resources(gpus=0, cpus=4, mem_gb=16, hours=1.0),
