@@ -65,7 +65,7 @@ def test_notebook_contract(nb: Path) -> None:
     assert first == COLAB_CELL, "the first code cell is tools/notebook_cells.COLAB_CELL"
     assert '"google.colab" in sys.modules' in first
     repo = CONFIG["repository"]
-    assert f'"{repo["url"]}", "{repo["branch"]}"' in first
+    assert f'"{repo["url"]}"' in first and f'"{repo["branch"]}"' in first
     assert not re.search(r"pip[^\n]*install[^\n]*\btorch\b", first)
     # The second is the parameters cell, with the reduced profile as its default.
     assert "parameters" in code[1]["metadata"].get("tags", [])

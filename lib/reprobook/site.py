@@ -128,7 +128,7 @@ def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
             return VERDICT_LABELS[r["verdict"]]
         if field == "paper":
             return r["paper_value"]
-        if r["value"] is None:
+        if r["value"] is None and not (field.startswith("details.") and r.get("details")):
             return "(not run)"
         if field == "value":
             return ledger.value_cell(r["value"], r.get("interval"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from reprobook.core.resources import Resources
 
 __all__ = ["InterfaceConfig", "StrategyConfig", "TouchConfig", "PROFILES", "resolve"]
 
@@ -74,6 +75,15 @@ PROFILES: dict[str, dict[str, Any]] = {
                             tactile_train_episodes=20_000, tactile_test_episodes=2_000,
                             sensor_resolution=64, epochs=50),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): GRU predictors on 20,000 episodes for 5
+# seeds (estimated).
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.1),
+    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=3.0),
 }
 
 

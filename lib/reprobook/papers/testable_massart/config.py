@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from reprobook.core.resources import Resources
 
 __all__ = ["SandwichingConfig", "MomentTesterConfig", "TesterLearnerConfig", "PROFILES", "resolve"]
 
@@ -118,6 +119,15 @@ PROFILES: dict[str, dict[str, Any]] = {
             cost_degrees=(2, 3, 4, 5, 6), cost_n=100_000, cost_max_features=2_000_000,
         ),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): NumPy and SciPy LPs sized for a many-core
+# CPU (estimated).
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
+    "full": Resources(gpus=0, cpus=16, mem_gb=32, hours=2.0),
 }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from reprobook.core.resources import Resources
 
 __all__ = [
     "Training", "DiagnosticConfig", "CoreResidualConfig", "CalibrationConfig", "RobustnessConfig",
@@ -143,6 +144,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "reduced": RobustnessConfig(),
         "full": RobustnessConfig(**_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_replicates=(0, 1, 2)),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): a ViT on 64x64 images and the attacks:
+# about 1-2 GPU hours by our estimate.
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.15),
+    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=2.0),
 }
 
 

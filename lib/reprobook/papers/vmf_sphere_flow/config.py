@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from reprobook.core.resources import Resources
 
 __all__ = ["PathConfig", "OracleConfig", "Language", "Net", "LearnConfig", "PathsConfig", "TimeConfig", "PuzzleConfig",
            "PROFILES", "resolve"]
@@ -190,6 +191,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "reduced": TimeConfig(),
         "full": TimeConfig(net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5, train_seeds=_FULL_SEEDS),
     },
+}
+
+
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# full, an estimate (the full profile has not been run): five training seeds of a 6-layer
+# transformer per path: several hours (estimated).
+RESOURCES = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.15),
+    "full": Resources(gpus=1, cpus=8, mem_gb=64, hours=8.0),
 }
 
 
