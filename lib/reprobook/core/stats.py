@@ -19,9 +19,8 @@ class TInterval(NamedTuple):
     level: float = 0.95  # the confidence level
 
 
-def t_interval(values, level: float = 0.95) -> TInterval:
-    """mean +- t_{(1+level)/2, n-1} s / sqrt(n): the two-sided Student-t interval of the mean of
-    n >= 2 finite values (seeds, sequences, ...), at confidence ``level`` in (0, 1)."""
+def _checked(values, level) -> np.ndarray:
+    """``values`` as a flat float array of at least 2 finite values, with ``level`` in (0, 1)."""
     v = np.asarray(values, dtype=float).reshape(-1)
     if v.size < 2:
         raise ValueError(f"need at least 2 values, got {v.size}")
@@ -29,6 +28,13 @@ def t_interval(values, level: float = 0.95) -> TInterval:
         raise ValueError(f"all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not")
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    return v
+
+
+def t_interval(values, level: float = 0.95) -> TInterval:
+    """mean +- t_{(1+level)/2, n-1} s / sqrt(n): the two-sided Student-t interval of the mean of
+    n >= 2 finite values (seeds, sequences, ...), at confidence ``level`` in (0, 1)."""
+    v = _checked(values, level)
     m = float(v.mean())
     se = float(v.std(ddof=1) / math.sqrt(v.size))
     half = float(stats.t.ppf((1 + level) / 2, v.size - 1)) * se
@@ -65,13 +71,7 @@ def bootstrap_interval(values, statistic=np.mean, level: float = 0.95, n_resampl
     """The BCa bootstrap interval of ``statistic`` over independent ``values`` (SciPy's
     ``stats.bootstrap``, seeded, so the same values give the same interval). Where all values
     are equal the interval is that value."""
-    v = np.asarray(values, dtype=float).reshape(-1)
-    if v.size < 2:
-        raise ValueError(f"need at least 2 values, got {v.size}")
-    if not np.all(np.isfinite(v)):
-        raise ValueError(f"all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    v = _checked(values, level)
     est = float(statistic(v))
     if np.all(v == v[0]):
         return Interval(est, est, est, f"bootstrap {level:.0%} over {v.size} (all equal)", int(v.size))
