@@ -100,9 +100,9 @@ class RobustnessConfig(Training):
     robust_replicates: tuple[int, ...] = (0,)  # replicates adversarially fine-tuned and attacked (subset of replicates)
 
 
-# The full profile: the brief's scale on one GPU (a ViT with patch 4 on 64x64 images, trained
+# The full profile: the paper's scale as we read its Appendix B.4, on one GPU (a ViT with patch 4 on 64x64 images, trained
 # from scratch on a million generated image-caption sets, then every arm fine-tuned, three seeds).
-# Not run on this machine; sized from the brief, about 1-2 GPU hours in all.
+# Not run on this machine; sized by our estimate, about 1-2 GPU hours in all.
 _FULL_TRAINING = dict(
     n_train=1_000_000,
     n_test=5000,

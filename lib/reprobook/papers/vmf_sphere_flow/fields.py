@@ -1,7 +1,7 @@
 """Marginal velocity and score fields on the product of spheres, and the two baselines' fields.
 
 Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
-arXiv 2605.05629). The full text was not read; the fields below are derived in the brief
+arXiv 2605.05629). The full text was not read; the fields below are our own derivation, checked numerically by the tests
 (the research notes behind chapter 16, sections 2-6) and checked in the tests.
 
 Notation. Token embeddings are the unit columns w_k of W (d, V). A sequence state is
@@ -13,7 +13,7 @@ learned object is the per-position posterior p(x^l = k | h) (``post``, shape (..
       u^l(h) = kappa_dot * sum_k p(x^l=k|h) psi(w_k . h^l, kappa) P_{h^l} w_k     (velocity)
       s^l(h) = kappa     * sum_k p(x^l=k|h)                        P_{h^l} w_k     (score)
 
-  psi(s, kappa) is the scalar velocity per unit kappa of the cosine ODE (derived in the brief);
+  psi(s, kappa) is the scalar velocity per unit kappa of the cosine ODE (our derivation, checked by the tests);
   it is passed in as a callable so that any tabulation of it can be used.
 - SDE variant (brief, section 5 and the paper's appendix D): drift u + sigma^2 s, diffusion
   sqrt(2 sigma^2); the two fields fuse into one per-token weight kappa_dot psi + sigma^2 kappa.

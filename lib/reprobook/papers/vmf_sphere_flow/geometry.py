@@ -29,7 +29,7 @@ concentration, w a unit mean direction, h a point of the sphere and s = w.h its 
 - [3c, flow map] s_new = F_{kappa_new}^{-1}(F_{kappa_old}(s_old)), F_kappa the CDF of q_kappa; its
   velocity tends to [3b] as the kappa step shrinks.
 
-Numerics (the brief's "Pitfalls"): Bessel functions enter only through ``scipy.special.ive``
+Numerics: Bessel functions enter only through ``scipy.special.ive``
 (exp-scaled), with a power series where ``ive`` underflows (kappa << nu), so A_d(0) = 0 and the
 log-normalisers are finite at kappa = 0. Integrals of the cosine law are computed in the angle
 theta = arccos r, where (1 - r^2)^{(d-3)/2} dr = sin^{d-2}(theta) dtheta is smooth for every d >= 2,
@@ -77,7 +77,7 @@ __all__ = [
     "push_forward_cosines",
 ]
 
-S_CLAMP = 1.0 - 1e-3  # the psi table covers s in [-S_CLAMP, S_CLAMP] (the brief's clamp)
+S_CLAMP = 1.0 - 1e-3  # the psi table covers s in [-S_CLAMP, S_CLAMP] (a clamp that keeps the table finite)
 
 _TINY = 1e-290  # below this an ive value is treated as underflowed
 _LOG_HALF = math.log(0.5)
@@ -467,7 +467,7 @@ def psi_limits(d: int, kappa):
 
 
 def psi(s, kappa, d: int, *, n_nodes: int = 16, chunk: int = 4096):
-    """The bounded solution of the scalar ODE [3b] (derived in the brief):
+    """The bounded solution of the scalar ODE [3b] (our derivation, checked by the tests):
 
         psi(s, kappa) = - int_{-1}^{s} (r - A_d(kappa)) e^{kappa r} (1 - r^2)^{(d-3)/2} dr
                         / [e^{kappa s} (1 - s^2)^{(d-1)/2}].
@@ -530,7 +530,7 @@ class PsiTable:
 
     The grid is uniform in kappa on [0, kappa_max] (``n_kappa`` points) and uniform in s on
     [-S_CLAMP, S_CLAMP] (``n_s`` points); ``kappas``, ``s`` and ``values`` (the (n_kappa, n_s)
-    float64 tensor) hold it. Queries with |s| > S_CLAMP read the edge value (the brief's clamp: psi
+    float64 tensor) hold it. Queries with |s| > S_CLAMP read the edge value (the clamp above: psi
     is bounded, and :meth:`cosine_speed` multiplies by the true 1 - s^2); kappa must lie in
     [0, kappa_max]. (A grid uniform in arccos s was tried: no gain in the push-forward.)
     """
