@@ -12,7 +12,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_OFFLINE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test browser-test seeds env lock clean
+.PHONY: book test lint format browser-test seeds env lock clean
 
 env: $(STAMP)
 
@@ -34,13 +34,24 @@ book: $(STAMP)
 # installed (.ci/run installs them), and skips, saying why, when they are not;
 # then the book's structure with warnings as errors (from the committed notebooks: nothing runs
 # twice), then that book in a real browser.
-test: $(STAMP)
+test: $(STAMP) lint
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
 	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q -rs
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
 	$(MAKE) --no-print-directory browser-test
+
+# One style: ruff's linter and formatter (pyproject.toml; notebooks/ruff.toml narrows the
+# notebooks to the book's 88-character column). `make format` applies the formatter's changes.
+LINTED := lib tests tools notebooks
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix $(LINTED)
+	$(BIN)/ruff format $(LINTED)
 
 # The built book in headless Chromium over HTTP on 127.0.0.1, offline (tests/browser). Skips, and
 # says why, without Chromium (Debian's chromium; .ci/run installs it). SITE= tests another build.

@@ -15,12 +15,23 @@ def make_notebook(cells: list[tuple[str, str, list[str]]]) -> dict:
     """A minimal nbformat-4 notebook from (cell_type, source, tags) triples."""
     out = []
     for kind, source, tags in cells:
-        cell = {"cell_type": kind, "metadata": {"tags": tags}, "source": textwrap.dedent(source).strip()}
+        cell = {
+            "cell_type": kind,
+            "metadata": {"tags": tags},
+            "source": textwrap.dedent(source).strip(),
+        }
         if kind == "code":
             cell.update(outputs=[], execution_count=None)
         out.append(cell)
-    return {"cells": out, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                                       "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": out,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 TOY_CLAIMS = """
@@ -48,21 +59,33 @@ claims:
 
 
 def toy_notebook(name: str, body: str, params: str = "", slug: str = "toy") -> dict:
-    return make_notebook([
-        ("markdown", f"# {name}", []),
-        ("code", 'profile: str = "reduced"  # the profile\nseed: int = 0  # the seed\n' + params, ["parameters"]),
-        ("code", f"""
+    return make_notebook(
+        [
+            ("markdown", f"# {name}", []),
+            (
+                "code",
+                'profile: str = "reduced"  # the profile\nseed: int = 0  # the seed\n' + params,
+                ["parameters"],
+            ),
+            (
+                "code",
+                f"""
             from reprobook import core
             run = core.start("{slug}", "{name}", profile=profile, seed=seed, threads=1)
-        """, []),
-        ("code", body, []),
-    ])
+        """,
+                [],
+            ),
+            ("code", body, []),
+        ]
+    )
 
 
 @pytest.fixture
 def toy_book(tmp_path: Path, monkeypatch) -> Path:
     """A book root with one chapter, ``01_toy``, of two notebooks that record claims."""
-    monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)  # results under the toy book's own _build
+    monkeypatch.delenv(
+        "REPROBOOK_RESULTS", raising=False
+    )  # results under the toy book's own _build
     root = tmp_path / "book"
     chapter = root / "notebooks" / "01_toy"
     chapter.mkdir(parents=True)
@@ -72,13 +95,26 @@ def toy_book(tmp_path: Path, monkeypatch) -> Path:
     (root / "lib" / "reprobook" / "papers" / "toy").mkdir(parents=True)
     (root / "lib" / "reprobook" / "papers" / "toy" / "__init__.py").write_text("X = 1\n")
     (root / "requirements.lock").write_text("numpy==2.4.6\n")
-    write_nb(chapter / "01_draw.ipynb", toy_notebook("01_draw", """
+    write_nb(
+        chapter / "01_draw.ipynb",
+        toy_notebook(
+            "01_draw",
+            """
         import numpy as np
         run.record("T1", float(np.random.rand()) * 0.5)
-    """))
-    write_nb(chapter / "02_count.ipynb", toy_notebook("02_count", """
+    """,
+        ),
+    )
+    write_nb(
+        chapter / "02_count.ipynb",
+        toy_notebook(
+            "02_count",
+            """
         run.record("T2", n if n is not None else 3)
-    """, params="n: int | None = None  # an override\n"))
+    """,
+            params="n: int | None = None  # an override\n",
+        ),
+    )
     return root
 
 

@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def _history_available() -> str | None:
@@ -42,8 +44,13 @@ def first_versions(rel: str) -> dict[str, dict]:
     """claim id -> that claim's entry in the first commit whose claims file has it."""
     commits = _git("log", "--follow", "--reverse", "--format=%H", "--", rel).split()
     first: dict[str, dict] = {}
-    names = [line for line in _git("log", "--follow", "--reverse", "--format=", "--name-only", "--", rel).splitlines()
-             if line.strip()]
+    names = [
+        line
+        for line in _git(
+            "log", "--follow", "--reverse", "--format=", "--name-only", "--", rel
+        ).splitlines()
+        if line.strip()
+    ]
     for commit, name in zip(commits, names):
         try:
             text = _git("show", f"{commit}:{name}")
@@ -64,8 +71,10 @@ def unrecorded_changes(current: chapters.Claim, first: dict) -> list[str]:
         if not any(r.check == first.get("check") for r in current.revisions):
             problems.append(f"check changed from {first.get('check')} to {current.check}")
     if norm_metric(first.get("metric", "")) != norm_metric(current.metric):
-        if not any(r.metric is not None and norm_metric(r.metric) == norm_metric(first.get("metric", ""))
-                   for r in current.revisions):
+        if not any(
+            r.metric is not None and norm_metric(r.metric) == norm_metric(first.get("metric", ""))
+            for r in current.revisions
+        ):
             problems.append(f"metric changed from {norm_metric(first.get('metric', ''))!r}")
     return problems
 
@@ -91,21 +100,54 @@ def test_changed_checks_carry_their_revisions(chapter: chapters.Chapter) -> None
 
 def test_the_rule_catches_an_unrecorded_change() -> None:
     first = {"id": "C1", "metric": "a  gap", "check": {"reproduced": {"max": 0.1}}}
-    same = chapters.Claim(id="C1", claim="c", metric="a gap", paper_value="0", source="abstract",
-                          notebook="01_x", check={"reproduced": {"max": 0.1}})
+    same = chapters.Claim(
+        id="C1",
+        claim="c",
+        metric="a gap",
+        paper_value="0",
+        source="abstract",
+        notebook="01_x",
+        check={"reproduced": {"max": 0.1}},
+    )
     assert unrecorded_changes(same, first) == []
-    looser = chapters.Claim(id="C1", claim="c", metric="a gap", paper_value="0", source="abstract",
-                            notebook="01_x", check={"reproduced": {"max": 0.2}})
-    assert unrecorded_changes(looser, first) == [
-        "check changed from {'reproduced': {'max': 0.1}} to {'reproduced': {'max': 0.2}}"]
-    disclosed = chapters.Claim(
-        id="C1", claim="c", metric="another gap", paper_value="0", source="abstract", notebook="01_x",
+    looser = chapters.Claim(
+        id="C1",
+        claim="c",
+        metric="a gap",
+        paper_value="0",
+        source="abstract",
+        notebook="01_x",
         check={"reproduced": {"max": 0.2}},
-        revisions=(chapters.Revision(gave="0.15 (not reproduced)", why="a reason", check={"reproduced": {"max": 0.1}},
-                                     metric="a gap"),))
+    )
+    assert unrecorded_changes(looser, first) == [
+        "check changed from {'reproduced': {'max': 0.1}} to {'reproduced': {'max': 0.2}}"
+    ]
+    disclosed = chapters.Claim(
+        id="C1",
+        claim="c",
+        metric="another gap",
+        paper_value="0",
+        source="abstract",
+        notebook="01_x",
+        check={"reproduced": {"max": 0.2}},
+        revisions=(
+            chapters.Revision(
+                gave="0.15 (not reproduced)",
+                why="a reason",
+                check={"reproduced": {"max": 0.1}},
+                metric="a gap",
+            ),
+        ),
+    )
     assert unrecorded_changes(disclosed, first) == []
     wrong = chapters.Claim(
-        id="C1", claim="c", metric="a gap", paper_value="0", source="abstract", notebook="01_x",
+        id="C1",
+        claim="c",
+        metric="a gap",
+        paper_value="0",
+        source="abstract",
+        notebook="01_x",
         check={"reproduced": {"max": 0.2}},
-        revisions=(chapters.Revision(gave="x", why="y", check={"reproduced": {"max": 0.3}}),))
+        revisions=(chapters.Revision(gave="x", why="y", check={"reproduced": {"max": 0.3}}),),
+    )
     assert len(unrecorded_changes(wrong, first)) == 1  # the revision must name the first check

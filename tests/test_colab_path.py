@@ -26,7 +26,9 @@ NOTEBOOK = ROOT / "notebooks" / "10_tactile_mnist" / "01_interface.ipynb"
 
 
 def _base_python() -> str:
-    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    base = (
+        Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    )
     return str(base) if base.exists() else shutil.which("python3") or sys.executable
 
 
@@ -47,17 +49,50 @@ def test_colab_cell_clones_installs_without_torch_and_runs(tmp_path: Path) -> No
     fresh.mkdir()
     home = tmp_path / "content" / "reprobook"
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPROBOOK_")}
-    env.update({"REPROBOOK_COLAB": "1", "REPROBOOK_REPO": f"file://{origin}", "REPROBOOK_HOME": str(home),
-                "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    env.update(
+        {
+            "REPROBOOK_COLAB": "1",
+            "REPROBOOK_REPO": f"file://{origin}",
+            "REPROBOOK_HOME": str(home),
+            "PIP_NO_INDEX": "1",
+            "PIP_NO_BUILD_ISOLATION": "0",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+    )
     out = fresh / "out.ipynb"
-    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "papermill", str(NOTEBOOK), str(out), "-p", "n_episodes",
-                           "2", "--no-progress-bar", "--cwd", str(fresh)],
-                          cwd=fresh, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "papermill",
+            str(NOTEBOOK),
+            str(out),
+            "-p",
+            "n_episodes",
+            "2",
+            "--no-progress-bar",
+            "--cwd",
+            str(fresh),
+        ],
+        cwd=fresh,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (home / "notebooks" / NOTEBOOK.parent.name / "claims.yml").exists()  # cloned
-    installed = subprocess.run([str(venv / "bin" / "python"), "-c",
-                                "import reprobook, torch; print(reprobook.__file__); print(torch.__file__)"],
-                               env=env, capture_output=True, text=True, check=True).stdout.split()
+    installed = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import reprobook, torch; print(reprobook.__file__); print(torch.__file__)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert installed[0].startswith(str(home)), installed  # the library comes from the clone
     assert installed[1].startswith(str(book_site)) and torch.__file__.startswith(str(book_site))
     assert torch_record.stat().st_mtime_ns == before  # torch untouched

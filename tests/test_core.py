@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TOY_CLAIMS
 
 from reprobook import core
 from reprobook.core import chapters, claims, paths, profiles, runtime
-from conftest import TOY_CLAIMS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +37,13 @@ def test_resolve_profile_and_overrides() -> None:
 
 
 def test_resolve_errors_name_the_valid_choices() -> None:
-    with pytest.raises(core.ProfileError, match="unknown profile 'fast'; valid profiles: full, reduced"):
+    with pytest.raises(
+        core.ProfileError, match="unknown profile 'fast'; valid profiles: full, reduced"
+    ):
         profiles.resolve(PROFILES, "fast")
-    with pytest.raises(core.ProfileError, match="unknown override key.*nn.*valid keys: n, eps, lr, name, k_max"):
+    with pytest.raises(
+        core.ProfileError, match="unknown override key.*nn.*valid keys: n, eps, lr, name, k_max"
+    ):
         profiles.resolve(PROFILES, "reduced", nn=3)
     with pytest.raises(core.ProfileError, match="n='3' does not fit"):
         profiles.resolve(PROFILES, "reduced", n="3")
@@ -50,18 +54,26 @@ def test_resolve_errors_name_the_valid_choices() -> None:
 
 
 def _claim(check, evidence: str = "exact") -> chapters.Claim:
-    return chapters.Claim(id="C", claim="c", metric="m", paper_value="p", source="abstract", notebook="01_x",
-                          check=check, evidence=evidence)
+    return chapters.Claim(
+        id="C",
+        claim="c",
+        metric="m",
+        paper_value="p",
+        source="abstract",
+        notebook="01_x",
+        check=check,
+        evidence=evidence,
+    )
 
 
 def test_statistical_claims_are_decided_on_their_interval() -> None:
     c = _claim({"reproduced": {"min": 0.1}, "partial": {"min": 0.02}}, "statistical")
-    assert c.verdict(0.2, "reduced", (0.12, 0.3)) == "reproduced"      # all of it clears 0.1
-    assert c.verdict(0.05, "reduced", (0.03, 0.08)) == "partial"       # clears 0.02, wholly short of 0.1
-    assert c.verdict(0.2, "reduced", (0.05, 0.3)) == "inconclusive"    # clears 0.02, straddles 0.1
-    assert c.verdict(0.2, "reduced", (0.01, 0.3)) == "inconclusive"    # straddles the weakest bar
+    assert c.verdict(0.2, "reduced", (0.12, 0.3)) == "reproduced"  # all of it clears 0.1
+    assert c.verdict(0.05, "reduced", (0.03, 0.08)) == "partial"  # clears 0.02, wholly short of 0.1
+    assert c.verdict(0.2, "reduced", (0.05, 0.3)) == "inconclusive"  # clears 0.02, straddles 0.1
+    assert c.verdict(0.2, "reduced", (0.01, 0.3)) == "inconclusive"  # straddles the weakest bar
     assert c.verdict(0.0, "reduced", (-0.05, 0.019)) == "not_reproduced"  # wholly below it
-    assert c.verdict(0.1, "reduced", (0.1, 0.1)) == "reproduced"       # bars are inclusive
+    assert c.verdict(0.1, "reduced", (0.1, 0.1)) == "reproduced"  # bars are inclusive
     two_sided = _claim({"reproduced": {"min": 2.5, "max": 3.5}}, "statistical")
     assert two_sided.verdict(3.0, "full", (2.6, 3.4)) == "reproduced"
     assert two_sided.verdict(3.3, "full", (3.1, 3.6)) == "inconclusive"
@@ -86,7 +98,11 @@ def test_verdicts_follow_the_check() -> None:
     assert c.verdict(0.1, "reduced") == "not_reproduced"
     assert c.verdict(None, "reduced") == "not_run"
     band = _claim({"reproduced": {"min": 2.5, "max": 3.5}})
-    assert [band.verdict(v, "full") for v in (2.4, 3.0, 3.6)] == ["not_reproduced", "reproduced", "not_reproduced"]
+    assert [band.verdict(v, "full") for v in (2.4, 3.0, 3.6)] == [
+        "not_reproduced",
+        "reproduced",
+        "not_reproduced",
+    ]
     flag = _claim({"reproduced": {"equals": True}})
     assert flag.verdict(True, "reduced") == "reproduced"
     assert flag.verdict(False, "reduced") == "not_reproduced"
@@ -100,38 +116,110 @@ def test_verdicts_follow_the_check() -> None:
     assert never.verdict(None, "reduced") == never.verdict(0.3, "full") == "not_checkable"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("paper: {}\nclaims: [{id: C1}]", "missing key"),
-    ("claims: []", "needs a 'paper' mapping"),
-    (TOY_CLAIMS.replace("source: reconstruction", "source: blog"), "source 'blog' is not one of"),
-    (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "reproduced: {maximum: 0.5}"), "unknown condition key"),
-    (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "partial: {max: 0.5}"), "needs a 'reproduced' condition"),
-    (TOY_CLAIMS.replace("id: T2", "id: T1"), "duplicate claim id T1"),
-    (TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}", "check:\n      full: {reproduced: {max: 1}}"),
-     "names both profiles; missing: reduced"),
-    (TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}", "check:\n      fast: {reproduced: {max: 1}}"),
-     "unknown key"),
-    ("paper: {}\nclaims: [", "not valid YAML"),
-    (TOY_CLAIMS.replace("    evidence: exact\n    notebook: 01_draw", "    notebook: 01_draw"), "missing key.*evidence"),
-    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: anecdote\n    notebook: 01_draw"),
-     "evidence 'anecdote' is not one of exact, statistical, illustration"),
-    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw")
-     .replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0.01}}"), "declares no_effect"),
-    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    no_effect: 0\n    notebook: 01_draw")
-     .replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0}}"), "met by the no-effect value 0"),
-    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    no_effect: 1\n    notebook: 01_draw")
-     .replace("reproduced: {max: 0.5}", "{reproduced: {max: 0.9}, partial: {max: 1.0}}"), "met by the no-effect value 1"),
-    (TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw")
-     .replace("reproduced: {max: 0.5}", "reproduced: {equals: true}"), "use min and max, not equals"),
-    (TOY_CLAIMS.replace("    notebook: 01_draw", "    revisions: [{check: {reproduced: {max: 1}}}]\n    notebook: 01_draw"),
-     "'gave' is required"),
-    (TOY_CLAIMS.replace("    notebook: 01_draw", "    revisions: [{gave: x, why: y}]\n    notebook: 01_draw"),
-     "names the earlier check, the earlier metric, or both"),
-    (TOY_CLAIMS.replace("    notebook: 01_draw", "    revisions: [{gave: x, why: y, check: {max: 1}, when: now}]\n    notebook: 01_draw"),
-     "unknown key.*when"),
-    (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "not_checkable: ''"), "not_checkable stands alone"),
-    (TOY_CLAIMS.replace("reproduced: {max: 0.5}", "{not_checkable: why, reproduced: {max: 1}}"), "not_checkable stands alone"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("paper: {}\nclaims: [{id: C1}]", "missing key"),
+        ("claims: []", "needs a 'paper' mapping"),
+        (
+            TOY_CLAIMS.replace("source: reconstruction", "source: blog"),
+            "source 'blog' is not one of",
+        ),
+        (
+            TOY_CLAIMS.replace("reproduced: {max: 0.5}", "reproduced: {maximum: 0.5}"),
+            "unknown condition key",
+        ),
+        (
+            TOY_CLAIMS.replace("reproduced: {max: 0.5}", "partial: {max: 0.5}"),
+            "needs a 'reproduced' condition",
+        ),
+        (TOY_CLAIMS.replace("id: T2", "id: T1"), "duplicate claim id T1"),
+        (
+            TOY_CLAIMS.replace(
+                "check:\n      reproduced: {max: 0.5}", "check:\n      full: {reproduced: {max: 1}}"
+            ),
+            "names both profiles; missing: reduced",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "check:\n      reproduced: {max: 0.5}", "check:\n      fast: {reproduced: {max: 1}}"
+            ),
+            "unknown key",
+        ),
+        ("paper: {}\nclaims: [", "not valid YAML"),
+        (
+            TOY_CLAIMS.replace(
+                "    evidence: exact\n    notebook: 01_draw", "    notebook: 01_draw"
+            ),
+            "missing key.*evidence",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "evidence: exact\n    notebook: 01_draw",
+                "evidence: anecdote\n    notebook: 01_draw",
+            ),
+            "evidence 'anecdote' is not one of exact, statistical, illustration",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "evidence: exact\n    notebook: 01_draw",
+                "evidence: statistical\n    notebook: 01_draw",
+            ).replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0.01}}"),
+            "declares no_effect",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "evidence: exact\n    notebook: 01_draw",
+                "evidence: statistical\n    no_effect: 0\n    notebook: 01_draw",
+            ).replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0}}"),
+            "met by the no-effect value 0",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "evidence: exact\n    notebook: 01_draw",
+                "evidence: statistical\n    no_effect: 1\n    notebook: 01_draw",
+            ).replace("reproduced: {max: 0.5}", "{reproduced: {max: 0.9}, partial: {max: 1.0}}"),
+            "met by the no-effect value 1",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "evidence: exact\n    notebook: 01_draw",
+                "evidence: statistical\n    notebook: 01_draw",
+            ).replace("reproduced: {max: 0.5}", "reproduced: {equals: true}"),
+            "use min and max, not equals",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "    notebook: 01_draw",
+                "    revisions: [{check: {reproduced: {max: 1}}}]\n    notebook: 01_draw",
+            ),
+            "'gave' is required",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "    notebook: 01_draw", "    revisions: [{gave: x, why: y}]\n    notebook: 01_draw"
+            ),
+            "names the earlier check, the earlier metric, or both",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "    notebook: 01_draw",
+                "    revisions: [{gave: x, why: y, check: {max: 1}, when: now}]\n    notebook: 01_draw",
+            ),
+            "unknown key.*when",
+        ),
+        (
+            TOY_CLAIMS.replace("reproduced: {max: 0.5}", "not_checkable: ''"),
+            "not_checkable stands alone",
+        ),
+        (
+            TOY_CLAIMS.replace(
+                "reproduced: {max: 0.5}", "{not_checkable: why, reproduced: {max: 1}}"
+            ),
+            "not_checkable stands alone",
+        ),
+    ],
+)
 def test_bad_claims_files_are_refused(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "claims.yml"
     path.write_text(text)
@@ -148,10 +236,15 @@ def test_claim_naming_a_missing_notebook_is_refused(toy_book: Path) -> None:
 def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> None:
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)
-    run = core.start("toy", "01_draw", profile="reduced", seed=3, config=PROFILES["reduced"], threads=1)
+    run = core.start(
+        "toy", "01_draw", profile="reduced", seed=3, config=PROFILES["reduced"], threads=1
+    )
     assert run.record("T1", np.float64(0.25), n=np.int64(4)) == "reproduced"
     data = json.loads(run.path.read_text())
-    assert run.path == toy_book / "_build" / "tagged" / "seed3" / "results" / "reduced" / "toy" / "01_draw.json"
+    assert (
+        run.path
+        == toy_book / "_build" / "tagged" / "seed3" / "results" / "reduced" / "toy" / "01_draw.json"
+    )
     assert data["claims"]["T1"]["value"] == 0.25 and data["claims"]["T1"]["details"] == {"n": 4}
     assert data["seed"] == 3 and data["config"]["eps"] == [0.5, 1.0]
     assert {"git_commit", "packages", "hardware", "python"} <= set(data["facts"])
@@ -178,7 +271,9 @@ def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> No
         core.start("nope", "01_draw")
 
 
-STAT_CLAIMS = TOY_CLAIMS.replace("evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw")
+STAT_CLAIMS = TOY_CLAIMS.replace(
+    "evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw"
+)
 
 
 def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypatch) -> None:
@@ -195,7 +290,9 @@ def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypa
     assert run.record("T1", core.t_interval([0.3, 0.45, 0.6])) == "inconclusive"  # straddles 0.5
     assert run.record("T1", core.proportion_interval(9, 10)) == "not_reproduced"  # wholly above 0.5
     assert run.verdict("T1") == "not_reproduced" and run.verdict_label("T1") == "not reproduced"
-    assert run.describe("T1").startswith("0.9 [") and run.describe("T1").endswith("(not reproduced)")
+    assert run.describe("T1").startswith("0.9 [") and run.describe("T1").endswith(
+        "(not reproduced)"
+    )
     with pytest.raises(ValueError, match="not a detail"):
         run.record("T1", core.t_interval([0.1, 0.2]), interval=(0, 1))
     run2 = core.start("toy", "02_count", profile="reduced", seed=0, threads=1)
@@ -207,9 +304,17 @@ def test_a_hand_run_at_another_seed_keeps_apart(toy_book: Path, monkeypatch) -> 
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)
     run = core.start("toy", "01_draw", profile="reduced", seed=2, threads=1)
-    assert run.path == toy_book / "_build" / "tagged" / "seed2" / "results" / "reduced" / "toy" / "01_draw.json"
-    monkeypatch.setenv("REPROBOOK_RESULTS", str(toy_book / "elsewhere"))  # the runner or the tests decide
-    assert core.start("toy", "01_draw", seed=2, threads=1).path == toy_book / "elsewhere" / "reduced" / "toy" / "01_draw.json"
+    assert (
+        run.path
+        == toy_book / "_build" / "tagged" / "seed2" / "results" / "reduced" / "toy" / "01_draw.json"
+    )
+    monkeypatch.setenv(
+        "REPROBOOK_RESULTS", str(toy_book / "elsewhere")
+    )  # the runner or the tests decide
+    assert (
+        core.start("toy", "01_draw", seed=2, threads=1).path
+        == toy_book / "elsewhere" / "reduced" / "toy" / "01_draw.json"
+    )
 
 
 def test_results_know_when_they_are_stale(toy_book: Path, monkeypatch) -> None:
@@ -226,11 +331,15 @@ def test_results_know_when_they_are_stale(toy_book: Path, monkeypatch) -> None:
     path = toy_book / "notebooks" / "01_toy" / "claims.yml"
     path.write_text(path.read_text() + "\n# a comment\n")
     rows = ledger.collect("reduced", toy_book)
-    assert rows[0]["stale"] == ["claims.yml", "01_draw.ipynb"] and "STALE" in ledger.verdict_cell(rows[0])
+    assert rows[0]["stale"] == ["claims.yml", "01_draw.ipynb"] and "STALE" in ledger.verdict_cell(
+        rows[0]
+    )
     assert "1 STALE result" in ledger.headline(rows)
     (toy_book / "_config.yml").write_text("title: toy\n")
     (toy_book / "book").mkdir()
-    with pytest.raises(site.BuildError, match="toy T1 were produced under an earlier claims.yml or notebook"):
+    with pytest.raises(
+        site.BuildError, match="toy T1 were produced under an earlier claims.yml or notebook"
+    ):
         site.stage(toy_book, "reduced", source_only=True)
     staged = site.stage(toy_book, "reduced", source_only=True, allow_stale=True)
     assert staged.exists()
@@ -250,14 +359,32 @@ def test_a_statistical_value_without_interval_does_not_count(toy_book: Path, mon
 def test_placeholders_are_filled_from_the_results() -> None:
     from reprobook import site
 
-    rows = [dict(claim="C1", verdict="inconclusive", value=0.25, interval=[0.1, 0.4], paper_value="0.3",
-                 details={"n": 3, "per": {"a": 0.5}}),
-            dict(claim="C2", verdict="not_run", value=None, interval=None, paper_value="theorem", details={})]
+    rows = [
+        dict(
+            claim="C1",
+            verdict="inconclusive",
+            value=0.25,
+            interval=[0.1, 0.4],
+            paper_value="0.3",
+            details={"n": 3, "per": {"a": 0.5}},
+        ),
+        dict(
+            claim="C2",
+            verdict="not_run",
+            value=None,
+            interval=None,
+            paper_value="theorem",
+            details={},
+        ),
+    ]
     text = "Gap [[C1]] ([[C1.verdict]]; paper [[C1.paper]]), n = [[C1.details.n]], a [[C1.details.per.a]], [[C2]]."
     assert site.fill_placeholders(text, rows, "x.md") == (
-        "Gap 0.25 [0.1, 0.4] (inconclusive; paper 0.3), n = 3, a 0.5, (not run).")
+        "Gap 0.25 [0.1, 0.4] (inconclusive; paper 0.3), n = 3, a 0.5, (not run)."
+    )
     assert site.fill_placeholders("[[C1.interval]]", rows, "x.md") == "[0.1, 0.4]"
-    with pytest.raises(site.BuildError, match=r"\[\[C9\]\] names no claim of this chapter; its claims: C1, C2"):
+    with pytest.raises(
+        site.BuildError, match=r"\[\[C9\]\] names no claim of this chapter; its claims: C1, C2"
+    ):
         site.fill_placeholders("[[C9]]", rows, "x.md")
     with pytest.raises(site.BuildError, match="recorded no detail 'm'; its details: n, per"):
         site.fill_placeholders("[[C1.details.m]]", rows, "x.md")
@@ -279,7 +406,11 @@ def test_new_intervals_match_scipy_and_check_input() -> None:
     x = np.random.default_rng(0).normal(1.0, 1.0, size=200)
     b = core.bootstrap_interval(x)
     t = core.t_interval(x)
-    assert b.low < 1.0 < b.high and b.low == pytest.approx(t.low, abs=0.05) and b.high == pytest.approx(t.high, abs=0.05)
+    assert (
+        b.low < 1.0 < b.high
+        and b.low == pytest.approx(t.low, abs=0.05)
+        and b.high == pytest.approx(t.high, abs=0.05)
+    )
     assert core.bootstrap_interval(x) == b  # seeded: the same values give the same interval
     assert core.bootstrap_interval([2.0, 2.0, 2.0])[:3] == (2.0, 2.0, 2.0)
     assert core.as_interval(core.t_interval([1.0, 2.0], level=0.9)).method == "Student-t 90% over 2"
@@ -350,20 +481,30 @@ def test_lightning_trainer_is_quiet_and_deterministic(capfd) -> None:
     for _ in range(2):
         runtime.seed_everything(0, threads=1)
         x = torch.randn(32, 3)
-        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+        data = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8
+        )
         model = Tiny()
         core.make_trainer(max_steps=8).fit(model, data)
         weights.append(model.lin.weight.detach().clone())
     assert torch.equal(weights[0], weights[1])
     printed = "".join(capfd.readouterr())
-    for chatter in ("GPU available", "TPU available", "Seed set", "litlogger", "does not have many workers"):
+    for chatter in (
+        "GPU available",
+        "TPU available",
+        "Seed set",
+        "litlogger",
+        "does not have many workers",
+    ):
         assert chatter not in printed, printed
 
 
 def test_resolve_notebook_names_the_notebooks() -> None:
     table = {"first": PROFILES, "second": PROFILES}
     assert profiles.resolve_notebook(table, "second", "full", n=2).n == 2
-    with pytest.raises(core.ProfileError, match="unknown notebook 'third'; valid notebooks: first, second"):
+    with pytest.raises(
+        core.ProfileError, match="unknown notebook 'third'; valid notebooks: first, second"
+    ):
         profiles.resolve_notebook(table, "third", "reduced")
 
 
@@ -392,16 +533,24 @@ def test_load_or_train_trains_once_then_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
     calls: list[int] = []
     build, train = _linear_factory(calls)
-    first, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1, "b": (1, 2)}, build=build, train=train)
+    first, loaded = core.load_or_train(
+        "spr_ldp", "toy", profile="reduced", key={"a": 1, "b": (1, 2)}, build=build, train=train
+    )
     assert not loaded and calls == [1]
-    second, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"b": (1, 2), "a": 1}, build=build, train=train)
+    second, loaded = core.load_or_train(
+        "spr_ldp", "toy", profile="reduced", key={"b": (1, 2), "a": 1}, build=build, train=train
+    )
     assert loaded and calls == [1]
     assert torch.equal(first.weight, second.weight) and not second.training
     files = sorted(p.name for p in (tmp_path / "reduced" / "spr_ldp").iterdir())
     assert len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".pt")
     # another key, another profile: trained again
-    core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 2, "b": (1, 2)}, build=build, train=train)
-    core.load_or_train("spr_ldp", "toy", profile="full", key={"a": 1, "b": (1, 2)}, build=build, train=train)
+    core.load_or_train(
+        "spr_ldp", "toy", profile="reduced", key={"a": 2, "b": (1, 2)}, build=build, train=train
+    )
+    core.load_or_train(
+        "spr_ldp", "toy", profile="full", key={"a": 1, "b": (1, 2)}, build=build, train=train
+    )
     assert calls == [1, 1, 1]
 
 
@@ -412,9 +561,13 @@ def test_load_or_train_retrains_a_damaged_file(tmp_path, monkeypatch):
     core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
     (pt,) = (tmp_path / "reduced" / "spr_ldp").glob("*.pt")
     pt.write_bytes(b"not a checkpoint")
-    _, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
+    _, loaded = core.load_or_train(
+        "spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train
+    )
     assert not loaded and calls == [1, 1]
-    _, loaded = core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
+    _, loaded = core.load_or_train(
+        "spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train
+    )
     assert loaded and calls == [1, 1]
 
 
@@ -424,18 +577,28 @@ def test_load_or_train_refuses_bad_names_and_keys(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="letters, digits"):
         core.load_or_train("spr_ldp", "../up", profile="reduced", key={}, build=build, train=train)
     with pytest.raises(TypeError, match="checkpoint key"):
-        core.load_or_train("spr_ldp", "toy", profile="reduced", key={"x": object()}, build=build, train=train)
+        core.load_or_train(
+            "spr_ldp", "toy", profile="reduced", key={"x": object()}, build=build, train=train
+        )
     with pytest.raises(ValueError, match="no paper package"):
-        core.load_or_train("no_such_slug", "toy", profile="reduced", key={}, build=build, train=train)
+        core.load_or_train(
+            "no_such_slug", "toy", profile="reduced", key={}, build=build, train=train
+        )
     assert not any(tmp_path.iterdir())
 
 
 def test_not_checkable_claims_record_none_only(toy_book: Path, monkeypatch) -> None:
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     claims = toy_book / "notebooks" / "01_toy" / "claims.yml"
-    claims.write_text(TOY_CLAIMS.replace("check:\n      reproduced: {max: 0.5}",
-                                         "check:\n      not_checkable: the draw happens on another machine"))
-    run = core.start("toy", "01_draw", profile="reduced", seed=0, config=PROFILES["reduced"], threads=1)
+    claims.write_text(
+        TOY_CLAIMS.replace(
+            "check:\n      reproduced: {max: 0.5}",
+            "check:\n      not_checkable: the draw happens on another machine",
+        )
+    )
+    run = core.start(
+        "toy", "01_draw", profile="reduced", seed=0, config=PROFILES["reduced"], threads=1
+    )
     with pytest.raises(ValueError, match="not_checkable in claims.yml: record None"):
         run.record("T1", 0.2)
     assert run.record("T1", None, why="elsewhere") == "not_checkable"
@@ -455,6 +618,10 @@ def test_t_interval_matches_scipy_and_checks_its_input():
     assert abs(iv.low - lo) < 1e-12 and abs(iv.high - hi) < 1e-12
     assert iv.mean == pytest.approx(x.mean()) and iv.se == pytest.approx(stats.sem(x)) and iv.n == 5
     assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, 0.0, 3, 0.95)
-    for bad, match in (([1.0], "at least 2"), ([1.0, np.nan], "finite"), ([1.0, 2.0, 3.0], "level")):
+    for bad, match in (
+        ([1.0], "at least 2"),
+        ([1.0, np.nan], "finite"),
+        ([1.0, 2.0, 3.0], "level"),
+    ):
         with pytest.raises(ValueError, match=match):
             t_interval(bad, 1.5 if match == "level" else 0.95)

@@ -19,7 +19,7 @@ import torch
 
 from reprobook.core.training import parallel_settings
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import sys
     import torch
     import lightning as L
@@ -57,16 +57,21 @@ SCRIPT = textwrap.dedent('''
     trainer.fit(model)
     if trainer.global_rank == 0:
         torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out)
-''')
+""")
 
 
 def _train(tmp_path: Path, devices: int) -> dict:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     out = tmp_path / f"weights-{devices}.pt"
-    proc = subprocess.run([sys.executable, str(script), str(devices), str(out)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, env={**__import__("os").environ, "OMP_NUM_THREADS": "1",
-                                                      "PL_DISABLE_FORK": "1"})
+    proc = subprocess.run(
+        [sys.executable, str(script), str(devices), str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1", "PL_DISABLE_FORK": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return torch.load(out)
 
@@ -79,19 +84,36 @@ def test_two_process_ddp_matches_one_process(tmp_path: Path) -> None:
         torch.testing.assert_close(two[k], one[k], rtol=1e-5, atol=1e-6)
     torch.manual_seed(1)
     start = torch.nn.Linear(5, 1)
-    assert not torch.allclose(one["lin.weight"], start.weight.detach())  # the steps did move the weights
+    assert not torch.allclose(
+        one["lin.weight"], start.weight.detach()
+    )  # the steps did move the weights
 
 
 def test_parallel_settings_from_profile_environment_and_slurm() -> None:
     if not torch.cuda.is_available():  # on a CPU, precision "auto" is 32-bit
-        assert parallel_settings(environ={}) == {"devices": 1, "strategy": "auto", "precision": "32-true",
-                                                 "num_nodes": 1}
-    got = parallel_settings(environ={"SLURM_GPUS_ON_NODE": "4", "SLURM_NNODES": "2"}, in_notebook=True)
+        assert parallel_settings(environ={}) == {
+            "devices": 1,
+            "strategy": "auto",
+            "precision": "32-true",
+            "num_nodes": 1,
+        }
+    got = parallel_settings(
+        environ={"SLURM_GPUS_ON_NODE": "4", "SLURM_NNODES": "2"}, in_notebook=True
+    )
     assert got["devices"] == 4 and got["num_nodes"] == 2 and got["strategy"] == "ddp_notebook"
     assert parallel_settings(devices=2, environ={}, in_notebook=False)["strategy"] == "ddp"
-    env = {"REPROBOOK_DEVICES": "3", "REPROBOOK_STRATEGY": "fsdp", "REPROBOOK_PRECISION": "16-mixed",
-           "SLURM_GPUS_ON_NODE": "8"}
-    assert parallel_settings(environ=env) == {"devices": 3, "strategy": "fsdp", "precision": "16-mixed", "num_nodes": 1}
+    env = {
+        "REPROBOOK_DEVICES": "3",
+        "REPROBOOK_STRATEGY": "fsdp",
+        "REPROBOOK_PRECISION": "16-mixed",
+        "SLURM_GPUS_ON_NODE": "8",
+    }
+    assert parallel_settings(environ=env) == {
+        "devices": 3,
+        "strategy": "fsdp",
+        "precision": "16-mixed",
+        "num_nodes": 1,
+    }
     assert parallel_settings(devices=2, environ=env)["devices"] == 2  # the profile's field wins
     with pytest.raises(ValueError, match="devices must be a positive integer or 'auto', got 'two'"):
         parallel_settings(devices="two", environ={})

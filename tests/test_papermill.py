@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "18_spr_ldp" / "01_lp_check.ipynb"
 SEED = 97  # a seed no other test or run uses, so its folder is this test's own
@@ -24,23 +22,70 @@ SEED = 97  # a seed no other test or run uses, so its folder is this test's own
 def test_papermill_from_another_folder_writes_where_the_ledger_reads(tmp_path: Path) -> None:
     tagged = ROOT / "_build" / "tagged" / f"seed{SEED}"
     shutil.rmtree(tagged, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("REPROBOOK_ROOT", "REPROBOOK_RESULTS", "REPROBOOK_PROFILE",
-                                                            "REPROBOOK_OVERRIDES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in ("REPROBOOK_ROOT", "REPROBOOK_RESULTS", "REPROBOOK_PROFILE", "REPROBOOK_OVERRIDES")
+    }
     out = tmp_path / "out.ipynb"
     try:
-        proc = subprocess.run([sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "-p", "seed", str(SEED),
-                               "-p", "n_instances", "3", "--no-progress-bar"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "papermill",
+                str(NOTEBOOK),
+                str(out),
+                "-p",
+                "seed",
+                str(SEED),
+                "-p",
+                "n_instances",
+                "3",
+                "--no-progress-bar",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         results = tagged / "results" / "reduced" / "spr_ldp" / "01_lp_check.json"
         data = json.loads(results.read_text())
         assert data["seed"] == SEED and data["claims"]["C1"]["value"] is not None
-        texts = [o.get("text", "") for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])]
+        texts = [
+            o.get("text", "")
+            for c in json.loads(out.read_text())["cells"]
+            for o in c.get("outputs", [])
+        ]
         printed = "".join("".join(t) if isinstance(t, list) else t for t in texts)
-        assert f"results in _build/tagged/seed{SEED}/results/reduced/spr_ldp/01_lp_check.json" in printed
-        ledger = subprocess.run([sys.executable, "-m", "reprobook.cli", "ledger", "--tag", f"seed{SEED}", "--format",
-                                 "json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert (
+            f"results in _build/tagged/seed{SEED}/results/reduced/spr_ldp/01_lp_check.json"
+            in printed
+        )
+        ledger = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "reprobook.cli",
+                "ledger",
+                "--tag",
+                f"seed{SEED}",
+                "--format",
+                "json",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         rows = {(r["chapter"], r["claim"]): r for r in json.loads(ledger.stdout)}
-        assert rows[("spr_ldp", "C1")]["seed"] == SEED and rows[("spr_ldp", "C1")]["value"] == data["claims"]["C1"]["value"]
+        assert (
+            rows[("spr_ldp", "C1")]["seed"] == SEED
+            and rows[("spr_ldp", "C1")]["value"] == data["claims"]["C1"]["value"]
+        )
     finally:
         shutil.rmtree(tagged, ignore_errors=True)

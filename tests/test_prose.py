@@ -35,7 +35,11 @@ def literal_records(source: str) -> list[str]:
     except SyntaxError:
         return bad  # IPython magics: the notebook itself fails to run if it matters
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "record"):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "record"
+        ):
             continue
         if len(node.args) < 2:
             continue
@@ -44,30 +48,38 @@ def literal_records(source: str) -> list[str]:
             value = value.operand
         if isinstance(value, ast.Constant) and value.value is not None:
             bad.append(ast.unparse(node))
-        if isinstance(value, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) for e in value.elts):
+        if isinstance(value, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) for e in value.elts
+        ):
             bad.append(ast.unparse(node))
     return bad
 
 
 def cells(nb: Path, kind: str) -> list[str]:
     data = json.loads(nb.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in data["cells"] if c["cell_type"] == kind]
+    return [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in data["cells"]
+        if c["cell_type"] == kind
+    ]
 
 
 _STRIP = [
-    re.compile(r"```.*?```", re.S),            # code and directive fences ({math}, admonitions' bodies stay)
-    re.compile(r"\$\$.*?\$\$", re.S),          # display math
+    re.compile(r"```.*?```", re.S),  # code and directive fences ({math}, admonitions' bodies stay)
+    re.compile(r"\$\$.*?\$\$", re.S),  # display math
     re.compile(r"(?<!\\)\$[^$\n]+?(?<!\\)\$"),  # inline math
-    re.compile(r"`[^`\n]*`"),                  # code spans and roles' targets
-    re.compile(r"<!--.*?-->", re.S),           # comments
-    re.compile(r"\[\[[^\]]*\]\]"),             # placeholders the build fills from the results
-    re.compile(r"\(https?://[^)]*\)"),         # link targets
-    re.compile(r"\b\d{4}\.\d{4,5}\b"),         # arXiv ids
+    re.compile(r"`[^`\n]*`"),  # code spans and roles' targets
+    re.compile(r"<!--.*?-->", re.S),  # comments
+    re.compile(r"\[\[[^\]]*\]\]"),  # placeholders the build fills from the results
+    re.compile(r"\(https?://[^)]*\)"),  # link targets
+    re.compile(r"\b\d{4}\.\d{4,5}\b"),  # arXiv ids
 ]
 _FENCE_HEAD = re.compile(r"^```\{[a-z]+\}.*$", re.M)
-VERDICT_WORDS = re.compile(r"\b(not reproduced|reproduced|partially|partial|inconclusive|illustrated|"
-                           r"does not reproduce|reproduces)\b", re.I)
+VERDICT_WORDS = re.compile(
+    r"\b(not reproduced|reproduced|partially|partial|inconclusive|illustrated|"
+    r"does not reproduce|reproduces)\b",
+    re.I,
+)
 CLAIM_ID = re.compile(r"\bC\d+\b")
 MEASURED = re.compile(r"(?<![\w.])\d+\.\d{2,}(?![\w.])|(?<![\w.])\d+(\.\d+)?\s?%")
 
@@ -111,13 +123,19 @@ def test_notebooks_record_no_literal_values(nb: Path) -> None:
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_notebook_markdown_types_no_result(nb: Path) -> None:
     found = [f for src in cells(nb, "markdown") for f in typed_results(src)]
-    assert not found, f"{nb.parent.name}/{nb.name}: say these with core.md(...) from the results:\n" + "\n".join(found)
+    assert not found, (
+        f"{nb.parent.name}/{nb.name}: say these with core.md(...) from the results:\n"
+        + "\n".join(found)
+    )
 
 
 @pytest.mark.parametrize("index", INDEXES, ids=lambda p: p.parent.name)
 def test_index_pages_type_no_result(index: Path) -> None:
     found = typed_results(index.read_text(encoding="utf-8"))
-    assert not found, f"{index.parent.name}/index.md: use [[C1]], [[C1.verdict]] placeholders:\n" + "\n".join(found)
+    assert not found, (
+        f"{index.parent.name}/index.md: use [[C1]], [[C1.verdict]] placeholders:\n"
+        + "\n".join(found)
+    )
 
 
 def test_the_scanners_catch_what_they_should() -> None:
@@ -129,5 +147,9 @@ def test_the_scanners_catch_what_they_should() -> None:
     assert typed_results("The solve rate was 0.746 on held-out puzzles.")
     assert typed_results("It solved 78% of them.")
     assert not typed_results("C3 is decided on an interval over three seeds.")
-    assert not typed_results("With $\\kappa_{max} = 0.02$ and `lr=6e-3` the network learns; see [[C3]].")
-    assert not typed_results("arXiv [2606.07443](https://arxiv.org/abs/2606.07443) says C1 [[C1.verdict]].")
+    assert not typed_results(
+        "With $\\kappa_{max} = 0.02$ and `lr=6e-3` the network learns; see [[C3]]."
+    )
+    assert not typed_results(
+        "arXiv [2606.07443](https://arxiv.org/abs/2606.07443) says C1 [[C1.verdict]]."
+    )

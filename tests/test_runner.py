@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import toy_notebook, write_nb
 
 from reprobook import cli, ledger, runner
-from conftest import toy_notebook, write_nb
 
 
 def statuses(summary: runner.RunSummary) -> dict[str, str]:
@@ -31,20 +31,28 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
 
     # Editing the last notebook re-runs that one only; editing the first re-runs the chapter from
     # there on, since a later notebook may show what an earlier one recorded.
-    for name, expected in (("02_count", {"01_draw.ipynb": "cached", "02_count.ipynb": "ok"}),
-                           ("01_draw", {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"})):
+    for name, expected in (
+        ("02_count", {"01_draw.ipynb": "cached", "02_count.ipynb": "ok"}),
+        ("01_draw", {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}),
+    ):
         nb = toy_book / "notebooks" / "01_toy" / f"{name}.ipynb"
         data = json.loads(nb.read_text())
         data["cells"][0]["source"] = f"# {name}, edited"
         nb.write_text(json.dumps(data))
-        assert statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None)) == expected, name
+        assert (
+            statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None)) == expected
+        ), name
 
     # The core library, the chapter's library, the lock file and the claims file each invalidate it all.
     core = toy_book / "lib" / "reprobook" / "core" / "claims.py"
     core.parent.mkdir(parents=True)
     core.write_text("# core\n")
-    for path in (core, toy_book / "lib" / "reprobook" / "papers" / "toy" / "__init__.py",
-                 toy_book / "requirements.lock", toy_book / "notebooks" / "01_toy" / "claims.yml"):
+    for path in (
+        core,
+        toy_book / "lib" / "reprobook" / "papers" / "toy" / "__init__.py",
+        toy_book / "requirements.lock",
+        toy_book / "notebooks" / "01_toy" / "claims.yml",
+    ):
         path.write_text(path.read_text() + "\n# changed\n")
         again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
         assert statuses(again) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, path.name
@@ -52,9 +60,15 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
     # A results file deleted, or rewritten by a run outside the runner, makes its notebook run again.
     draw = toy_book / "_build" / "results" / "reduced" / "toy" / "01_draw.json"
     draw.unlink()
-    assert statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None))["01_draw.ipynb"] == "ok"
+    assert (
+        statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None))["01_draw.ipynb"]
+        == "ok"
+    )
     draw.write_text(draw.read_text().replace('"seed": 0', '"seed": 5'))
-    assert statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None))["01_draw.ipynb"] == "ok"
+    assert (
+        statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None))["01_draw.ipynb"]
+        == "ok"
+    )
 
     # Other parameters are another key; the results record them and the ledger shows them.
     other = runner.run(root=toy_book, overrides={"n": 4}, progress=False, echo=lambda *_: None)
@@ -70,29 +84,44 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
 
 
 def test_failing_notebook_does_not_stop_the_others(toy_book: Path, monkeypatch, capsys) -> None:
-    write_nb(toy_book / "notebooks" / "01_toy" / "01_draw.ipynb",
-             toy_notebook("01_draw", "raise RuntimeError('deliberate failure')"))
+    write_nb(
+        toy_book / "notebooks" / "01_toy" / "01_draw.ipynb",
+        toy_notebook("01_draw", "raise RuntimeError('deliberate failure')"),
+    )
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     code = cli.main(["run", "--no-progress"])
     out = capsys.readouterr().out
     assert code == 1
     assert "FAILED notebooks/01_toy/01_draw.ipynb: RuntimeError: deliberate failure" in out
-    partial = toy_book / "_build" / "executed" / "reduced" / "notebooks" / "01_toy" / "01_draw.ipynb"
+    partial = (
+        toy_book / "_build" / "executed" / "reduced" / "notebooks" / "01_toy" / "01_draw.ipynb"
+    )
     assert "deliberate failure" in partial.read_text()  # the partial output keeps the error
     assert results(toy_book, "02_count")["claims"]["T2"]["value"] == 3  # the other notebook ran
     # A failed notebook is not cached: the next run tries it again, and a notebook that fails on a
     # re-run leaves none of its earlier claims behind.
     again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
     assert statuses(again) == {"01_draw.ipynb": "failed", "02_count.ipynb": "cached"}
-    write_nb(toy_book / "notebooks" / "01_toy" / "02_count.ipynb",
-             toy_notebook("02_count", "raise ValueError('now broken')", params="n: int | None = None  # n\n"))
+    write_nb(
+        toy_book / "notebooks" / "01_toy" / "02_count.ipynb",
+        toy_notebook(
+            "02_count", "raise ValueError('now broken')", params="n: int | None = None  # n\n"
+        ),
+    )
     runner.run(root=toy_book, progress=False, echo=lambda *_: None)
     assert "T2" not in results(toy_book, "02_count")["claims"]
-    assert {r["claim"]: r["verdict"] for r in ledger.collect("reduced", toy_book)}["T2"] == "not_run"
+    assert {r["claim"]: r["verdict"] for r in ledger.collect("reduced", toy_book)}[
+        "T2"
+    ] == "not_run"
 
 
-def test_unknown_override_is_refused_before_anything_runs(toy_book: Path, monkeypatch, capsys) -> None:
-    with pytest.raises(runner.RunError, match=r"no notebook .* parameter named stepz; their parameters: n, profile, seed"):
+def test_unknown_override_is_refused_before_anything_runs(
+    toy_book: Path, monkeypatch, capsys
+) -> None:
+    with pytest.raises(
+        runner.RunError,
+        match=r"no notebook .* parameter named stepz; their parameters: n, profile, seed",
+    ):
         runner.run(root=toy_book, overrides={"stepz": 3}, progress=False)
     with pytest.raises(runner.RunError, match=r"--profile reduced\|full, not with -p"):
         runner.run(root=toy_book, overrides={"profile": "full"}, progress=False)
@@ -107,13 +136,23 @@ def test_unknown_override_is_refused_before_anything_runs(toy_book: Path, monkey
 def test_same_seed_same_values_other_seed_other_values(toy_book: Path) -> None:
     values = []
     for seed in (7, 7, 8):
-        runner.run(root=toy_book, overrides={"seed": seed}, force=True, progress=False, echo=lambda *_: None)
-        data = results(toy_book, "01_draw", tag=f"seed{seed}")  # another seed's run keeps to its own folder
+        runner.run(
+            root=toy_book,
+            overrides={"seed": seed},
+            force=True,
+            progress=False,
+            echo=lambda *_: None,
+        )
+        data = results(
+            toy_book, "01_draw", tag=f"seed{seed}"
+        )  # another seed's run keeps to its own folder
         assert data["seed"] == seed
         values.append(data["claims"]["T1"]["value"])
     assert values[0] == values[1]
     assert values[0] != values[2]
-    assert not (toy_book / "_build" / "results").exists()  # the default seed's results were never touched
+    assert not (
+        toy_book / "_build" / "results"
+    ).exists()  # the default seed's results were never touched
 
 
 def test_seed_runs_are_kept_apart_and_compared(toy_book: Path, monkeypatch, capsys) -> None:
@@ -121,8 +160,13 @@ def test_seed_runs_are_kept_apart_and_compared(toy_book: Path, monkeypatch, caps
     quiet = dict(root=toy_book, progress=False, echo=lambda *_: None)
     runner.run(**quiet)
     runner.run(overrides={"seed": 1}, **quiet)
-    assert results(toy_book, "01_draw")["seed"] == 0 and results(toy_book, "01_draw", "seed1")["seed"] == 1
-    assert (toy_book / "_build" / "tagged" / "seed1" / "runs" / "reduced" / "manifest.json").exists()
+    assert (
+        results(toy_book, "01_draw")["seed"] == 0
+        and results(toy_book, "01_draw", "seed1")["seed"] == 1
+    )
+    assert (
+        toy_book / "_build" / "tagged" / "seed1" / "runs" / "reduced" / "manifest.json"
+    ).exists()
     # a second run of the same seed finds its own cache
     again = runner.run(overrides={"seed": 1}, **quiet)
     assert {j.status for j in again.jobs} == {"cached"}
@@ -132,13 +176,20 @@ def test_seed_runs_are_kept_apart_and_compared(toy_book: Path, monkeypatch, caps
     assert "0 flipped" in out and "verdict seed1" in out
     # a claim whose verdict depends on the seed is flagged, and the command fails
     claims = toy_book / "notebooks" / "01_toy" / "claims.yml"
-    claims.write_text(claims.read_text().replace("reproduced: {max: 0.5}", "reproduced: {max: 0.2}"))
+    claims.write_text(
+        claims.read_text().replace("reproduced: {max: 0.5}", "reproduced: {max: 0.2}")
+    )
     runner.run(**quiet)
     runner.run(overrides={"seed": 1}, **quiet)
-    pairs = ledger.compare(ledger.collect("reduced", toy_book),
-                           ledger.collect("reduced", toy_book, runner.tag_results_dir(toy_book, "seed1")))
+    pairs = ledger.compare(
+        ledger.collect("reduced", toy_book),
+        ledger.collect("reduced", toy_book, runner.tag_results_dir(toy_book, "seed1")),
+    )
     t1 = next(p for p in pairs if p["claim"] == "T1")
-    v0, v1 = results(toy_book, "01_draw")["claims"]["T1"]["value"], results(toy_book, "01_draw", "seed1")["claims"]["T1"]["value"]
+    v0, v1 = (
+        results(toy_book, "01_draw")["claims"]["T1"]["value"],
+        results(toy_book, "01_draw", "seed1")["claims"]["T1"]["value"],
+    )
     assert t1["flip"] == ((v0 <= 0.2) != (v1 <= 0.2))
     assert cli.main(["ledger", "--compare", "default", "nosuchtag"]) == 2
     assert "no run tagged 'nosuchtag'" in capsys.readouterr().err
@@ -148,9 +199,15 @@ def test_seed_runs_are_kept_apart_and_compared(toy_book: Path, monkeypatch, caps
 
 def test_flip_rule() -> None:
     assert not ledger.is_flip("reproduced", "reproduced")
-    assert ledger.is_flip("reproduced", "partial") and ledger.is_flip("reproduced", "not_reproduced")
-    assert not ledger.is_flip("inconclusive", "not_reproduced") and not ledger.is_flip("partial", "inconclusive")
-    assert not ledger.is_flip("reproduced", "inconclusive")  # an interval straddling the reproduced bar
+    assert ledger.is_flip("reproduced", "partial") and ledger.is_flip(
+        "reproduced", "not_reproduced"
+    )
+    assert not ledger.is_flip("inconclusive", "not_reproduced") and not ledger.is_flip(
+        "partial", "inconclusive"
+    )
+    assert not ledger.is_flip(
+        "reproduced", "inconclusive"
+    )  # an interval straddling the reproduced bar
     assert ledger.is_flip("needs_full", "reproduced") and ledger.is_flip("not_run", "inconclusive")
 
 
@@ -183,19 +240,34 @@ def test_parse_override() -> None:
 def test_notebooks_of_a_chapter_run_in_order(toy_book: Path) -> None:
     """02 reads what 01 wrote; 01 is slow, so running them side by side would fail."""
     chapter = toy_book / "notebooks" / "01_toy"
-    write_nb(chapter / "01_draw.ipynb", toy_notebook("01_draw", """
+    write_nb(
+        chapter / "01_draw.ipynb",
+        toy_notebook(
+            "01_draw",
+            """
         import time
         time.sleep(3)
         run.record("T1", 0.25)
-    """))
-    write_nb(chapter / "02_count.ipynb", toy_notebook("02_count", """
+    """,
+        ),
+    )
+    write_nb(
+        chapter / "02_count.ipynb",
+        toy_notebook(
+            "02_count",
+            """
         first = run.path.with_name("01_draw.json")
         import json
         assert json.loads(first.read_text())["claims"]["T1"]["value"] == 0.25, "01 has not finished"
         run.record("T2", 1)
-    """, params="n: int | None = None  # an override\\n"))
+    """,
+            params="n: int | None = None  # an override\\n",
+        ),
+    )
     summary = runner.run(root=toy_book, jobs=2, progress=False, echo=lambda *_: None)
-    assert statuses(summary) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, [j.error for j in summary.jobs]
+    assert statuses(summary) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, [
+        j.error for j in summary.jobs
+    ]
 
 
 def test_chapters_run_in_parallel(toy_book: Path) -> None:
@@ -205,16 +277,25 @@ def test_chapters_run_in_parallel(toy_book: Path) -> None:
     other = toy_book / "notebooks" / "02_other"
     other.mkdir()
     (other / "index.md").write_text("# Other\n")
-    (other / "claims.yml").write_text((toy_book / "notebooks" / "01_toy" / "claims.yml").read_text().split("  - id: T2")[0])
-    write_nb(other / "01_draw.ipynb", toy_notebook("01_draw", "import time; time.sleep(3); run.record('T1', 0.1)",
-                                                   slug="other"))
+    (other / "claims.yml").write_text(
+        (toy_book / "notebooks" / "01_toy" / "claims.yml").read_text().split("  - id: T2")[0]
+    )
+    write_nb(
+        other / "01_draw.ipynb",
+        toy_notebook("01_draw", "import time; time.sleep(3); run.record('T1', 0.1)", slug="other"),
+    )
     t0 = time.perf_counter()
     summary = runner.run(root=toy_book, jobs=2, progress=False, echo=lambda *_: None)
     wall = time.perf_counter() - t0
     assert [j.status for j in summary.jobs] == ["ok", "ok", "ok"], [j.error for j in summary.jobs]
-    assert wall < 0.85 * sum(j.wall_s for j in summary.jobs), (wall, [j.wall_s for j in summary.jobs])
+    assert wall < 0.85 * sum(j.wall_s for j in summary.jobs), (
+        wall,
+        [j.wall_s for j in summary.jobs],
+    )
     assert results(toy_book, "01_draw")["chapter"] == "toy"
-    assert json.loads((toy_book / "_build" / "results" / "reduced" / "other" / "01_draw.json").read_text())["claims"]
+    assert json.loads(
+        (toy_book / "_build" / "results" / "reduced" / "other" / "01_draw.json").read_text()
+    )["claims"]
 
 
 def test_list_names_chapters_notebooks_and_claims(toy_book: Path, monkeypatch, capsys) -> None:
@@ -222,22 +303,29 @@ def test_list_names_chapters_notebooks_and_claims(toy_book: Path, monkeypatch, c
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "01 toy: A toy paper (2 claims)"
-    assert out[1:] == ["    needs at the reduced profile: no GPU, 2 cores, 8 GiB, 0.5 h",
-                       "    01_draw.ipynb  [T1]", "    02_count.ipynb  [T2]",
-                       "the book at the reduced profile: 0.5 hours of jobs, 0 GPU-hours"]
+    assert out[1:] == [
+        "    needs at the reduced profile: no GPU, 2 cores, 8 GiB, 0.5 h",
+        "    01_draw.ipynb  [T1]",
+        "    02_count.ipynb  [T2]",
+        "the book at the reduced profile: 0.5 hours of jobs, 0 GPU-hours",
+    ]
     (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(
-        "RESOURCES = {'full': Resources(gpus=2, cpus=8, mem_gb=64, hours=3)}\n")
+        "RESOURCES = {'full': Resources(gpus=2, cpus=8, mem_gb=64, hours=3)}\n"
+    )
     assert cli.main(["list", "--profile", "full"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "    needs at the full profile: 2 GPUs, 8 cores, 64 GiB, 3 h"
     assert out[-1] == "the book at the full profile: 3 hours of jobs, 6 GPU-hours"
     (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(
-        "RESOURCES = {'full': Resources(gpus=-1)}\n")
+        "RESOURCES = {'full': Resources(gpus=-1)}\n"
+    )
     assert cli.main(["list", "--profile", "full"]) == 2
     assert "gpus must be an integer >= 0" in capsys.readouterr().err
 
 
-def test_compact_ledger_fits_the_terminal_and_wide_keeps_everything(toy_book: Path, monkeypatch, capsys) -> None:
+def test_compact_ledger_fits_the_terminal_and_wide_keeps_everything(
+    toy_book: Path, monkeypatch, capsys
+) -> None:
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     runner.run(root=toy_book, progress=False, echo=lambda *_: None)
     rows = ledger.collect("reduced", toy_book)
@@ -245,7 +333,9 @@ def test_compact_ledger_fits_the_terminal_and_wide_keeps_everything(toy_book: Pa
     for width in (80, 120):
         text = ledger.render(rows, "compact", width=width)
         assert max(len(line) for line in text.splitlines()) <= width
-        assert len(text.splitlines()) == 1 + len(rows) + 1 + len(__import__("textwrap").wrap(ledger.headline(rows), width))
+        assert len(text.splitlines()) == 1 + len(rows) + 1 + len(
+            __import__("textwrap").wrap(ledger.headline(rows), width)
+        )
     assert ledger.render(rows, "table").count("statement") >= 20  # wrapped, never cut
     monkeypatch.setenv("COLUMNS", "100")
     assert cli.main(["ledger"]) == 0

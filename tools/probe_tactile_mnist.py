@@ -30,18 +30,31 @@ def main(n: int = 20) -> None:
     meshes = []
     for k in range(n):
         v, f = height_map_mesh(height_map(digits.images8[k]))
-        meshes.append({"vertices": (np.asarray(v) / 100.0).tolist(), "faces": np.asarray(f).tolist()})  # cm -> m
-    features = datasets.Features({
-        "id": datasets.Value("int64"),
-        "label": datasets.ClassLabel(names=[str(i) for i in range(10)]),
-        "mesh": {"vertices": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
-                 "faces": datasets.Sequence(datasets.Sequence(datasets.Value("int64")))},
-    })
-    data = datasets.Dataset.from_dict({"id": list(range(n)), "label": [int(v) for v in digits.labels[:n]],
-                                       "mesh": meshes}, features=features)
+        meshes.append(
+            {"vertices": (np.asarray(v) / 100.0).tolist(), "faces": np.asarray(f).tolist()}
+        )  # cm -> m
+    features = datasets.Features(
+        {
+            "id": datasets.Value("int64"),
+            "label": datasets.ClassLabel(names=[str(i) for i in range(10)]),
+            "mesh": {
+                "vertices": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
+                "faces": datasets.Sequence(datasets.Sequence(datasets.Value("int64"))),
+            },
+        }
+    )
+    data = datasets.Dataset.from_dict(
+        {"id": list(range(n)), "label": [int(v) for v in digits.labels[:n]], "mesh": meshes},
+        features=features,
+    )
     config = tactile_mnist.TactilePerceptionConfig(
-        dataset=tactile_mnist.SimpleMeshDataset(data), sensor_type="depth", sensor_output_size=(32, 32),
-        sensor_backend="numpy", allow_sensor_rotation=False, step_limit=16)
+        dataset=tactile_mnist.SimpleMeshDataset(data),
+        sensor_type="depth",
+        sensor_output_size=(32, 32),
+        sensor_backend="numpy",
+        allow_sensor_rotation=False,
+        step_limit=16,
+    )
     t0 = time.perf_counter()
     env = tactile_mnist.TactileClassificationVectorEnv(config, num_envs=4)
     print(f"constructed in {time.perf_counter() - t0:.2f} s")
@@ -51,8 +64,10 @@ def main(n: int = 20) -> None:
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     print(f"{1000 * (time.perf_counter() - t0) / 16:.1f} ms per vector step (4 environments)")
     img = np.asarray(obs["sensor_img"])
-    print(f"sensor_img {img.shape}, range [{img.min():.3f}, {img.max():.3f}]; targets {info['prediction']['target']}; "
-          f"terminated {terminated}")
+    print(
+        f"sensor_img {img.shape}, range [{img.min():.3f}, {img.max():.3f}]; targets {info['prediction']['target']}; "
+        f"terminated {terminated}"
+    )
     print("inner action space:", env.single_action_space["action"])
     env.close()
 

@@ -27,7 +27,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for nb in ch.notebooks:
             ids = [c.id for c in ch.claims if c.notebook == nb.stem]
             print(f"    {nb.name}" + (f"  [{', '.join(ids)}]" if ids else ""))
-    print(f"the book at the {args.profile} profile: {total_h:g} hours of jobs, {total_gpu_h:g} GPU-hours")
+    print(
+        f"the book at the {args.profile} profile: {total_h:g} hours of jobs, {total_gpu_h:g} GPU-hours"
+    )
     return 0
 
 
@@ -38,19 +40,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
         overrides = dict(runner.parse_override(p) for p in args.param)
         tag = None if args.tag is None else _tag(args.tag)
         if args.collect:
-            summary = runner.collect_slurm(profile=args.profile, tag=tag or runner.default_tag(overrides),
-                                           wait=False)
+            summary = runner.collect_slurm(
+                profile=args.profile, tag=tag or runner.default_tag(overrides), wait=False
+            )
         else:
             options = None
             if args.executor == "slurm":
                 from .core.paths import book_root
 
-                options = slurm.load_options(book_root(), args.slurm_config, partition=args.partition,
-                                             account=args.account, qos=args.qos)
-            summary = runner.run(args.chapters or None, profile=args.profile, overrides=overrides, jobs=args.jobs,
-                                 force=args.force, timeout=args.timeout, progress=not args.no_progress, tag=tag,
-                                 executor=args.executor, slurm_options=options, wait=not args.no_wait,
-                                 dry_run=args.dry_run)
+                options = slurm.load_options(
+                    book_root(),
+                    args.slurm_config,
+                    partition=args.partition,
+                    account=args.account,
+                    qos=args.qos,
+                )
+            summary = runner.run(
+                args.chapters or None,
+                profile=args.profile,
+                overrides=overrides,
+                jobs=args.jobs,
+                force=args.force,
+                timeout=args.timeout,
+                progress=not args.no_progress,
+                tag=tag,
+                executor=args.executor,
+                slurm_options=options,
+                wait=not args.no_wait,
+                dry_run=args.dry_run,
+            )
     except (runner.RunError, slurm.SlurmError, ValueError) as err:
         print(f"reprobook run: {err}", file=sys.stderr)
         return 2
@@ -58,8 +76,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(runner.format_summary(summary))
     if not summary.ok:
-        print(f"{len(summary.failed)} notebook(s) failed, {len(summary.failures)} job(s) did not finish",
-              file=sys.stderr)
+        print(
+            f"{len(summary.failed)} notebook(s) failed, {len(summary.failures)} job(s) did not finish",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -78,8 +98,10 @@ def _results_of(tag: str):
     if _tag(tag) and not folder.exists():
         tagged = root / "_build" / "tagged"
         known = sorted(p.name for p in tagged.iterdir()) if tagged.exists() else []
-        raise runner.RunError(f"no run tagged {tag!r} (looked in {folder}); tags run so far: "
-                              f"{', '.join(['default', *known])}")
+        raise runner.RunError(
+            f"no run tagged {tag!r} (looked in {folder}); tags run so far: "
+            f"{', '.join(['default', *known])}"
+        )
     return folder
 
 
@@ -89,8 +111,10 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     try:
         if args.compare:
             a, b = args.compare
-            pairs = ledger.compare(ledger.collect(args.profile, results=_results_of(a)),
-                                   ledger.collect(args.profile, results=_results_of(b)))
+            pairs = ledger.compare(
+                ledger.collect(args.profile, results=_results_of(a)),
+                ledger.collect(args.profile, results=_results_of(b)),
+            )
             if args.format == "json":
                 import json
 
@@ -113,7 +137,9 @@ def _cmd_book(args: argparse.Namespace) -> int:
     from . import site
 
     try:
-        index = site.build(profile=args.profile, source_only=args.source_only, allow_stale=args.allow_stale)
+        index = site.build(
+            profile=args.profile, source_only=args.source_only, allow_stale=args.allow_stale
+        )
     except site.BuildError as err:
         print(f"reprobook book: {err}", file=sys.stderr)
         return 1
@@ -122,56 +148,124 @@ def _cmd_book(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="reprobook", description="Run the reproducibility book's chapters and build it.")
+    p = argparse.ArgumentParser(
+        prog="reprobook", description="Run the reproducibility book's chapters and build it."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("list", help="chapters, their notebooks, claims and the resources a run needs")
+    s = sub.add_parser(
+        "list", help="chapters, their notebooks, claims and the resources a run needs"
+    )
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
     s.set_defaults(func=_cmd_list)
 
     s = sub.add_parser("run", help="execute chapters with papermill (skipping unchanged notebooks)")
-    s.add_argument("chapters", nargs="*", metavar="CHAPTER", help="slug, folder or number (default: every chapter)")
+    s.add_argument(
+        "chapters",
+        nargs="*",
+        metavar="CHAPTER",
+        help="slug, folder or number (default: every chapter)",
+    )
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
-    s.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a notebook parameter (refused if no chosen notebook has it)")
-    s.add_argument("--jobs", "-j", type=int, default=2, help="chapters executed at once (default 2); a chapter's notebooks run in order")
+    s.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a notebook parameter (refused if no chosen notebook has it)",
+    )
+    s.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=2,
+        help="chapters executed at once (default 2); a chapter's notebooks run in order",
+    )
     s.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
-    s.add_argument("--timeout", type=float, default=3600, help="seconds per notebook before it is stopped")
+    s.add_argument(
+        "--timeout", type=float, default=3600, help="seconds per notebook before it is stopped"
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--executor", default="local", choices=["local", "slurm"],
-                   help="local: this machine (default); slurm: one Slurm job per chapter through submitit")
-    s.add_argument("--partition", help="Slurm partition (else the config file's, else the cluster's default)")
+    s.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "slurm"],
+        help="local: this machine (default); slurm: one Slurm job per chapter through submitit",
+    )
+    s.add_argument(
+        "--partition", help="Slurm partition (else the config file's, else the cluster's default)"
+    )
     s.add_argument("--account", help="Slurm account")
     s.add_argument("--qos", help="Slurm quality of service")
-    s.add_argument("--slurm-config", type=Path, metavar="FILE",
-                   help="YAML with partition, account, qos, additional_parameters, setup (default: "
-                        "reprobook-slurm.yml at the book's root, when there is one)")
-    s.add_argument("--no-wait", action="store_true", help="with --executor slurm: return once the jobs are submitted")
-    s.add_argument("--collect", action="store_true", help="gather Slurm jobs submitted earlier with --no-wait")
-    s.add_argument("--dry-run", action="store_true", help="with --executor slurm: print the batch scripts, submit nothing")
-    s.add_argument("--tag", default=None, metavar="NAME",
-                   help="keep this run's outputs under _build/tagged/NAME (default: seedN when -p seed=N, N != 0; "
-                        "'default' forces the untagged folders)")
+    s.add_argument(
+        "--slurm-config",
+        type=Path,
+        metavar="FILE",
+        help="YAML with partition, account, qos, additional_parameters, setup (default: "
+        "reprobook-slurm.yml at the book's root, when there is one)",
+    )
+    s.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --executor slurm: return once the jobs are submitted",
+    )
+    s.add_argument(
+        "--collect", action="store_true", help="gather Slurm jobs submitted earlier with --no-wait"
+    )
+    s.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --executor slurm: print the batch scripts, submit nothing",
+    )
+    s.add_argument(
+        "--tag",
+        default=None,
+        metavar="NAME",
+        help="keep this run's outputs under _build/tagged/NAME (default: seedN when -p seed=N, N != 0; "
+        "'default' forces the untagged folders)",
+    )
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("ledger", help="every claim of every chapter from the last run")
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
-    s.add_argument("--format", default="compact", choices=["compact", "table", "markdown", "json"],
-                   help="compact: one line per claim, cut to the terminal (default); table: every column in full")
-    s.add_argument("--wide", action="store_true", help="the full text of every column (same as --format table)")
-    s.add_argument("--tag", default="", metavar="NAME", help="the ledger of a tagged run (default: the untagged run)")
-    s.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                   help="two runs' verdicts side by side, by tag ('default' for the untagged run); "
-                        "exits 1 when a verdict flipped")
+    s.add_argument(
+        "--format",
+        default="compact",
+        choices=["compact", "table", "markdown", "json"],
+        help="compact: one line per claim, cut to the terminal (default); table: every column in full",
+    )
+    s.add_argument(
+        "--wide", action="store_true", help="the full text of every column (same as --format table)"
+    )
+    s.add_argument(
+        "--tag",
+        default="",
+        metavar="NAME",
+        help="the ledger of a tagged run (default: the untagged run)",
+    )
+    s.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="two runs' verdicts side by side, by tag ('default' for the untagged run); "
+        "exits 1 when a verdict flipped",
+    )
     s.set_defaults(func=_cmd_ledger)
 
     s = sub.add_parser("book", help="build the HTML book from the last run's executed notebooks")
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
-    s.add_argument("--source-only", action="store_true",
-                   help="render the notebooks as committed (no outputs): checks the book's structure without executing")
-    s.add_argument("--allow-stale", action="store_true",
-                   help="build even when some results were produced under another claims.yml or notebook "
-                        "(they are marked STALE in red) instead of refusing")
+    s.add_argument(
+        "--source-only",
+        action="store_true",
+        help="render the notebooks as committed (no outputs): checks the book's structure without executing",
+    )
+    s.add_argument(
+        "--allow-stale",
+        action="store_true",
+        help="build even when some results were produced under another claims.yml or notebook "
+        "(they are marked STALE in red) instead of refusing",
+    )
     s.set_defaults(func=_cmd_book)
     return p
 

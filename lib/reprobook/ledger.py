@@ -35,7 +35,9 @@ def revision_text(claim: Claim) -> list[str]:
     return out
 
 
-def collect(profile: str = "reduced", root: Path | None = None, results: Path | None = None) -> list[dict[str, Any]]:
+def collect(
+    profile: str = "reduced", root: Path | None = None, results: Path | None = None
+) -> list[dict[str, Any]]:
     """One row per claim of every chapter, at ``profile``, from the results folder ``results``
     (default: the book's; a tagged run's is ``runner.tag_results_dir(root, tag)``)."""
     root = root or book_root()
@@ -47,17 +49,35 @@ def collect(profile: str = "reduced", root: Path | None = None, results: Path | 
             value, interval = rec.get("value"), rec.get("interval")
             verdict, problems = recorded_verdict(c, value, profile, interval)
             facts = rec.get("facts", {})
-            rows.append({
-                "chapter": ch.slug, "number": ch.number, "title": ch.title, "claim": c.id, "statement": c.claim,
-                "metric": c.metric, "paper_value": c.paper_value, "source": c.source, "evidence": c.evidence,
-                "papers": c.is_papers, "note": c.note, "revisions": revision_text(c), "value": value,
-                "interval": interval, "interval_method": rec.get("interval_method"),
-                "verdict": verdict, "profile": profile,
-                "has_partial": "partial" in c.check_for(profile), "seed": rec.get("seed"),
-                "overrides": rec.get("overrides", {}), "notebook": c.notebook, "stale": rec.get("stale", []) + problems,
-                "details": rec.get("details", {}),
-                "commit": facts.get("git_commit"), "hardware": facts.get("hardware"),
-            })
+            rows.append(
+                {
+                    "chapter": ch.slug,
+                    "number": ch.number,
+                    "title": ch.title,
+                    "claim": c.id,
+                    "statement": c.claim,
+                    "metric": c.metric,
+                    "paper_value": c.paper_value,
+                    "source": c.source,
+                    "evidence": c.evidence,
+                    "papers": c.is_papers,
+                    "note": c.note,
+                    "revisions": revision_text(c),
+                    "value": value,
+                    "interval": interval,
+                    "interval_method": rec.get("interval_method"),
+                    "verdict": verdict,
+                    "profile": profile,
+                    "has_partial": "partial" in c.check_for(profile),
+                    "seed": rec.get("seed"),
+                    "overrides": rec.get("overrides", {}),
+                    "notebook": c.notebook,
+                    "stale": rec.get("stale", []) + problems,
+                    "details": rec.get("details", {}),
+                    "commit": facts.get("git_commit"),
+                    "hardware": facts.get("hardware"),
+                }
+            )
     return rows
 
 
@@ -87,6 +107,7 @@ def run_cell(row: dict[str, Any]) -> str:
 
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
     """A MyST/GitHub Markdown table; pipes and newlines inside cells are escaped."""
+
     def cell(x: Any) -> str:
         return str(x).replace("|", "\\|").replace("\n", " ")
 
@@ -103,17 +124,35 @@ def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> 
     if fmt == "compact":
         return render_compact(rows, width)
     headers = ["chapter", "claim", "statement", "paper", "ours", "verdict", "src", "evid.", "run"]
-    body = [[r["chapter"], r["claim"], r["statement"], r["paper_value"], row_value(r), verdict_cell(r),
-             r["source"], EVIDENCE_SHORT[r["evidence"]], run_cell(r)] for r in rows]
+    body = [
+        [
+            r["chapter"],
+            r["claim"],
+            r["statement"],
+            r["paper_value"],
+            row_value(r),
+            verdict_cell(r),
+            r["source"],
+            EVIDENCE_SHORT[r["evidence"]],
+            run_cell(r),
+        ]
+        for r in rows
+    ]
     if fmt == "markdown":
         return markdown_table(headers, body)
     if fmt == "table":
         from tabulate import tabulate
 
-        text = tabulate(body, headers=headers, tablefmt="simple",
-                        maxcolwidths=[16, None, 30, 14, 22, 16, 10, None, 14])
+        text = tabulate(
+            body,
+            headers=headers,
+            tablefmt="simple",
+            maxcolwidths=[16, None, 30, 14, 22, 16, 10, None, 14],
+        )
         return text + "\n\n" + headline(rows)
-    raise ValueError(f"unknown ledger format {fmt!r}; valid formats: compact, table, markdown, json")
+    raise ValueError(
+        f"unknown ledger format {fmt!r}; valid formats: compact, table, markdown, json"
+    )
 
 
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -136,8 +175,11 @@ def headline(rows: list[dict[str, Any]]) -> str:
     n_ill = sum(r["evidence"] == "illustration" and r["source"] != "extension" for r in rows)
     if n_ext:
         ext_c = counts([r for r in rows if r["source"] == "extension"])
-        extras.append(f"{n_ext} extension{'s' if n_ext != 1 else ''} of ours ("
-                      + ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in ext_c.items() if n) + ")")
+        extras.append(
+            f"{n_ext} extension{'s' if n_ext != 1 else ''} of ours ("
+            + ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in ext_c.items() if n)
+            + ")"
+        )
     if n_ill:
         extras.append(f"{n_ill} illustration{'s' if n_ill != 1 else ''}")
     n_stale = sum(bool(r.get("stale")) for r in rows)
@@ -147,6 +189,7 @@ def headline(rows: list[dict[str, Any]]) -> str:
 
 
 # ----------------------------------------------------------------------------- comparing runs
+
 
 def is_flip(a: str, b: str, has_partial: bool = True) -> bool:
     """A verdict that changed between two runs in a way that matters: any change, except a
@@ -172,26 +215,57 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> list[
         b = b_by.get((a["chapter"], a["claim"]))
         vb = b["verdict"] if b else "not_run"
         flip = is_flip(a["verdict"], vb, a.get("has_partial", True))
-        out.append({"chapter": a["chapter"], "claim": a["claim"], "verdict_a": a["verdict"], "verdict_b": vb,
-                    "value_a": row_value(a), "value_b": row_value(b) if b else "",
-                    "flip": flip, "soft": a["verdict"] != vb and not flip})
+        out.append(
+            {
+                "chapter": a["chapter"],
+                "claim": a["claim"],
+                "verdict_a": a["verdict"],
+                "verdict_b": vb,
+                "value_a": row_value(a),
+                "value_b": row_value(b) if b else "",
+                "flip": flip,
+                "soft": a["verdict"] != vb and not flip,
+            }
+        )
     return out
 
 
 def render_compare(pairs: list[dict[str, Any]], name_a: str, name_b: str) -> str:
     from tabulate import tabulate
 
-    body = [[p["chapter"], p["claim"], VERDICT_LABELS[p["verdict_a"]], p["value_a"], VERDICT_LABELS[p["verdict_b"]],
-             p["value_b"], "FLIP" if p["flip"] else ("~" if p["soft"] else "")] for p in pairs]
-    table = tabulate(body, headers=["chapter", "claim", f"verdict {name_a}", f"ours {name_a}",
-                                    f"verdict {name_b}", f"ours {name_b}", ""], tablefmt="simple",
-                     maxcolwidths=[16, None, 16, 24, 16, 24, None])
+    body = [
+        [
+            p["chapter"],
+            p["claim"],
+            VERDICT_LABELS[p["verdict_a"]],
+            p["value_a"],
+            VERDICT_LABELS[p["verdict_b"]],
+            p["value_b"],
+            "FLIP" if p["flip"] else ("~" if p["soft"] else ""),
+        ]
+        for p in pairs
+    ]
+    table = tabulate(
+        body,
+        headers=[
+            "chapter",
+            "claim",
+            f"verdict {name_a}",
+            f"ours {name_a}",
+            f"verdict {name_b}",
+            f"ours {name_b}",
+            "",
+        ],
+        tablefmt="simple",
+        maxcolwidths=[16, None, 16, 24, 16, 24, None],
+    )
     n_flip = sum(p["flip"] for p in pairs)
     n_soft = sum(p["soft"] for p in pairs)
     same = sum(p["verdict_a"] == p["verdict_b"] for p in pairs)
-    return (f"{table}\n\n{len(pairs)} claims: {same} with the same verdict, {n_soft} moved to or from "
-            f"inconclusive (~), {n_flip} flipped (FLIP).")
-
+    return (
+        f"{table}\n\n{len(pairs)} claims: {same} with the same verdict, {n_soft} moved to or from "
+        f"inconclusive (~), {n_flip} flipped (FLIP)."
+    )
 
 
 # ----------------------------------------------------------------------------- at a glance
@@ -233,10 +307,26 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
     fig, ax = plt.subplots(figsize=(2.2 + 0.62 * width, 0.9 + 0.42 * max(len(chapters), 1)))
     for i, (_, claims) in enumerate(chapters):
         for j, r in enumerate(claims):
-            ax.add_patch(Rectangle((j, i), 0.92, 0.84, facecolor=VERDICT_COLORS[r["verdict"]], edgecolor="#444444",
-                                   linewidth=0.6, hatch="///" if r["source"] == "extension" else None))
-            ax.text(j + 0.46, i + 0.42, r["claim"] + ("*" if r.get("revisions") else ""), ha="center",
-                    va="center", fontsize=8, color="#111111")
+            ax.add_patch(
+                Rectangle(
+                    (j, i),
+                    0.92,
+                    0.84,
+                    facecolor=VERDICT_COLORS[r["verdict"]],
+                    edgecolor="#444444",
+                    linewidth=0.6,
+                    hatch="///" if r["source"] == "extension" else None,
+                )
+            )
+            ax.text(
+                j + 0.46,
+                i + 0.42,
+                r["claim"] + ("*" if r.get("revisions") else ""),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="#111111",
+            )
     ax.set_xlim(-0.1, width)
     ax.set_ylim(len(chapters), -0.1)
     ax.set_yticks([i + 0.42 for i in range(len(chapters))], [name for name, _ in chapters])
@@ -245,11 +335,19 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
     for side in ("top", "right", "bottom", "left"):
         ax.spines[side].set_visible(False)
     c = counts(rows)
-    handles = [Patch(facecolor=VERDICT_COLORS[v], edgecolor="#444444", label=f"{VERDICT_LABELS[v]} ({n})")
-               for v, n in c.items() if n]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_title(title or f"{len(rows)} claims: hatched = our extension, * = revised check", fontsize=10,
-                 loc="left")
+    handles = [
+        Patch(facecolor=VERDICT_COLORS[v], edgecolor="#444444", label=f"{VERDICT_LABELS[v]} ({n})")
+        for v, n in c.items()
+        if n
+    ]
+    ax.legend(
+        handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
+    )
+    ax.set_title(
+        title or f"{len(rows)} claims: hatched = our extension, * = revised check",
+        fontsize=10,
+        loc="left",
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
@@ -262,6 +360,7 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
 def render_compact(rows: list[dict[str, Any]], width: int = 120) -> str:
     """One line per claim, at most ``width`` columns: chapter, claim, verdict, ours, paper and
     as much of the statement as fits; then the headline."""
+
     def cut(text: str, n: int) -> str:
         text = " ".join(str(text).split())
         return text if len(text) <= n else text[: max(n - 1, 0)] + "…"
@@ -271,8 +370,17 @@ def render_compact(rows: list[dict[str, Any]], width: int = 120) -> str:
         return (fixed + cut(statement, max(width - len(fixed), 0)))[:width].rstrip()
 
     lines = [line("chapter", "id", "verdict", "ours", "paper", "statement")]
-    lines += [line(f"{r['number']} {r['chapter']}", r["claim"], verdict_cell(r), row_value(r), r["paper_value"],
-                   r["statement"]) for r in rows]
+    lines += [
+        line(
+            f"{r['number']} {r['chapter']}",
+            r["claim"],
+            verdict_cell(r),
+            row_value(r),
+            r["paper_value"],
+            r["statement"],
+        )
+        for r in rows
+    ]
     import textwrap
 
     lines += ["", *textwrap.wrap(headline(rows), width)]

@@ -73,11 +73,14 @@ class RunError(ValueError):
 
 # ----------------------------------------------------------------------------- parameters
 
+
 def notebook_parameters(path: Path) -> dict[str, str]:
     """The names (and source text of the defaults) assigned in the cell tagged ``parameters``."""
     nb = json.loads(Path(path).read_text(encoding="utf-8"))
     for cell in nb.get("cells", []):
-        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get(
+            "tags", []
+        ):
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             params: dict[str, str] = {}
             for node in ast.parse(source).body:
@@ -119,7 +122,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 # ----------------------------------------------------------------------------- hashing
 
-def _hash_files(paths: list[Path], h: "hashlib._Hash", root: Path) -> None:
+
+def _hash_files(paths: list[Path], h: hashlib._Hash, root: Path) -> None:
     for p in sorted(paths):
         h.update(str(p.relative_to(root)).encode())
         h.update(b"\0")
@@ -130,17 +134,32 @@ def _hash_files(paths: list[Path], h: "hashlib._Hash", root: Path) -> None:
 def _tree_files(folder: Path) -> list[Path]:
     if not folder.exists():
         return []
-    return [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")]
+    return [
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")
+    ]
 
 
-def notebook_key(root: Path, chapter: Chapter, notebook: Path, profile: str, params: dict[str, Any],
-                 previous: str = "") -> str:
+def notebook_key(
+    root: Path,
+    chapter: Chapter,
+    notebook: Path,
+    profile: str,
+    params: dict[str, Any],
+    previous: str = "",
+) -> str:
     """The cache key: what, if changed, makes a notebook's last output stale. ``previous`` is
     the key of the chapter's preceding notebook: a notebook may show what earlier ones of its
     chapter recorded, so a change upstream re-runs everything after it."""
     h = hashlib.sha256()
-    h.update(json.dumps({"profile": profile, "params": params, "previous": previous}, sort_keys=True,
-                        default=str).encode())
+    h.update(
+        json.dumps(
+            {"profile": profile, "params": params, "previous": previous},
+            sort_keys=True,
+            default=str,
+        ).encode()
+    )
     files = [notebook, chapter.folder / "claims.yml"]
     files += _tree_files(root / "lib" / "reprobook" / "core")
     files += _tree_files(root / "lib" / "reprobook" / "papers" / chapter.slug)
@@ -152,6 +171,7 @@ def notebook_key(root: Path, chapter: Chapter, notebook: Path, profile: str, par
 
 
 # ----------------------------------------------------------------------------- execution
+
 
 @dataclass
 class Job:
@@ -200,13 +220,29 @@ def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -
     source = root / job.notebook
     output = root / job.output
     output.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "reprobook.execute", str(source), str(output), json.dumps(job.params),
-           str(source.parent)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobook.execute",
+        str(source),
+        str(output),
+        json.dumps(job.params),
+        str(source.parent),
+    ]
     start = time.perf_counter()
-    env = {**env, "REPROBOOK_OVERRIDES": json.dumps({k: v for k, v in job.params.items() if k != "profile"})}
+    env = {
+        **env,
+        "REPROBOOK_OVERRIDES": json.dumps({k: v for k, v in job.params.items() if k != "profile"}),
+    }
     # a session of its own, so a timeout stops the kernel too, not only the wrapper
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     stop, peak = threading.Event(), []
     watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
     watcher.start()
@@ -237,16 +273,23 @@ def kernel_env(root: Path, profile: str, jobs: int, tag: str = "") -> dict[str, 
     """The environment of every executed kernel: results folder, offline hubs, headless plots,
     and one thread per notebook when several run at once."""
     env = dict(os.environ)
-    env.update({
-        "REPROBOOK_ROOT": str(root),
-        "REPROBOOK_RESULTS": str(tag_results_dir(root, tag)),
-        "REPROBOOK_PROFILE": profile,
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    })
+    env.update(
+        {
+            "REPROBOOK_ROOT": str(root),
+            "REPROBOOK_RESULTS": str(tag_results_dir(root, tag)),
+            "REPROBOOK_PROFILE": profile,
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        }
+    )
     if jobs > 1:
-        for var in ("REPROBOOK_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        for var in (
+            "REPROBOOK_THREADS",
+            "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+        ):
             env[var] = "1"
     return env
 
@@ -255,7 +298,7 @@ def _state_path(root: Path, profile: str, tag: str = "") -> Path:
     return build_dir(root, tag) / "state" / f"{profile}.json"
 
 
-def update_state(root: Path, profile: str, tag: str, job: "Job", results: Path) -> None:
+def update_state(root: Path, profile: str, tag: str, job: Job, results: Path) -> None:
     """Record one finished notebook in the run's state, under a file lock: cluster jobs of
     several chapters finish at once and each writes its own entries."""
     import fcntl
@@ -267,8 +310,14 @@ def update_state(root: Path, profile: str, tag: str, job: "Job", results: Path) 
         try:
             state = load_state(root, profile, tag)
             if job.status == "ok":
-                state[job.notebook] = {"key": job.key, "status": "ok", "wall_s": job.wall_s, "peak_mb": job.peak_mb,
-                                       "finished": job.finished, "results_sha256": file_digest(results)}
+                state[job.notebook] = {
+                    "key": job.key,
+                    "status": "ok",
+                    "wall_s": job.wall_s,
+                    "peak_mb": job.peak_mb,
+                    "finished": job.finished,
+                    "results_sha256": file_digest(results),
+                }
             else:
                 state.pop(job.notebook, None)
             atomic_write_text(path, json.dumps(state, indent=2) + "\n")
@@ -320,8 +369,14 @@ class RunSummary:
         return [j for j in self.jobs if j.status in ("ok", "failed")]
 
 
-def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str, Any], force: bool,
-         tag: str = "") -> list[Job]:
+def plan(
+    root: Path,
+    chapters: list[Chapter],
+    profile: str,
+    overrides: dict[str, Any],
+    force: bool,
+    tag: str = "",
+) -> list[Job]:
     """The jobs of a run, each with its injected parameters and key, marked ``cached`` when
     its last successful output is still valid. Refuses an override no notebook accepts."""
     if profile not in PROFILE_NAMES:
@@ -358,19 +413,39 @@ def plan(root: Path, chapters: list[Chapter], profile: str, overrides: dict[str,
         results = tag_results_dir(root, tag) / profile / ch.slug / f"{nb.stem}.json"
         # fresh: same key, last run succeeded, its output is there, and its results file is the
         # one that run wrote (not one a hand-run in Jupyter left since)
-        fresh = (last.get("key") == key and last.get("status") == "ok" and (root / output).exists()
-                 and (file_digest(results) == last.get("results_sha256") if records else True))
+        fresh = (
+            last.get("key") == key
+            and last.get("status") == "ok"
+            and (root / output).exists()
+            and (file_digest(results) == last.get("results_sha256") if records else True)
+        )
         if fresh and not force:
             job.status = "cached"
-            job.wall_s, job.peak_mb, job.finished = last.get("wall_s"), last.get("peak_mb"), last.get("finished")
+            job.wall_s, job.peak_mb, job.finished = (
+                last.get("wall_s"),
+                last.get("peak_mb"),
+                last.get("finished"),
+            )
         jobs.append(job)
     return jobs
 
 
-def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrides: dict[str, Any] | None = None,
-        jobs: int = 2, force: bool = False, root: Path | None = None, timeout: float | None = 3600,
-        progress: bool = True, echo=print, tag: str | None = None, executor: str = "local",
-        slurm_options: Any = None, wait: bool = True, dry_run: bool = False) -> RunSummary:
+def run(
+    chapter_keys: list[str] | None = None,
+    profile: str = "reduced",
+    overrides: dict[str, Any] | None = None,
+    jobs: int = 2,
+    force: bool = False,
+    root: Path | None = None,
+    timeout: float | None = 3600,
+    progress: bool = True,
+    echo=print,
+    tag: str | None = None,
+    executor: str = "local",
+    slurm_options: Any = None,
+    wait: bool = True,
+    dry_run: bool = False,
+) -> RunSummary:
     """Execute the chosen chapters' notebooks (all chapters by default); see the module doc.
     ``tag`` (default: ``seedN`` for a seed other than 0) keeps the run's outputs apart.
     ``executor="slurm"`` submits one Slurm job per chapter instead (:mod:`reprobook.slurm`);
@@ -388,14 +463,22 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     pending = [j for j in todo if j.status == "pending"]
     cached = len(todo) - len(pending)
     where = f" (tag {tag}: {build_dir(root, tag).relative_to(root)})" if tag else ""
-    echo(f"{len(todo)} notebook(s) at profile {profile}{where}: {len(pending)} to execute, "
-         f"{cached} unchanged since their last run")
+    echo(
+        f"{len(todo)} notebook(s) at profile {profile}{where}: {len(pending)} to execute, "
+        f"{cached} unchanged since their last run"
+    )
     if executor == "slurm":
-        return _run_slurm(root, summary, pending, timeout, slurm_options, wait, dry_run, progress, echo)
+        return _run_slurm(
+            root, summary, pending, timeout, slurm_options, wait, dry_run, progress, echo
+        )
     n_chapters = len({j.chapter for j in pending})
     env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)), tag)
-    results_of = lambda job: tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"  # noqa: E731
-    for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
+    results_of = lambda job: (
+        tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"
+    )  # noqa: E731
+    for (
+        job
+    ) in pending:  # a notebook that runs again starts from no results: nothing stale survives it
         results_of(job).unlink(missing_ok=True)
     bar = None
     if progress and pending:
@@ -429,8 +512,17 @@ def run(chapter_keys: list[str] | None = None, profile: str = "reduced", overrid
     return summary
 
 
-def _run_slurm(root: Path, summary: RunSummary, pending: list[Job], timeout: float | None, options: Any,
-               wait: bool, dry_run: bool, progress: bool, echo) -> RunSummary:
+def _run_slurm(
+    root: Path,
+    summary: RunSummary,
+    pending: list[Job],
+    timeout: float | None,
+    options: Any,
+    wait: bool,
+    dry_run: bool,
+    progress: bool,
+    echo,
+) -> RunSummary:
     from . import slurm
 
     profile, tag = summary.profile, summary.tag
@@ -444,24 +536,42 @@ def _run_slurm(root: Path, summary: RunSummary, pending: list[Job], timeout: flo
             echo(f"# chapter {slug}: {len(by_chapter[slug])} notebook(s)")
             echo(slurm.batch_script(root, folder, slug, profile, options))
         return summary
-    queued = {slug: e for slug, e in slurm._load_registry(folder).items()
-              if slug in by_chapter and slurm.job_state(e["job_id"]) not in (*slurm.FINISHED, "GONE")}
+    queued = {
+        slug: e
+        for slug, e in slurm._load_registry(folder).items()
+        if slug in by_chapter and slurm.job_state(e["job_id"]) not in (*slurm.FINISHED, "GONE")
+    }
     for slug, entry in queued.items():
-        echo(f"chapter {slug}: Slurm job {entry['job_id']} is still queued or running; not submitted again")
+        echo(
+            f"chapter {slug}: Slurm job {entry['job_id']} is still queued or running; not submitted again"
+        )
         del by_chapter[slug]
-    for job in pending:  # a notebook that runs again starts from no results: nothing stale survives it
-        (tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json").unlink(missing_ok=True)
+    for (
+        job
+    ) in pending:  # a notebook that runs again starts from no results: nothing stale survives it
+        (
+            tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"
+        ).unlink(missing_ok=True)
     if by_chapter:
         slurm.submit(root, profile, tag, by_chapter, timeout, options, folder, echo)
     if not wait:
         summary.waiting = sorted(set(by_chapter) | set(queued))
         echo("not waiting: `reprobook run --collect` gathers the jobs when they have finished")
         return summary
-    return collect_slurm(root, profile, tag, wait=True, progress=progress, echo=echo, summary=summary)
+    return collect_slurm(
+        root, profile, tag, wait=True, progress=progress, echo=echo, summary=summary
+    )
 
 
-def collect_slurm(root: Path | None = None, profile: str = "reduced", tag: str = "", wait: bool = False,
-                  progress: bool = False, echo=print, summary: RunSummary | None = None) -> RunSummary:
+def collect_slurm(
+    root: Path | None = None,
+    profile: str = "reduced",
+    tag: str = "",
+    wait: bool = False,
+    progress: bool = False,
+    echo=print,
+    summary: RunSummary | None = None,
+) -> RunSummary:
     """Gather the Slurm jobs of a run: the notebooks they ran (with their job ids) go into the
     manifest; each job that failed, was cancelled or pre-empted is reported with its log."""
     from . import slurm
@@ -512,9 +622,13 @@ def format_summary(summary: RunSummary, slowest: int = 5) -> str:
         wall = f"{j.wall_s:.1f}" if j.wall_s is not None else "-"
         peak = f"{j.peak_mb:.0f}" if j.peak_mb is not None else "-"
         lines.append(f"{j.notebook:<{width}}  {j.status:<7}  {wall:>7}  {peak:>8}")
-    timed = sorted((j for j in summary.jobs if j.wall_s is not None), key=lambda j: -j.wall_s)[:slowest]
+    timed = sorted((j for j in summary.jobs if j.wall_s is not None), key=lambda j: -j.wall_s)[
+        :slowest
+    ]
     if timed:
-        lines.append("slowest: " + ", ".join(f"{Path(j.notebook).name} {j.wall_s:.1f} s" for j in timed))
+        lines.append(
+            "slowest: " + ", ".join(f"{Path(j.notebook).name} {j.wall_s:.1f} s" for j in timed)
+        )
     for j in summary.failed:
         lines.append(f"FAILED {j.notebook}: {j.error}  (partial output: {j.output})")
     lines += [f"FAILED {line}" for line in summary.failures]

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .core.chapters import VERDICT_LABELS, find_chapters
+from . import ledger
+from .core.chapters import VERDICT_LABELS, VERDICT_MEANINGS, VERDICTS, find_chapters
 from .core.claims import format_value
 from .core.paths import book_root
-from . import ledger
 
 STATUS_MARK = "<!-- reprobook:status -->"
 LEDGER_MARK = "<!-- reprobook:ledger -->"
@@ -38,9 +38,11 @@ def _run_facts(root: Path, profile: str) -> str:
     hw = m.get("hardware", {})
     gpus = ", ".join(hw.get("gpus") or []) or "no GPU"
     pk = m.get("packages", {})
-    return (f"Last run finished {m.get('finished')} at commit `{m.get('git_commit')}` on {hw.get('cpu')} "
-            f"({hw.get('cores')} cores, {hw.get('memory_gib')} GiB, {gpus}); Python {m.get('python')}, "
-            f"torch {pk.get('torch')}, numpy {pk.get('numpy')}, scipy {pk.get('scipy')}.")
+    return (
+        f"Last run finished {m.get('finished')} at commit `{m.get('git_commit')}` on {hw.get('cpu')} "
+        f"({hw.get('cores')} cores, {hw.get('memory_gib')} GiB, {gpus}); Python {m.get('python')}, "
+        f"torch {pk.get('torch')}, numpy {pk.get('numpy')}, scipy {pk.get('scipy')}."
+    )
 
 
 STALE_HTML = '<span style="color:#c62828;font-weight:bold">STALE</span>'
@@ -61,7 +63,9 @@ def _kind(row: dict[str, Any]) -> str:
 
 def stale_text(reasons: list[str]) -> str:
     """'claims.yml changed since the run; recorded without an interval'."""
-    return "; ".join(f"{x} changed since the run" if x.endswith((".yml", ".ipynb")) else x for x in reasons)
+    return "; ".join(
+        f"{x} changed since the run" if x.endswith((".yml", ".ipynb")) else x for x in reasons
+    )
 
 
 def caveats(rows: list[dict[str, Any]]) -> str:
@@ -93,20 +97,44 @@ def status_box(rows: list[dict], profile: str) -> str:
     the paper's claims apart from our extensions and illustrations."""
     table = ledger.markdown_table(
         ["claim", "verdict", "ours", "paper", "source, evidence"],
-        [[r["claim"], _verdict_html(r), ledger.value_cell(r["value"], r.get("interval")), r["paper_value"], _kind(r)]
-         for r in rows])
+        [
+            [
+                r["claim"],
+                _verdict_html(r),
+                ledger.value_cell(r["value"], r.get("interval")),
+                r["paper_value"],
+                _kind(r),
+            ]
+            for r in rows
+        ],
+    )
     overridden = sorted({ledger.run_cell(r) for r in rows if r.get("overrides")})
-    note = f" Some values were measured with overridden parameters: {'; '.join(overridden)}." if overridden else ""
+    note = (
+        f" Some values were measured with overridden parameters: {'; '.join(overridden)}."
+        if overridden
+        else ""
+    )
     head = ledger.headline(rows).rstrip(".")
-    return "\n".join([
-        f"````{{admonition}} Status at the {profile} profile. {head}",
-        ":class: tip", "", table, "",
-        "The verdicts are computed from each claim's check in `claims.yml`: a statistical claim by its "
-        "interval (inconclusive when the interval straddles the bar), an illustration never decides. "
-        f"\"(revised)\" marks a check changed after a first result; the "
-        f"[claims ledger](ledger-page) gathers every chapter.{note}", "",
-        "```{admonition} Sources, evidence, notes and revisions", ":class: dropdown", "", caveats(rows), "```",
-        "````"])
+    return "\n".join(
+        [
+            f"````{{admonition}} Status at the {profile} profile. {head}",
+            ":class: tip",
+            "",
+            table,
+            "",
+            "The verdicts are computed from each claim's check in `claims.yml`: a statistical claim by its "
+            "interval (inconclusive when the interval straddles the bar), an illustration never decides. "
+            f'"(revised)" marks a check changed after a first result; the '
+            f"[claims ledger](ledger-page) gathers every chapter.{note}",
+            "",
+            "```{admonition} Sources, evidence, notes and revisions",
+            ":class: dropdown",
+            "",
+            caveats(rows),
+            "```",
+            "````",
+        ]
+    )
 
 
 PLACEHOLDER = re.compile(r"\[\[(?P<claim>[A-Za-z][\w-]*)(?:\.(?P<field>[\w.]+))?\]\]")
@@ -122,7 +150,9 @@ def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
     def one(m: re.Match) -> str:
         cid, field = m["claim"], m["field"] or "value"
         if cid not in by_id:
-            raise BuildError(f"{where}: {m[0]} names no claim of this chapter; its claims: {', '.join(by_id)}")
+            raise BuildError(
+                f"{where}: {m[0]} names no claim of this chapter; its claims: {', '.join(by_id)}"
+            )
         r = by_id[cid]
         if field == "verdict":
             return VERDICT_LABELS[r["verdict"]]
@@ -142,18 +172,43 @@ def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
             for key in field.split(".")[1:]:
                 if not isinstance(value, dict) or key not in value:
                     known = ", ".join(sorted(r.get("details") or {})) or "none"
-                    raise BuildError(f"{where}: {m[0]}: claim {cid} recorded no detail {field[8:]!r}; "
-                                     f"its details: {known}")
+                    raise BuildError(
+                        f"{where}: {m[0]}: claim {cid} recorded no detail {field[8:]!r}; "
+                        f"its details: {known}"
+                    )
                 value = value[key]
             return format_value(value) if not isinstance(value, (list, dict)) else json.dumps(value)
-        raise BuildError(f"{where}: {m[0]}: unknown field {field!r}; valid: value, verdict, paper, interval, "
-                         "details.NAME")
+        raise BuildError(
+            f"{where}: {m[0]}: unknown field {field!r}; valid: value, verdict, paper, interval, "
+            "details.NAME"
+        )
 
     return PLACEHOLDER.sub(one, text)
 
 
 OVERVIEW_MARK = "<!-- reprobook:overview -->"
 CHAPTERS_MARK = "<!-- reprobook:chapters -->"
+VERDICTS_MARK = "<!-- reprobook:verdicts -->"
+
+
+def verdicts_table() -> str:
+    """Every verdict the core can give, with its label and meaning (``core.VERDICT_MEANINGS``),
+    so the introduction never lists a verdict the code does not have, or misses one."""
+    rows = ["| verdict | meaning |", "|---|---|"]
+    rows += [f"| {VERDICT_LABELS[v]} | {VERDICT_MEANINGS[v]} |" for v in VERDICTS]
+    return "\n".join(rows)
+
+
+def hide_injected_parameters(src: Path, dest: Path) -> None:
+    """Copy a notebook, tagging the cell papermill injected (the run's parameter values)
+    ``remove-cell``: the rendered page shows the notebook's own parameters cell, with its
+    defaults and comments; the values the run used are in the results and the ledger."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def chapters_table(root: Path, rows: list[dict[str, Any]]) -> str:
@@ -162,27 +217,46 @@ def chapters_table(root: Path, rows: list[dict[str, Any]]) -> str:
     body = []
     for ch in find_chapters(root):
         mine = [r for r in rows if r["chapter"] == ch.slug]
-        body.append([ch.number, f"{{doc}}`{ch.title} </{ch.folder.relative_to(root).as_posix()}/index>`",
-                     len(ch.claims), ledger.headline(mine) if mine else ""])
+        body.append(
+            [
+                ch.number,
+                f"{{doc}}`{ch.title} </{ch.folder.relative_to(root).as_posix()}/index>`",
+                len(ch.claims),
+                ledger.headline(mine) if mine else "",
+            ]
+        )
     return ledger.markdown_table(["#", "chapter", "claims", "at this profile"], body)
+
+
 OVERVIEW_FILE = "ledger_overview.png"
 
 
 def overview_block(rows: list[dict[str, Any]], profile: str, name: str) -> str:
     """The figure that opens the introduction and the ledger page (drawn by :func:`stage`)."""
-    return "\n".join([
-        f"```{{figure}} {OVERVIEW_FILE}", f":name: {name}", ":width: 100%", "",
-        f"Every claim of the book at the {profile} profile, one row per chapter, coloured by verdict. "
-        f"{ledger.headline(rows)}", "```"])
+    return "\n".join(
+        [
+            f"```{{figure}} {OVERVIEW_FILE}",
+            f":name: {name}",
+            ":width: 100%",
+            "",
+            f"Every claim of the book at the {profile} profile, one row per chapter, coloured by verdict. "
+            f"{ledger.headline(rows)}",
+            "```",
+        ]
+    )
 
 
 def claim_details(rows: list[dict[str, Any]]) -> str:
     """Each claim's statement, metric, source and evidence, note and revisions, for a fold-out."""
     items = []
     for r in rows:
-        bits = [f"- **{r['claim']}** {r['statement']}", f"  *Measured:* {r['metric']}.",
-                f"  *Source, evidence:* {_kind(r)}" + (f"; interval: {r['interval_method']}" if r.get("interval_method")
-                                                       else "") + "."]
+        bits = [
+            f"- **{r['claim']}** {r['statement']}",
+            f"  *Measured:* {r['metric']}.",
+            f"  *Source, evidence:* {_kind(r)}"
+            + (f"; interval: {r['interval_method']}" if r.get("interval_method") else "")
+            + ".",
+        ]
         if r.get("note"):
             bits.append(f"  *Note:* {r['note']}")
         bits += [f"  *Revised check:* {text}" for text in r.get("revisions") or []]
@@ -197,20 +271,40 @@ def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = No
     table (claim, verdict, ours, paper; each claim linked to the notebook that records it) with
     the statements, metrics, notes and revisions in a fold-out below it."""
     rows = ledger.collect(profile, root) if rows is None else rows
-    parts = [overview_block(rows, profile, "ledger-overview"), f"**{len(rows)} claims at the {profile} profile.** {ledger.headline(rows)}",
-             _run_facts(root, profile)]
+    parts = [
+        overview_block(rows, profile, "ledger-overview"),
+        f"**{len(rows)} claims at the {profile} profile.** {ledger.headline(rows)}",
+        _run_facts(root, profile),
+    ]
     for ch in find_chapters(root):
         mine = [r for r in rows if r["chapter"] == ch.slug]
         folder = f"/{ch.folder.relative_to(root).as_posix()}"
         table = ledger.markdown_table(
             ["claim", "verdict", "ours", "paper", "run"],
-            [[f"{{doc}}`{r['claim']} <{folder}/{r['notebook']}>`", _verdict_html(r),
-              ledger.value_cell(r["value"], r.get("interval")), r["paper_value"],
-              ledger.run_cell(r) + ("" if r["seed"] is None else f", seed {r['seed']}")] for r in mine])
-        notes = "\n".join(["```{admonition} Statements, metrics, notes and revisions", ":class: dropdown", "",
-                           claim_details(mine), "```"])
-        parts.append(f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{folder}/index>`\n\n{ledger.headline(mine)}\n\n"
-                     f"{table}\n\n{notes}")
+            [
+                [
+                    f"{{doc}}`{r['claim']} <{folder}/{r['notebook']}>`",
+                    _verdict_html(r),
+                    ledger.value_cell(r["value"], r.get("interval")),
+                    r["paper_value"],
+                    ledger.run_cell(r) + ("" if r["seed"] is None else f", seed {r['seed']}"),
+                ]
+                for r in mine
+            ],
+        )
+        notes = "\n".join(
+            [
+                "```{admonition} Statements, metrics, notes and revisions",
+                ":class: dropdown",
+                "",
+                claim_details(mine),
+                "```",
+            ]
+        )
+        parts.append(
+            f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{folder}/index>`\n\n{ledger.headline(mine)}\n\n"
+            f"{table}\n\n{notes}"
+        )
     return "\n\n".join(parts)
 
 
@@ -226,7 +320,11 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
     for name in BOOK_SOURCES:
         src = root / name
         if src.is_dir():
-            shutil.copytree(src, target / name, ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
+            shutil.copytree(
+                src,
+                target / name,
+                ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"),
+            )
         elif src.exists():
             shutil.copy2(src, target / name)
     missing = []
@@ -240,50 +338,76 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
             missing.append(str(rel))
             continue
         (target / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target / rel)
+        hide_injected_parameters(src, target / rel)
     if missing:
-        raise BuildError(f"no executed copy of {', '.join(missing)} at the {profile} profile: "
-                         f"run `reprobook run --profile {profile}` first")
+        raise BuildError(
+            f"no executed copy of {', '.join(missing)} at the {profile} profile: "
+            f"run `reprobook run --profile {profile}` first"
+        )
     rows = ledger.collect(profile, root)
     stale = [f"{r['chapter']} {r['claim']}" for r in rows if r.get("stale")]
     if stale and not allow_stale:
-        raise BuildError(f"results of {', '.join(stale)} were produced under an earlier claims.yml or notebook "
-                         "(or record a statistical claim without its interval): "
-                         f"run `reprobook run --profile {profile}` again (or build with --allow-stale to show them "
-                         "marked STALE)")
+        raise BuildError(
+            f"results of {', '.join(stale)} were produced under an earlier claims.yml or notebook "
+            "(or record a statistical claim without its interval): "
+            f"run `reprobook run --profile {profile}` again (or build with --allow-stale to show them "
+            "marked STALE)"
+        )
     for ch in find_chapters(root):
         index = target / ch.folder.relative_to(root) / "index.md"
         if index.exists():
             text = index.read_text(encoding="utf-8")
             mine = [r for r in rows if r["chapter"] == ch.slug]
-            text = fill_placeholders(text.replace(STATUS_MARK, status_box(mine, profile)), mine,
-                                     str(ch.folder.relative_to(root) / "index.md"))
+            text = fill_placeholders(
+                text.replace(STATUS_MARK, status_box(mine, profile)),
+                mine,
+                str(ch.folder.relative_to(root) / "index.md"),
+            )
             index.write_text(text, encoding="utf-8")
     ledger.overview_figure(rows, target / "book" / OVERVIEW_FILE)
     page = target / "book" / "ledger.md"
     if page.exists():
-        page.write_text(page.read_text(encoding="utf-8").replace(LEDGER_MARK, ledger_page(root, profile, rows)),
-                        encoding="utf-8")
+        page.write_text(
+            page.read_text(encoding="utf-8").replace(LEDGER_MARK, ledger_page(root, profile, rows)),
+            encoding="utf-8",
+        )
     intro = target / "book" / "intro.md"
     if intro.exists():
-        text = intro.read_text(encoding="utf-8").replace(OVERVIEW_MARK, overview_block(rows, profile, "intro-overview"))
-        intro.write_text(text.replace(CHAPTERS_MARK, chapters_table(root, rows)), encoding="utf-8")
+        text = intro.read_text(encoding="utf-8").replace(
+            OVERVIEW_MARK, overview_block(rows, profile, "intro-overview")
+        )
+        text = text.replace(CHAPTERS_MARK, chapters_table(root, rows))
+        intro.write_text(text.replace(VERDICTS_MARK, verdicts_table()), encoding="utf-8")
     return target
 
 
-def build(profile: str = "reduced", source_only: bool = False, root: Path | None = None,
-          allow_stale: bool = False) -> Path:
+def build(
+    profile: str = "reduced",
+    source_only: bool = False,
+    root: Path | None = None,
+    allow_stale: bool = False,
+) -> Path:
     """Stage and build; returns the path of the HTML entry page. Raises BuildError on any
     Sphinx warning (the log names it). A ``source_only`` build (the test suite's check of the
     book's structure) goes to ``_build/site-check`` and never replaces the rendered book."""
     root = root or book_root()
     staged = stage(root, profile, source_only, allow_stale)
     out = root / "_build" / ("site-check" if source_only else "site")
-    if out.exists():  # a clean build: Sphinx's incremental one keeps pages an extension has since changed
+    if (
+        out.exists()
+    ):  # a clean build: Sphinx's incremental one keeps pages an extension has since changed
         shutil.rmtree(out)
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(staged), "--path-output", str(out),
-           "-W", "--keep-going", "--quiet"]
+    cmd = [
+        str(jb) if jb.exists() else "jupyter-book",
+        "build",
+        str(staged),
+        "--path-output",
+        str(out),
+        "-W",
+        "--keep-going",
+        "--quiet",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])

@@ -22,9 +22,10 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -33,7 +34,15 @@ from .core.resources import Resources, read_resources
 
 CONFIG_FILE = "reprobook-slurm.yml"
 OPTION_KEYS = ("partition", "account", "qos", "additional_parameters", "setup")
-INTERRUPTED = ("CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+INTERRUPTED = (
+    "CANCELLED",
+    "TIMEOUT",
+    "PREEMPTED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 FINISHED = ("COMPLETED", "FAILED", *INTERRUPTED, "GONE")
 
 
@@ -45,6 +54,7 @@ class SlurmError(RuntimeError):
 class SlurmOptions:
     """Where and how jobs are submitted: from ``reprobook-slurm.yml`` at the book's root (or
     ``--slurm-config``), then the command line's ``--partition``, ``--account``, ``--qos``."""
+
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -63,16 +73,25 @@ def load_options(root: Path, config: Path | None = None, **cli: Any) -> SlurmOpt
             raise SlurmError(f"{path}: a mapping with keys among {', '.join(OPTION_KEYS)}")
         bad = sorted(set(data) - set(OPTION_KEYS))
         if bad:
-            raise SlurmError(f"{path}: unknown key(s) {', '.join(bad)}; valid: {', '.join(OPTION_KEYS)}")
+            raise SlurmError(
+                f"{path}: unknown key(s) {', '.join(bad)}; valid: {', '.join(OPTION_KEYS)}"
+            )
     data.update({k: v for k, v in cli.items() if v is not None})
     extra = data.get("additional_parameters") or {}
     if not isinstance(extra, dict):
-        raise SlurmError("additional_parameters is a mapping of sbatch options (without the leading --)")
+        raise SlurmError(
+            "additional_parameters is a mapping of sbatch options (without the leading --)"
+        )
     setup = data.get("setup") or ()
     if isinstance(setup, str):
         setup = (setup,)
-    return SlurmOptions(partition=data.get("partition"), account=data.get("account"), qos=data.get("qos"),
-                        additional_parameters=dict(extra), setup=tuple(str(x) for x in setup))
+    return SlurmOptions(
+        partition=data.get("partition"),
+        account=data.get("account"),
+        qos=data.get("qos"),
+        additional_parameters=dict(extra),
+        setup=tuple(str(x) for x in setup),
+    )
 
 
 def chapter_resources(root: Path, slug: str, profile: str) -> Resources:
@@ -84,8 +103,13 @@ def _executor(folder: Path, slug: str, resources: Resources, options: SlurmOptio
 
     ex = submitit.SlurmExecutor(folder=str(folder), python=shlex.quote(sys.executable))
     params: dict[str, Any] = dict(
-        job_name=f"reprobook-{slug}", time=max(1, int(round(resources.hours * 60))), cpus_per_task=resources.cpus,
-        mem=f"{int(round(resources.mem_gb * 1024))}M", nodes=1, ntasks_per_node=1, signal_delay_s=120,
+        job_name=f"reprobook-{slug}",
+        time=max(1, int(round(resources.hours * 60))),
+        cpus_per_task=resources.cpus,
+        mem=f"{int(round(resources.mem_gb * 1024))}M",
+        nodes=1,
+        ntasks_per_node=1,
+        signal_delay_s=120,
     )
     if resources.gpus:
         params["gpus_per_node"] = resources.gpus
@@ -108,7 +132,10 @@ def batch_script(root: Path, folder: Path, slug: str, profile: str, options: Slu
 
 # ----------------------------------------------------------------------------- on the node
 
-def chapter_job(root: str, profile: str, tag: str, jobs: list[dict[str, Any]], timeout: float | None) -> list[dict]:
+
+def chapter_job(
+    root: str, profile: str, tag: str, jobs: list[dict[str, Any]], timeout: float | None
+) -> list[dict]:
     """What a chapter's Slurm job runs: its notebooks in order, each entered in the run's state
     as soon as it finishes. Returns the notebooks' records (status, wall time, peak memory)."""
     from . import runner
@@ -123,7 +150,12 @@ def chapter_job(root: str, profile: str, tag: str, jobs: list[dict[str, Any]], t
     for spec in jobs:
         job = runner.Job(**spec)
         job = runner._execute(job, rootp, env, timeout)
-        results = runner.tag_results_dir(rootp, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"
+        results = (
+            runner.tag_results_dir(rootp, tag)
+            / profile
+            / job.chapter
+            / f"{Path(job.notebook).stem}.json"
+        )
         runner.update_state(rootp, profile, tag, job, results)
         record = asdict(job)
         record["slurm_job"] = job_id
@@ -132,6 +164,7 @@ def chapter_job(root: str, profile: str, tag: str, jobs: list[dict[str, Any]], t
 
 
 # ----------------------------------------------------------------------------- submitting and collecting
+
 
 def _registry(folder: Path) -> Path:
     return folder / "submitted.json"
@@ -147,12 +180,22 @@ def _check_slurm() -> None:
         subprocess.run(["sinfo", "-h"], check=True, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
         detail = getattr(err, "stderr", "") or str(err)
-        raise SlurmError(f"Slurm cannot be reached (sinfo failed: {detail.strip()[:200]}); "
-                         "is this a login node with SLURM_CONF set?") from None
+        raise SlurmError(
+            f"Slurm cannot be reached (sinfo failed: {detail.strip()[:200]}); "
+            "is this a login node with SLURM_CONF set?"
+        ) from None
 
 
-def submit(root: Path, profile: str, tag: str, by_chapter: dict[str, list], timeout: float | None,
-           options: SlurmOptions, folder: Path, echo: Callable[[str], Any] = print) -> dict[str, Any]:
+def submit(
+    root: Path,
+    profile: str,
+    tag: str,
+    by_chapter: dict[str, list],
+    timeout: float | None,
+    options: SlurmOptions,
+    folder: Path,
+    echo: Callable[[str], Any] = print,
+) -> dict[str, Any]:
     """Submit one job per chapter in ``by_chapter`` (chapter slug -> its pending runner jobs)."""
     _check_slurm()
     registry = _load_registry(folder)
@@ -160,15 +203,24 @@ def submit(root: Path, profile: str, tag: str, by_chapter: dict[str, list], time
         resources = chapter_resources(root, slug, profile)
         ex = _executor(folder, slug, resources, options)
         try:
-            sub = ex.submit(chapter_job, str(root), profile, tag, [asdict(j) for j in jobs], timeout)
+            sub = ex.submit(
+                chapter_job, str(root), profile, tag, [asdict(j) for j in jobs], timeout
+            )
         except Exception as err:  # submitit raises its own errors with sbatch's message
             raise SlurmError(f"sbatch refused the job of chapter {slug}: {err}") from None
-        registry[slug] = {"job_id": str(sub.job_id), "notebooks": [j.notebook for j in jobs],
-                          "keys": [j.key for j in jobs], "resources": asdict(resources),
-                          "stdout": str(sub.paths.stdout), "stderr": str(sub.paths.stderr),
-                          "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        echo(f"submitted chapter {slug} as Slurm job {sub.job_id} ({resources.describe()}; "
-             f"{len(jobs)} notebook(s)); log: {sub.paths.stdout}")
+        registry[slug] = {
+            "job_id": str(sub.job_id),
+            "notebooks": [j.notebook for j in jobs],
+            "keys": [j.key for j in jobs],
+            "resources": asdict(resources),
+            "stdout": str(sub.paths.stdout),
+            "stderr": str(sub.paths.stderr),
+            "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        echo(
+            f"submitted chapter {slug} as Slurm job {sub.job_id} ({resources.describe()}; "
+            f"{len(jobs)} notebook(s)); log: {sub.paths.stdout}"
+        )
     atomic_write_text(_registry(folder), json.dumps(registry, indent=2) + "\n")
     return registry
 
@@ -198,13 +250,24 @@ def _result(folder: Path, job_id: str) -> tuple[str, Any] | None:
 
 @dataclass
 class Collected:
-    records: list[dict[str, Any]] = field(default_factory=list)  # notebooks that ran, with their job id
-    failures: list[str] = field(default_factory=list)  # one line per job that did not finish its notebooks
-    pending: list[str] = field(default_factory=list)  # chapters whose jobs are still queued or running
+    records: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # notebooks that ran, with their job id
+    failures: list[str] = field(
+        default_factory=list
+    )  # one line per job that did not finish its notebooks
+    pending: list[str] = field(
+        default_factory=list
+    )  # chapters whose jobs are still queued or running
 
 
-def collect(folder: Path, wait: bool, poll_s: float = 2.0, echo: Callable[[str], Any] = print,
-            progress: bool = True) -> Collected:
+def collect(
+    folder: Path,
+    wait: bool,
+    poll_s: float = 2.0,
+    echo: Callable[[str], Any] = print,
+    progress: bool = True,
+) -> Collected:
     """Gather the submitted jobs: each finished job's notebook records, and a line naming each
     job that failed, was cancelled or was pre-empted, with its log. With ``wait``, poll until
     every job has left the queue (with a progress bar)."""
@@ -227,11 +290,15 @@ def collect(folder: Path, wait: bool, poll_s: float = 2.0, echo: Callable[[str],
             if state in INTERRUPTED or result is None:
                 # cancelled, pre-empted or out of time: the notebooks it finished count, the rest
                 # run again on the next `reprobook run`
-                out.failures.append(f"chapter {slug}: Slurm job {entry['job_id']} ended {state} before finishing its "
-                                    f"notebooks; log: {entry['stderr']}")
+                out.failures.append(
+                    f"chapter {slug}: Slurm job {entry['job_id']} ended {state} before finishing its "
+                    f"notebooks; log: {entry['stderr']}"
+                )
             elif result[0] != "success":
-                out.failures.append(f"chapter {slug}: Slurm job {entry['job_id']} raised an error; log: "
-                                    f"{entry['stderr']}")
+                out.failures.append(
+                    f"chapter {slug}: Slurm job {entry['job_id']} raised an error; log: "
+                    f"{entry['stderr']}"
+                )
             del remaining[slug]
             if bar is not None:
                 bar.update(1)

@@ -32,7 +32,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("REPROBOOK_SITE", ROOT / "_build" / "site-check" / "_build" / "html"))
 SHOTS = ROOT / "_build" / "screenshots"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-CHROMIUM = os.environ.get("REPROBOOK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = (
+    os.environ.get("REPROBOOK_CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+)
 SKIP_PAGES = {"genindex.html", "search.html"}
 
 
@@ -54,8 +58,11 @@ pytestmark = pytest.mark.skipif(_why_skip() is not None, reason=_why_skip() or "
 def pages() -> list[Path]:
     if not SITE.exists():
         return []
-    return sorted(p for p in SITE.rglob("*.html")
-                  if "_static" not in p.parts and "_sources" not in p.parts and p.name not in SKIP_PAGES)
+    return sorted(
+        p
+        for p in SITE.rglob("*.html")
+        if "_static" not in p.parts and "_sources" not in p.parts and p.name not in SKIP_PAGES
+    )
 
 
 class _Ids(html.parser.HTMLParser):
@@ -69,7 +76,7 @@ class _Ids(html.parser.HTMLParser):
                 self.ids.add(v)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def anchors_of(path: Path) -> frozenset[str]:
     parser = _Ids()
     parser.feed(path.read_text(encoding="utf-8", errors="replace"))
@@ -84,7 +91,9 @@ def server():
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(SITE)))
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(SITE))
+    )
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -127,7 +136,9 @@ def visit(browser, base: str, rel: str, screenshot: Path | None = None) -> dict:
     if has_math:
         page.evaluate("() => MathJax.startup.promise")
     text = page.evaluate("() => document.body.innerText")
-    images = page.evaluate("() => Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete && i.naturalWidth > 0])")
+    images = page.evaluate(
+        "() => Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete && i.naturalWidth > 0])"
+    )
     links = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +146,14 @@ def visit(browser, base: str, rel: str, screenshot: Path | None = None) -> dict:
     ctx.close()
     # a refused request to another host is what the reader without a network would see fail
     errors = [e for e in errors if "favicon" not in e]
-    return {"errors": errors, "refused": refused, "text": text, "images": images, "links": links, "math": has_math}
+    return {
+        "errors": errors,
+        "refused": refused,
+        "text": text,
+        "images": images,
+        "links": links,
+        "math": has_math,
+    }
 
 
 RAW_TEX = re.compile(r"\\\(|\\\)|\$\$|\\\[|\\begin\{")
@@ -153,7 +171,11 @@ def broken_links(base: str, page_rel: str, links: list[str]) -> list[str]:
         if not path.exists():
             bad.append(f"{href} (no such file)")
             continue
-        if parsed.fragment and path.suffix == ".html" and urllib.parse.unquote(parsed.fragment) not in anchors_of(path):
+        if (
+            parsed.fragment
+            and path.suffix == ".html"
+            and urllib.parse.unquote(parsed.fragment) not in anchors_of(path)
+        ):
             bad.append(f"{href} (no anchor #{parsed.fragment})")
     return bad
 
@@ -165,14 +187,18 @@ PAGES = pages()
 def test_page_reads_right_offline(browser, server, rel: str) -> None:
     shot = None
     name = rel.replace("/", "__").removesuffix(".html")
-    if rel in ("book/intro.html", "book/ledger.html") or re.search(r"notebooks/\d\d_[a-z0-9_]+/01_", rel):
+    if rel in ("book/intro.html", "book/ledger.html") or re.search(
+        r"notebooks/\d\d_[a-z0-9_]+/01_", rel
+    ):
         shot = SHOTS / f"{name}.png"
     got = visit(browser, server, rel, shot)
     problems = []
     if got["errors"]:
         problems.append(f"JavaScript errors: {got['errors'][:5]}")
     if got["refused"]:
-        problems.append(f"requests to other hosts (the page needs a network): {sorted(set(got['refused']))[:5]}")
+        problems.append(
+            f"requests to other hosts (the page needs a network): {sorted(set(got['refused']))[:5]}"
+        )
     raw = RAW_TEX.findall(got["text"])
     if raw:
         problems.append(f"raw TeX left after MathJax: {raw[:5]}")
@@ -198,9 +224,17 @@ def launch_link_problems(rel: str, links: list[str]) -> list[str]:
         "Binder": f"{lb['binderhub_url']}/v2/gh/{owner_name}/{branch}?urlpath=lab/tree/{nb}",
     }
     out = [f"no {k} launch link {v}" for k, v in want.items() if v not in links]
-    hubs = [urllib.parse.parse_qs(urllib.parse.urlparse(h).query) for h in links if h.startswith(lb["jupyterhub_url"])]
-    if not any(q.get("repo") == [repo] and q.get("branch") == [branch] and q.get("urlpath", [""])[0].endswith(f"/{nb}")
-               for q in hubs):
+    hubs = [
+        urllib.parse.parse_qs(urllib.parse.urlparse(h).query)
+        for h in links
+        if h.startswith(lb["jupyterhub_url"])
+    ]
+    if not any(
+        q.get("repo") == [repo]
+        and q.get("branch") == [branch]
+        and q.get("urlpath", [""])[0].endswith(f"/{nb}")
+        for q in hubs
+    ):
         out.append(f"no JupyterHub launch link for {repo} at {branch} and {nb}")
     return out
 
@@ -208,21 +242,29 @@ def launch_link_problems(rel: str, links: list[str]) -> list[str]:
 def test_every_page_was_visited_and_screenshots_written() -> None:
     assert len(PAGES) >= 10, f"only {len(PAGES)} pages under {SITE}"
     # one notebook page per chapter, the introduction and the ledger (written by the tests above)
-    chapters = sorted({p.relative_to(SITE).parts[1] for p in PAGES if p.relative_to(SITE).parts[0] == "notebooks"})
+    chapters = sorted(
+        {p.relative_to(SITE).parts[1] for p in PAGES if p.relative_to(SITE).parts[0] == "notebooks"}
+    )
     expected = {"book__intro.png", "book__ledger.png"} | {
-        f"notebooks__{c}__{p.stem}.png" for c in chapters for p in [sorted((SITE / "notebooks" / c).glob("01_*.html"))[0]]}
+        f"notebooks__{c}__{p.stem}.png"
+        for c in chapters
+        for p in [sorted((SITE / "notebooks" / c).glob("01_*.html"))[0]]
+    }
     have = {p.name for p in SHOTS.glob("*.png")}
     assert expected <= have, f"missing screenshots: {sorted(expected - have)}"
 
 
 def test_launch_link_check_can_fail() -> None:
     rel = "notebooks/18_spr_ldp/01_lp_check.html"
-    good = ["https://colab.research.google.com/github/reprobook/reprobook/blob/main/notebooks/18_spr_ldp/01_lp_check.ipynb",
-            "https://mybinder.org/v2/gh/reprobook/reprobook/main?urlpath=lab/tree/notebooks/18_spr_ldp/01_lp_check.ipynb",
-            "https://hub.reprobook.org/hub/user-redirect/git-pull?repo=https%3A//github.com/reprobook/reprobook"
-            "&urlpath=lab/tree/reprobook/notebooks/18_spr_ldp/01_lp_check.ipynb&branch=main"]
+    good = [
+        "https://colab.research.google.com/github/reprobook/reprobook/blob/main/notebooks/18_spr_ldp/01_lp_check.ipynb",
+        "https://mybinder.org/v2/gh/reprobook/reprobook/main?urlpath=lab/tree/notebooks/18_spr_ldp/01_lp_check.ipynb",
+        "https://hub.reprobook.org/hub/user-redirect/git-pull?repo=https%3A//github.com/reprobook/reprobook"
+        "&urlpath=lab/tree/reprobook/notebooks/18_spr_ldp/01_lp_check.ipynb&branch=main",
+    ]
     assert launch_link_problems(rel, good) == []
     assert len(launch_link_problems(rel, [h.replace("main", "dev") for h in good])) == 3
     assert launch_link_problems(rel, good[:2]) == [
         "no JupyterHub launch link for https://github.com/reprobook/reprobook at main and "
-        "notebooks/18_spr_ldp/01_lp_check.ipynb"]
+        "notebooks/18_spr_ldp/01_lp_check.ipynb"
+    ]

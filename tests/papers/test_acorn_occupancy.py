@@ -38,8 +38,16 @@ from reprobook.papers.acorn_occupancy import (
 def small_case(seed: int, n: int = 5, k: int = 4):
     """A small random survey, random parameters, and a review mask with positives and negatives."""
     rng = np.random.default_rng(seed)
-    preset = Preset(n_sites=n, n_units=k, beta=tuple(rng.normal(0, 1, 2)), alpha=tuple(rng.normal(0, 1, 2)),
-                    mu0=-1.0, sigma0=0.8, mu1=0.5, sigma1=1.3)  # overlapping scores
+    preset = Preset(
+        n_sites=n,
+        n_units=k,
+        beta=tuple(rng.normal(0, 1, 2)),
+        alpha=tuple(rng.normal(0, 1, 2)),
+        mu0=-1.0,
+        sigma0=0.8,
+        mu1=0.5,
+        sigma1=1.3,
+    )  # overlapping scores
     sv = simulate(preset, rng)
     u = pack_params(rng.normal(0, 1, 2), rng.normal(0, 1, 2), -0.7, 1.1, 0.9, 0.7)
     reviewed = rng.random((n, k)) < 0.4
@@ -52,7 +60,10 @@ def brute_site_lik(u, sv: Survey, reviewed, labels, i: int) -> float:
     nat = unpack_params(u)
     psi = expit(nat["beta"][0] + nat["beta"][1] * sv.x[i])
     th = expit(nat["alpha"][0] + nat["alpha"][1] * sv.w[i])
-    f = {0: norm.pdf(sv.s[i], nat["mu0"], nat["sigma0"]), 1: norm.pdf(sv.s[i], nat["mu1"], nat["sigma1"])}
+    f = {
+        0: norm.pdf(sv.s[i], nat["mu0"], nat["sigma0"]),
+        1: norm.pdf(sv.s[i], nat["mu1"], nat["sigma1"]),
+    }
     k = sv.s.shape[1]
     total = 0.0
     for z in (0, 1):
@@ -92,10 +103,19 @@ def test_all_reviewed_is_standard_occupancy_times_densities():
     psi = expit(nat["beta"][0] + nat["beta"][1] * sv.x)
     th = expit(nat["alpha"][0] + nat["alpha"][1] * sv.w)
     # standard single-season occupancy with units as visits
-    occ = np.where(labels.any(axis=1), psi * np.prod(th ** labels * (1 - th) ** (1 - labels), axis=1),
-                   psi * np.prod(1 - th, axis=1) + 1 - psi)
-    dens = np.prod(np.where(labels == 1, norm.pdf(sv.s, nat["mu1"], nat["sigma1"]),
-                            norm.pdf(sv.s, nat["mu0"], nat["sigma0"])), axis=1)
+    occ = np.where(
+        labels.any(axis=1),
+        psi * np.prod(th**labels * (1 - th) ** (1 - labels), axis=1),
+        psi * np.prod(1 - th, axis=1) + 1 - psi,
+    )
+    dens = np.prod(
+        np.where(
+            labels == 1,
+            norm.pdf(sv.s, nat["mu1"], nat["sigma1"]),
+            norm.pdf(sv.s, nat["mu0"], nat["sigma0"]),
+        ),
+        axis=1,
+    )
     np.testing.assert_allclose(site_loglik(u, sv, reviewed, labels), np.log(occ * dens), rtol=1e-12)
 
 
@@ -114,8 +134,16 @@ def test_reviewed_positive_makes_occupancy_certain():
 def test_perfectly_separating_scores_give_perfect_label_posterior():
     rng = np.random.default_rng(5)
     n, k = 40, 5
-    preset = Preset(n_sites=n, n_units=k, beta=(0.2, 0.8), alpha=(-0.5, 0.4),
-                    mu0=-30.0, sigma0=0.05, mu1=30.0, sigma1=0.05)
+    preset = Preset(
+        n_sites=n,
+        n_units=k,
+        beta=(0.2, 0.8),
+        alpha=(-0.5, 0.4),
+        mu0=-30.0,
+        sigma0=0.05,
+        mu1=30.0,
+        sigma1=0.05,
+    )
     sv = simulate(preset, rng)
     u = true_params(preset)
     none = np.zeros((n, k), dtype=bool)
@@ -132,8 +160,16 @@ def test_gradient_matches_finite_differences():
     sv, u, reviewed, labels = small_case(13, n=30, k=6)
     _, g = grad_log_posterior(u, sv, reviewed, labels)
     h = 1e-6
-    gn = np.array([(log_posterior(u + h * e, sv, reviewed, labels) - log_posterior(u - h * e, sv, reviewed, labels))
-                   / (2 * h) for e in np.eye(8)])
+    gn = np.array(
+        [
+            (
+                log_posterior(u + h * e, sv, reviewed, labels)
+                - log_posterior(u - h * e, sv, reviewed, labels)
+            )
+            / (2 * h)
+            for e in np.eye(8)
+        ]
+    )
     np.testing.assert_allclose(g, gn, rtol=1e-6, atol=1e-6)
 
 
@@ -174,7 +210,9 @@ def test_fit_recovers_camera_parameters():
     assert fit.converged
     u = true_params(CAMERA)
     z = (fit.params - u) / fit.se
-    assert np.all(np.abs(z) < 3.5), dict(zip(("b0", "b1", "a0", "a1", "mu0", "ls0", "ldmu", "ls1"), z.round(2)))
+    assert np.all(np.abs(z) < 3.5), dict(
+        zip(("b0", "b1", "a0", "a1", "mu0", "ls0", "ldmu", "ls1"), z.round(2))
+    )
     assert abs(fit.psi_bar - sv.psi.mean()) < 3.5 * fit.psi_bar_se
     assert fit.beta1 == fit.params[1] and fit.beta1_se == fit.se[1]
     assert np.all(np.linalg.eigvalsh(fit.cov) > 0)

@@ -18,7 +18,8 @@ from scipy.stats import special_ortho_group
 
 import reprobook.papers.angular_mean as am
 from reprobook.core.profiles import ProfileError
-from reprobook.papers.angular_mean import config, generators as gen
+from reprobook.papers.angular_mean import config
+from reprobook.papers.angular_mean import generators as gen
 
 HYP = settings(max_examples=25, deadline=None, derandomize=True)
 SEEDS = st.integers(0, 2**31 - 1)
@@ -122,7 +123,9 @@ def test_hyperplane_mc_reproducible():
 
 
 @HYP
-@given(d=st.sampled_from([2, 3, 5]), frac=st.floats(0.02, 0.97), a1=st.floats(0.03, 0.97), seed=SEEDS)
+@given(
+    d=st.sampled_from([2, 3, 5]), frac=st.floats(0.02, 0.97), a1=st.floats(0.03, 0.97), seed=SEEDS
+)
 def test_two_voter_angular_mean_splits_the_geodesic(d, frac, a1, seed):
     omega = frac * np.pi
     thetas, alphas = gen.type_profile(d, omega, (a1, 1 - a1), rng=seed)
@@ -179,7 +182,9 @@ def test_circle_exact_and_descent_match_brute_force(seed, n, conc):
     assert exact.objective <= fgrid + 1e-12  # never worse than any grid point
     assert fgrid <= exact.objective + h**2 / 4 + 1e-12  # f'' <= 2 on each arc
     assert descent.objective == pytest.approx(exact.objective, abs=1e-10)
-    assert exact.objective == pytest.approx(am.karcher_objective(exact.direction, thetas, alphas), abs=1e-12)
+    assert exact.objective == pytest.approx(
+        am.karcher_objective(exact.direction, thetas, alphas), abs=1e-12
+    )
     assert exact.residual < 1e-9
     # the library's own grid agrees too
     _, f2 = am.grid_angular_mean(thetas, alphas, 20_001)
@@ -272,7 +277,9 @@ def test_rescaling_and_permutation_invariance(seed, n, d):
 def test_raw_arithmetic_mean_depends_on_lengths():
     thetas = np.array([[1.0, 0.0], [0.0, 1.0]])
     alphas = np.array([0.5, 0.5])
-    np.testing.assert_allclose(am.arithmetic_mean(thetas * [[3.0], [1.0]], alphas), am.geometry.unit([3.0, 1.0]))
+    np.testing.assert_allclose(
+        am.arithmetic_mean(thetas * [[3.0], [1.0]], alphas), am.geometry.unit([3.0, 1.0])
+    )
     normalised = am.arithmetic_mean(thetas * [[3.0], [1.0]], alphas, normalise=True)
     np.testing.assert_allclose(normalised, am.geometry.unit([1.0, 1.0]))
 
@@ -281,7 +288,12 @@ def test_raw_arithmetic_mean_depends_on_lengths():
 
 
 @HYP
-@given(seed=SEEDS, n=st.integers(2, 7), d=st.sampled_from([2, 3, 4, 6]), conc=st.sampled_from([0.3, 1.0]))
+@given(
+    seed=SEEDS,
+    n=st.integers(2, 7),
+    d=st.sampled_from([2, 3, 4, 6]),
+    conc=st.sampled_from([0.3, 1.0]),
+)
 def test_angular_mean_satisfies_long_run_ip(seed, n, d, conc):
     # the main theorem, under the reconstructed definitions
     thetas, alphas = gen.random_profile(n, d, conc, rng=seed)
@@ -308,7 +320,9 @@ def test_long_run_ratio_and_share_one():
     thetas = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
     alphas = np.array([0.5, 0.25, 0.25])
     v = np.array([1.0, 0.0])
-    np.testing.assert_allclose(am.long_run_ratio(v, thetas, alphas), [0.0, (np.pi / 2) / (0.75 * np.pi), 1 / 0.75])
+    np.testing.assert_allclose(
+        am.long_run_ratio(v, thetas, alphas), [0.0, (np.pi / 2) / (0.75 * np.pi), 1 / 0.75]
+    )
     np.testing.assert_allclose(am.long_run_agreement(v, thetas), [1.0, 0.5, 0.0])
     assert not am.satisfies_long_run_ip(v, thetas, alphas)
     one = np.array([0.0, 1.0, 0.0])
@@ -353,8 +367,12 @@ def test_tie_convention():
     X = np.array([[0.0, 0.0], [1.0, 0.0]])  # one pair, difference (-1, 0)
     thetas = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
     # theta ties the pair: agrees only with the voter that ties it too
-    np.testing.assert_array_equal(am.per_batch_agreement(np.array([0.0, 3.0]), thetas, X), [1.0, 0.0, 0.0])
-    np.testing.assert_array_equal(am.per_batch_agreement(np.array([1.0, 0.0]), thetas, X), [0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(
+        am.per_batch_agreement(np.array([0.0, 3.0]), thetas, X), [1.0, 0.0, 0.0]
+    )
+    np.testing.assert_array_equal(
+        am.per_batch_agreement(np.array([1.0, 0.0]), thetas, X), [0.0, 1.0, 1.0]
+    )
 
 
 def test_per_batch_agreement_mean_approaches_long_run():
@@ -402,7 +420,9 @@ def test_per_batch_shortfall_shrinks_with_batch_size():
     thetas, alphas = gen.type_profile(5, 0.9 * np.pi, (0.6, 0.4), rng=0)
     v = am.angular_mean(thetas, alphas)
     means = [
-        am.per_batch_shortfall(v, thetas, alphas, gen.gaussian_batches(400, m, 5, rng=m)).shortfall.mean()
+        am.per_batch_shortfall(
+            v, thetas, alphas, gen.gaussian_batches(400, m, 5, rng=m)
+        ).shortfall.mean()
         for m in (2, 10, 50)
     ]
     assert means[0] > 0.3 and means[0] > means[1] > means[2] and means[2] < 0.02
@@ -417,7 +437,9 @@ def test_whitening_maps_correlated_items_to_isotropic_ones():
     X = gen.gaussian_batches(30, 6, 4, rng=2, cov=cov)
     Z = gen.gaussian_batches(30, 6, 4, rng=2)
     raw = am.per_batch_agreement(theta, thetas, X)
-    np.testing.assert_array_equal(raw, am.per_batch_agreement(am.whiten(theta, cov), am.whiten(thetas, cov), Z))
+    np.testing.assert_array_equal(
+        raw, am.per_batch_agreement(am.whiten(theta, cov), am.whiten(thetas, cov), Z)
+    )
     np.testing.assert_allclose(am.unwhiten(am.whiten(thetas, cov), cov), thetas, atol=1e-12)
 
 
@@ -433,9 +455,13 @@ def test_generators_reproducible_and_shaped():
     assert not np.array_equal(a[0], c[0])
     assert a[0].shape == (5, 4) and a[1].shape == (5,) and a[1].sum() == pytest.approx(1.0)
     np.testing.assert_allclose(np.linalg.norm(a[0], axis=1), 1.0)
-    np.testing.assert_array_equal(gen.gaussian_batches(3, 4, 2, rng=1), gen.gaussian_batches(3, 4, 2, rng=1))
+    np.testing.assert_array_equal(
+        gen.gaussian_batches(3, 4, 2, rng=1), gen.gaussian_batches(3, 4, 2, rng=1)
+    )
     assert gen.gaussian_batches(3, 4, 2, rng=1).shape == (3, 4, 2)
-    np.testing.assert_array_equal(gen.table_batches("wine", 5, 7, rng=2), gen.table_batches("wine", 5, 7, rng=2))
+    np.testing.assert_array_equal(
+        gen.table_batches("wine", 5, 7, rng=2), gen.table_batches("wine", 5, 7, rng=2)
+    )
     t1 = gen.type_profile(6, 1.0, (0.5, 0.3, 0.2), rng=4)
     np.testing.assert_array_equal(t1[0], gen.type_profile(6, 1.0, (0.5, 0.3, 0.2), rng=4)[0])
     v1 = gen.vmf_voters(t1[0], 30.0, 4, rng=9)
@@ -449,7 +475,11 @@ def test_type_profile_geometry():
     assert am.angle(thetas[0], thetas[1]) == pytest.approx(0.8 * np.pi, abs=1e-12)
     thetas, alphas = gen.type_profile(7, 0.9 * np.pi, (0.5, 0.3, 0.2), rng=0)
     np.testing.assert_allclose(
-        [am.angle(thetas[0], thetas[1]), am.angle(thetas[1], thetas[2]), am.angle(thetas[0], thetas[2])],
+        [
+            am.angle(thetas[0], thetas[1]),
+            am.angle(thetas[1], thetas[2]),
+            am.angle(thetas[0], thetas[2]),
+        ],
         [0.45 * np.pi, 0.45 * np.pi, 0.9 * np.pi],
         atol=1e-12,
     )
@@ -489,43 +519,131 @@ GOOD_X = np.zeros((4, 6, 3))
 
 BAD_INPUTS = [
     ("thetas 1-D", lambda: am.angular_mean(np.ones(3), [1.0]), r"2-D array of shape \(n, d\)"),
-    ("thetas 3-D", lambda: am.karcher_objective(np.ones(3), np.ones((2, 2, 3)), GOOD_A), r"2-D array"),
+    (
+        "thetas 3-D",
+        lambda: am.karcher_objective(np.ones(3), np.ones((2, 2, 3)), GOOD_A),
+        r"2-D array",
+    ),
     ("d = 1", lambda: am.angular_mean(np.ones((2, 1)), GOOD_A), r"d must be >= 2"),
-    ("zero row", lambda: am.angular_mean(np.array([[1.0, 0.0], [0.0, 0.0]]), GOOD_A), r"thetas\[1\] is the zero"),
-    ("nan row", lambda: am.angular_mean(np.array([[1.0, np.nan], [0.0, 1.0]]), GOOD_A), r"thetas\[0\] contains NaN"),
+    (
+        "zero row",
+        lambda: am.angular_mean(np.array([[1.0, 0.0], [0.0, 0.0]]), GOOD_A),
+        r"thetas\[1\] is the zero",
+    ),
+    (
+        "nan row",
+        lambda: am.angular_mean(np.array([[1.0, np.nan], [0.0, 1.0]]), GOOD_A),
+        r"thetas\[0\] contains NaN",
+    ),
     ("no rows", lambda: am.angular_mean(np.ones((0, 3)), []), r"no rows"),
-    ("alphas length", lambda: am.angular_mean(GOOD_T, [0.2, 0.3, 0.5]), r"one share per voter \(length n = 2\)"),
+    (
+        "alphas length",
+        lambda: am.angular_mean(GOOD_T, [0.2, 0.3, 0.5]),
+        r"one share per voter \(length n = 2\)",
+    ),
     ("alphas negative", lambda: am.angular_mean(GOOD_T, [1.5, -0.5]), r"alphas\[1\] = -0.5"),
     ("alphas sum", lambda: am.angular_mean(GOOD_T, [0.5, 0.4]), r"sum to 1 \(tolerance 1e-09\)"),
-    ("alphas sum ratio", lambda: am.long_run_ratio(GOOD_T[0], GOOD_T, [0.5, 0.5 + 1e-8]), r"sum to 1"),
-    ("method", lambda: am.angular_mean(GOOD_T, GOOD_A, method="newton"), r"'auto', 'circle' or 'descent'"),
-    ("circle in d=3", lambda: am.angular_mean(GOOD_T, GOOD_A, method="circle"), r"only in dimension d = 2"),
+    (
+        "alphas sum ratio",
+        lambda: am.long_run_ratio(GOOD_T[0], GOOD_T, [0.5, 0.5 + 1e-8]),
+        r"sum to 1",
+    ),
+    (
+        "method",
+        lambda: am.angular_mean(GOOD_T, GOOD_A, method="newton"),
+        r"'auto', 'circle' or 'descent'",
+    ),
+    (
+        "circle in d=3",
+        lambda: am.angular_mean(GOOD_T, GOOD_A, method="circle"),
+        r"only in dimension d = 2",
+    ),
     ("max_iter", lambda: am.angular_mean(GOOD_T, GOOD_A, max_iter=0), r"max_iter"),
     ("theta zero", lambda: am.long_run_agreement(np.zeros(3), GOOD_T), r"theta is the zero vector"),
-    ("theta dim", lambda: am.long_run_agreement(np.ones(2), GOOD_T), r"theta has dimension 2 .* d = 3"),
-    ("theta 2-D", lambda: am.satisfies_long_run_ip(GOOD_T, GOOD_T, GOOD_A), r"theta must be a 1-D vector"),
-    ("X 1-D", lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.ones(3)), r"\(m, d\) or a stack .* \(B, m, d\)"),
-    ("X 4-D", lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.ones((2, 2, 2, 3))), r"\(B, m, d\)"),
-    ("X dim", lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.ones((4, 6, 2))), r"dimension 2 but .* d = 3"),
-    ("X one item", lambda: am.per_batch_shortfall(GOOD_T[0], GOOD_T, GOOD_A, np.ones((4, 1, 3))), r"at least m = 2"),
-    ("X nan", lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.full((4, 6, 3), np.nan)), r"X contains NaN"),
-    ("am zero", lambda: am.arithmetic_mean(np.array([[1.0, 2.0], [-1.0, -2.0]]), GOOD_A), r"zero vector"),
-    ("mc pairs", lambda: am.hyperplane_mc(GOOD_T[0], GOOD_T[1], 0), r"n_pairs must be a positive integer"),
+    (
+        "theta dim",
+        lambda: am.long_run_agreement(np.ones(2), GOOD_T),
+        r"theta has dimension 2 .* d = 3",
+    ),
+    (
+        "theta 2-D",
+        lambda: am.satisfies_long_run_ip(GOOD_T, GOOD_T, GOOD_A),
+        r"theta must be a 1-D vector",
+    ),
+    (
+        "X 1-D",
+        lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.ones(3)),
+        r"\(m, d\) or a stack .* \(B, m, d\)",
+    ),
+    (
+        "X 4-D",
+        lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.ones((2, 2, 2, 3))),
+        r"\(B, m, d\)",
+    ),
+    (
+        "X dim",
+        lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.ones((4, 6, 2))),
+        r"dimension 2 but .* d = 3",
+    ),
+    (
+        "X one item",
+        lambda: am.per_batch_shortfall(GOOD_T[0], GOOD_T, GOOD_A, np.ones((4, 1, 3))),
+        r"at least m = 2",
+    ),
+    (
+        "X nan",
+        lambda: am.per_batch_agreement(GOOD_T[0], GOOD_T, np.full((4, 6, 3), np.nan)),
+        r"X contains NaN",
+    ),
+    (
+        "am zero",
+        lambda: am.arithmetic_mean(np.array([[1.0, 2.0], [-1.0, -2.0]]), GOOD_A),
+        r"zero vector",
+    ),
+    (
+        "mc pairs",
+        lambda: am.hyperplane_mc(GOOD_T[0], GOOD_T[1], 0),
+        r"n_pairs must be a positive integer",
+    ),
     ("mc dims", lambda: am.hyperplane_mc(GOOD_T[0], np.ones(2), 10), r"theta_b has dimension 2"),
     ("grid d", lambda: am.grid_angular_mean(np.eye(4), np.full(4, 0.25)), r"d = 2 and d = 3 only"),
     ("v dim", lambda: am.karcher_objective(np.ones(2), GOOD_T, GOOD_A), r"v has dimension 2"),
     ("profile d", lambda: gen.random_profile(3, 1, 1.0), r"d must be an integer >= 2"),
     ("profile conc", lambda: gen.random_profile(3, 2, 0.0), r"concentration must be > 0"),
-    ("type separation", lambda: gen.type_profile(3, 4.0, (0.5, 0.5)), r"separation must be an angle in \[0, pi\]"),
+    (
+        "type separation",
+        lambda: gen.type_profile(3, 4.0, (0.5, 0.5)),
+        r"separation must be an angle in \[0, pi\]",
+    ),
     ("type alphas", lambda: gen.type_profile(3, 1.0, (0.5, 0.6)), r"sum to 1"),
-    ("vmf kappa", lambda: gen.vmf_voters(GOOD_T, 0.0, 3), r"kappa must be a finite concentration > 0"),
+    (
+        "vmf kappa",
+        lambda: gen.vmf_voters(GOOD_T, 0.0, 3),
+        r"kappa must be a finite concentration > 0",
+    ),
     ("vmf counts", lambda: gen.vmf_voters(GOOD_T, 1.0, (3, 4, 5)), r"n_per_type must be"),
-    ("vmf zero centre", lambda: gen.vmf_voters(np.zeros((1, 3)), 1.0, 3), r"thetas\[0\] is the zero vector"),
+    (
+        "vmf zero centre",
+        lambda: gen.vmf_voters(np.zeros((1, 3)), 1.0, 3),
+        r"thetas\[0\] is the zero vector",
+    ),
     ("opposite alpha", lambda: gen.two_voter_opposite(3, 1.0), r"alpha must be in \(0, 1\)"),
     ("batches m", lambda: gen.gaussian_batches(3, 1, 2), r"m must be an integer >= 2"),
-    ("batches cov", lambda: gen.gaussian_batches(3, 2, 2, cov=np.eye(3)), r"cov is 3 x 3 but d = 2"),
-    ("cov not PD", lambda: gen.gaussian_batches(3, 2, 2, cov=np.diag([1.0, -1.0])), r"positive definite"),
-    ("table name", lambda: gen.table_items("iris"), r"unknown table 'iris'; valid tables: wine, diabetes, breast_c"),
+    (
+        "batches cov",
+        lambda: gen.gaussian_batches(3, 2, 2, cov=np.eye(3)),
+        r"cov is 3 x 3 but d = 2",
+    ),
+    (
+        "cov not PD",
+        lambda: gen.gaussian_batches(3, 2, 2, cov=np.diag([1.0, -1.0])),
+        r"positive definite",
+    ),
+    (
+        "table name",
+        lambda: gen.table_items("iris"),
+        r"unknown table 'iris'; valid tables: wine, diabetes, breast_c",
+    ),
     ("table m", lambda: gen.table_batches("wine", 3, 200), r"m = 200 exceeds the 178 rows"),
 ]
 
@@ -558,11 +676,18 @@ def test_config_values():
     lr = config.resolve("long_run_ip", n_profiles=10)
     assert lr.n_profiles == 10 and lr.dims == (2, 3, 5, 10) and lr.concentrations == (0.3, 1.0)
     pb = config.resolve("per_batch_ip")
-    assert pb.batch_sizes == (2, 5, 10, 20, 50, 100, 200) and pb.alphas == (0.6, 0.4) and pb.n_batches == 2000
+    assert (
+        pb.batch_sizes == (2, 5, 10, 20, 50, 100, 200)
+        and pb.alphas == (0.6, 0.4)
+        and pb.n_batches == 2000
+    )
     sw = config.resolve("disagreement_sweep", separations=[0.2, 0.4])
     assert sw.separations == (0.2, 0.4) and set(sw.tables) <= set(gen.TABLES)
     assert pb.n_bootstrap >= 1000 and sw.cloud_reps >= 2  # intervals need resamples and repetitions
-    for profile in ("reduced", "full"):  # C5 and C6 are scored at 0.9 pi and 0.1 pi, their metrics say
+    for profile in (
+        "reduced",
+        "full",
+    ):  # C5 and C6 are scored at 0.9 pi and 0.1 pi, their metrics say
         c = config.resolve("disagreement_sweep", profile).cloud_separations
         assert (min(c), max(c)) == (0.1, 0.9)
     for shares in sw.share_vectors:
@@ -596,14 +721,20 @@ def test_descent_finds_the_global_minimum_where_local_minima_exist():
 
 def test_shortfall_slope_recovers_a_power_law_and_skips_zero_sizes():
     m = np.array([2, 5, 10, 20, 50])
-    s = 3.0 * m ** -1.5
+    s = 3.0 * m**-1.5
     b, c, used = am.shortfall_slope(m, s)
     assert b == pytest.approx(-1.5, abs=1e-12) and c == pytest.approx(math.log(3.0), abs=1e-12)
     assert used.all()
     s0 = s.copy()
     s0[-1] = 0.0  # no shortfall in any batch: no logarithm, left out
     b0, _, used0 = am.shortfall_slope(m, s0)
-    assert b0 == pytest.approx(-1.5, abs=1e-12) and used0.tolist() == [True, True, True, True, False]
+    assert b0 == pytest.approx(-1.5, abs=1e-12) and used0.tolist() == [
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
     with pytest.raises(ValueError, match="only 1 batch size"):
         am.shortfall_slope(m, [1.0, 0, 0, 0, 0])
 
@@ -612,7 +743,7 @@ def test_bootstrap_of_the_slope_is_exact_when_every_batch_agrees():
     """Every batch of a size has the same shortfall c m^-b: every resample gives the same means,
     so the interval collapses onto the exact slope."""
     m = [2, 5, 10, 20]
-    vals = [np.full(50, 0.7 * k ** -0.8) for k in m]
+    vals = [np.full(50, 0.7 * k**-0.8) for k in m]
     iv = am.bootstrap_shortfall_slope(m, vals, n_resamples=200, rng=0)
     assert iv.estimate == pytest.approx(-0.8, abs=1e-12)
     assert iv.low == pytest.approx(-0.8, abs=1e-12) and iv.high == pytest.approx(-0.8, abs=1e-12)
@@ -622,7 +753,7 @@ def test_bootstrap_of_the_slope_is_exact_when_every_batch_agrees():
 def test_bootstrap_of_the_slope_brackets_the_estimate_and_is_seeded():
     rng = np.random.default_rng(3)
     m = [2, 5, 10, 20, 50]
-    vals = [rng.exponential(0.5 * k ** -1.0, 400) for k in m]
+    vals = [rng.exponential(0.5 * k**-1.0, 400) for k in m]
     a = am.bootstrap_shortfall_slope(m, vals, n_resamples=500, rng=7)
     b = am.bootstrap_shortfall_slope(m, vals, n_resamples=500, rng=7)
     assert a == b
@@ -634,15 +765,37 @@ def test_bootstrap_of_the_slope_brackets_the_estimate_and_is_seeded():
     assert c.high - c.low > a.high - a.low
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)]), r"one array per batch size \(2\)"),
-    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, n_resamples=10), r"n_resamples must be"),
-    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5), -np.ones(5)]), r"shortfalls\[1\] must hold"),
-    (lambda: am.bootstrap_shortfall_slope([2, 2], [np.ones(5)] * 2), r"two distinct batch sizes"),
-    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, level=1.0), r"level must lie in"),
-    (lambda: am.bootstrap_shortfall_slope([2, 5], [np.r_[1.0, np.zeros(99)]] * 2, n_resamples=200, rng=0),
-     r"resamples had fewer than two sizes"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (
+            lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)]),
+            r"one array per batch size \(2\)",
+        ),
+        (
+            lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, n_resamples=10),
+            r"n_resamples must be",
+        ),
+        (
+            lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5), -np.ones(5)]),
+            r"shortfalls\[1\] must hold",
+        ),
+        (
+            lambda: am.bootstrap_shortfall_slope([2, 2], [np.ones(5)] * 2),
+            r"two distinct batch sizes",
+        ),
+        (
+            lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, level=1.0),
+            r"level must lie in",
+        ),
+        (
+            lambda: am.bootstrap_shortfall_slope(
+                [2, 5], [np.r_[1.0, np.zeros(99)]] * 2, n_resamples=200, rng=0
+            ),
+            r"resamples had fewer than two sizes",
+        ),
+    ],
+)
 def test_bootstrap_of_the_slope_rejects_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -675,7 +828,9 @@ def test_worst_group_interval_is_the_bonferroni_envelope():
     assert hi.group == "c" and hi.interval.high == pytest.approx(max(t.high for t in each.values()))
     one = am.worst_group_interval({"x": groups["a"]})  # one group: its own 95% interval
     t = t_interval(groups["a"])
-    assert (one.interval.estimate, one.interval.low, one.interval.high) == pytest.approx((t.mean, t.low, t.high))
+    assert (one.interval.estimate, one.interval.low, one.interval.high) == pytest.approx(
+        (t.mean, t.low, t.high)
+    )
     with pytest.raises(ValueError, match="worst must be 'min' or 'max'"):
         am.worst_group_interval(groups, worst="mean")
     with pytest.raises(ValueError, match="no groups"):

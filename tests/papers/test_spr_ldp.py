@@ -10,11 +10,10 @@ import math
 
 import numpy as np
 import pytest
-
-import reprobook.papers.spr_ldp as spr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import reprobook.papers.spr_ldp as spr
 from reprobook.papers.spr_ldp import (
     DIVERGENCES,
     all_divergences,
@@ -111,7 +110,11 @@ def test_set_partitions_count_bell_numbers():
 
 
 @HYP
-@given(seed=st.integers(0, 2**31 - 1), div=st.sampled_from(REGISTRY), ell=st.sampled_from([None, 1, 2, 4]))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    div=st.sampled_from(REGISTRY),
+    ell=st.sampled_from([None, 1, 2, 4]),
+)
 def test_mechanism_matrix_value_and_ldp(seed, div, ell):
     p0, p1, eps = random_case(seed, k_max=12)
     res = optimal_mechanism(p0, p1, eps, div, max_outputs=ell)
@@ -153,7 +156,9 @@ def test_spr_mechanism_matrix_formula():
 
 
 @HYP
-@given(seed=st.integers(0, 2**31 - 1), div=st.sampled_from(REGISTRY), ell=st.sampled_from([None, 2, 3]))
+@given(
+    seed=st.integers(0, 2**31 - 1), div=st.sampled_from(REGISTRY), ell=st.sampled_from([None, 2, 3])
+)
 def test_relabelling_invariance(seed, div, ell):
     p0, p1, eps = random_case(seed, k_max=15)
     perm = np.random.default_rng(seed + 1).permutation(p0.size)
@@ -276,7 +281,10 @@ def test_threshold_can_beat_the_binary_mechanism():
     gains = []
     for _ in range(20):
         p0, p1 = inst.dirichlet_pair(10, 0.3, rng)
-        gains.append(optimal_mechanism(p0, p1, 8.0, "chi2", max_outputs=2).value / binary_mechanism(p0, p1, 8.0, "chi2").value)
+        gains.append(
+            optimal_mechanism(p0, p1, 8.0, "chi2", max_outputs=2).value
+            / binary_mechanism(p0, p1, 8.0, "chi2").value
+        )
     assert min(gains) >= 1 - 1e-12 and max(gains) > 1.05
 
 
@@ -344,7 +352,9 @@ def test_many_ties_sparse_alternative():
     p0, p1 = inst.sparse_alternative(9, n_moved=2, mass=0.4, rng=5)
     for div in REGISTRY:
         for eps in (0.5, 4.0):
-            assert close(optimal_mechanism(p0, p1, eps, div).value, staircase_lp(p0, p1, eps, div).value)
+            assert close(
+                optimal_mechanism(p0, p1, eps, div).value, staircase_lp(p0, p1, eps, div).value
+            )
 
 
 def test_likelihood_order_places_infinite_ratio_first_and_empty_last():
@@ -364,7 +374,10 @@ def test_budget_lp_equals_budget_dp(seed):
     for name in ("tv", "kl", "chi2", "hellinger", "hockey_stick(gamma=2)"):
         for ell in (2, 3):
             lp = staircase_lp_budget(p0, p1, eps, name, max_outputs=ell)
-            assert close(lp.value, optimal_mechanism(p0, p1, eps, name, max_outputs=ell).value), (name, ell)
+            assert close(lp.value, optimal_mechanism(p0, p1, eps, name, max_outputs=ell).value), (
+                name,
+                ell,
+            )
             assert lp.mechanism.shape[1] <= ell
 
 
@@ -398,7 +411,13 @@ GOOD1 = np.array([0.2, 0.8])
         (GOOD0, GOOD1, 800.0, {}, "too large"),
         (GOOD0, GOOD1, 1.0, {"max_outputs": 0}, "max_outputs must be >= 1"),
         (GOOD0, GOOD1, 1.0, {"max_outputs": 2.5}, "max_outputs must be a positive integer"),
-        (GOOD0, GOOD1, 1.0, {"divergence": "renyi"}, "unknown divergence 'renyi'; valid names: tv, kl"),
+        (
+            GOOD0,
+            GOOD1,
+            1.0,
+            {"divergence": "renyi"},
+            "unknown divergence 'renyi'; valid names: tv, kl",
+        ),
         (GOOD0, GOOD1, 1.0, {"divergence": "hockey_stick(gamma=0.5)"}, "gamma >= 1"),
     ],
 )
@@ -503,7 +522,9 @@ def test_instances_are_distributions():
         assert abs(p0.sum() - 1) < 1e-12 and abs(p1.sum() - 1) < 1e-12
     p0, p1 = inst.shifted_gaussians(20, 1.0)
     assert np.all(np.diff(p1 / p0) > 0)  # monotone likelihood ratio
-    np.testing.assert_array_equal(inst.dirichlet_pair(5, 1.0, 9)[0], inst.dirichlet_pair(5, 1.0, 9)[0])
+    np.testing.assert_array_equal(
+        inst.dirichlet_pair(5, 1.0, 9)[0], inst.dirichlet_pair(5, 1.0, 9)[0]
+    )
     z0, z1 = inst.zipf_vs_uniform(6, 0.0)
     np.testing.assert_allclose(z0, z1)
 
@@ -592,8 +613,10 @@ def test_repeated_exponents_are_independent_runs_of_one_stream():
     M1 = np.array([0.3, 0.3, 0.4])
     e = nptest.repeated_exponents(M0, M1, [10, 50], 3, reps=500, rng=7)
     gen = np.random.default_rng(7)
-    by_hand = [nptest.type_two_errors(M0, M1, [10, 50], reps=500, rng=gen, method="importance").exponent
-               for _ in range(3)]
+    by_hand = [
+        nptest.type_two_errors(M0, M1, [10, 50], reps=500, rng=gen, method="importance").exponent
+        for _ in range(3)
+    ]
     np.testing.assert_array_equal(e, np.stack(by_hand))
     assert e.shape == (3, 2) and not np.array_equal(e[0], e[1])
     with pytest.raises(ValueError, match="repeats must be an integer >= 2"):
@@ -610,7 +633,9 @@ def test_stein_gap_shares_by_hand():
     np.testing.assert_allclose(scored[0].shares, [(0.9 - 0.46) / 0.51, (0.8 - 0.38) / 0.51])
     np.testing.assert_allclose(scored[1].shares, [0.9, 0.8])
     assert [p.label for p in close] == ["b > c"]
-    assert close[0].relative_gap == pytest.approx(0.02) and close[0].stein_gap == pytest.approx(0.01)
+    assert close[0].relative_gap == pytest.approx(0.02) and close[0].stein_gap == pytest.approx(
+        0.01
+    )
     np.testing.assert_allclose(close[0].shares, [-1.0, 2.0])  # a swapped, then a kept order
     everything, none = nptest.stein_gap_shares(stein, e, 0.0)
     assert len(everything) == 3 and none == []
@@ -642,13 +667,17 @@ def test_smallest_mean_interval_is_the_bonferroni_envelope():
 def test_the_stein_optimal_mechanism_keeps_its_lead_over_repetitions():
     """C6 on an instance where the mechanisms are far apart: every share's interval lies above 0."""
     p0, p1 = inst.dirichlet_pair(12, 1.0, 0)
-    mechs = {"opt": optimal_mechanism(p0, p1, 1.0, "reverse_kl").mechanism,
-             "rr": randomized_response(p0, p1, 1.0, "reverse_kl").mechanism}
+    mechs = {
+        "opt": optimal_mechanism(p0, p1, 1.0, "reverse_kl").mechanism,
+        "rr": randomized_response(p0, p1, 1.0, "reverse_kl").mechanism,
+    }
     stein, e = {}, {}
     for name, Q in mechs.items():
         M0, M1 = nptest.output_laws(Q, p0, p1)
         stein[name] = nptest.stein_exponent(M0, M1)
-        e[name] = nptest.repeated_exponents(M0, M1, [100], 4, reps=1000, rng=1 if name == "opt" else 2)[:, 0]
+        e[name] = nptest.repeated_exponents(
+            M0, M1, [100], 4, reps=1000, rng=1 if name == "opt" else 2
+        )[:, 0]
     scored, _ = nptest.stein_gap_shares(stein, e, 0.02)
     iv, worst, _ = nptest.smallest_mean_interval({p.label: p.shares for p in scored})
     assert worst == "opt > rr" and iv.low > 0
@@ -666,7 +695,10 @@ def test_config_profiles_resolve():
         assert type(reduced) is type(full)
         assert reduced != full
     assert config.resolve("lp_check", "reduced", n_instances=10).n_instances == 10
-    assert config.resolve("structure", "reduced", c4_dp_budgets=[2, None]).c4_dp_budgets == (2, None)
+    assert config.resolve("structure", "reduced", c4_dp_budgets=[2, None]).c4_dp_budgets == (
+        2,
+        None,
+    )
     with pytest.raises(ValueError, match="valid notebooks"):
         config.resolve("nope", "reduced")
     with pytest.raises(ValueError, match="valid profiles"):
@@ -699,5 +731,7 @@ def test_dp_tables_equal_brute_force_over_cuts(name):
             cuts = (0, *inner, k)
             best = max(best, sum(t.G[cuts[j], cuts[j + 1]] for j in range(l)))
         assert t.F[l, k] == pytest.approx(best, rel=1e-12, abs=1e-15)
-        assert t.value_by_blocks[l - 1] == pytest.approx(best / (np.exp(eps) + l - 1), rel=1e-12, abs=1e-15)
+        assert t.value_by_blocks[l - 1] == pytest.approx(
+            best / (np.exp(eps) + l - 1), rel=1e-12, abs=1e-15
+        )
     assert t.F[1, k] == 0.0  # one block carries no information

@@ -17,7 +17,7 @@ from numpy.polynomial import hermite_e
 from scipy import integrate
 from scipy.stats import chi2, norm
 
-from reprobook.papers.testable_massart import hermite, sandwich, tester
+from reprobook.papers.testable_massart import hermite, sandwich
 from reprobook.papers.testable_massart.hermite import (
     feature_means,
     features,
@@ -35,7 +35,6 @@ from reprobook.papers.testable_massart.sandwich import (
     sign_mean,
 )
 from reprobook.papers.testable_massart.tester import (
-    Calibration,
     MomentTester,
     calibrate,
     chi2_calibration,
@@ -74,7 +73,9 @@ def test_multi_indices_count_and_order(d, degree):
 
 
 def test_multi_indices_small_case_by_hand():
-    np.testing.assert_array_equal(multi_indices(2, 2), [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2]])
+    np.testing.assert_array_equal(
+        multi_indices(2, 2), [[0, 0], [1, 0], [0, 1], [2, 0], [1, 1], [0, 2]]
+    )
 
 
 def test_hermite_1d_matches_numpy_hermite_e():
@@ -82,7 +83,9 @@ def test_hermite_1d_matches_numpy_hermite_e():
     V = hermite_1d(x, 12)
     for j in range(13):
         He_j = hermite_e.hermeval(x, np.eye(13)[j])
-        np.testing.assert_allclose(V[:, j], He_j / math.sqrt(math.factorial(j)), rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(
+            V[:, j], He_j / math.sqrt(math.factorial(j)), rtol=1e-11, atol=1e-11
+        )
     assert hermite_1d(np.zeros((2, 3)), 4).shape == (2, 3, 5)
 
 
@@ -94,8 +97,12 @@ def test_features_brute_force_and_explicit_indices():
     h = hermite_1d(X, 3)  # (7, 3, 4)
     brute = np.stack([np.prod([h[:, j, a[j]] for j in range(3)], axis=0) for a in A], axis=1)
     np.testing.assert_allclose(F, brute, rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(features(X, 99, indices=A[::-1]), brute[:, ::-1], rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(features(X, 3, include_constant=False), brute[:, 1:], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        features(X, 99, indices=A[::-1]), brute[:, ::-1], rtol=1e-13, atol=1e-13
+    )
+    np.testing.assert_allclose(
+        features(X, 3, include_constant=False), brute[:, 1:], rtol=1e-13, atol=1e-13
+    )
 
 
 def test_features_blocks_agree_with_one_block(monkeypatch):
@@ -251,7 +258,7 @@ def test_known_values_at_t_0():
     assert abs(sandwich.sandwich(0.0, 8).gap - 1.0667) < 1e-3
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def refined(t: float, k: int):
     """The LP sandwich with exchange rounds on a 1001-point grid (cached within a worker)."""
     return sandwich.sandwich(t, k, grid_points=1001, refine=8)
@@ -277,9 +284,13 @@ def test_christoffel_gap_by_hand():
     assert christoffel_gap(0.0, 6) > christoffel_gap(0.0, 8)  # h_4(0) = 3 / sqrt 24 != 0
     ts = np.array([-2.5, -1.0, 0.3, 1.0, 2.0, 3.0])
     np.testing.assert_allclose(christoffel_gap(ts, 2), 2 / (1 + ts**2), rtol=1e-14)
-    np.testing.assert_allclose(christoffel_gap(ts, 4), 2 / (1 + ts**2 + (ts**2 - 1) ** 2 / 2), rtol=1e-14)
     np.testing.assert_allclose(
-        christoffel_gap(ts, 7), 2 / (1 + ts**2 + (ts**2 - 1) ** 2 / 2 + (ts**3 - 3 * ts) ** 2 / 6), rtol=1e-14
+        christoffel_gap(ts, 4), 2 / (1 + ts**2 + (ts**2 - 1) ** 2 / 2), rtol=1e-14
+    )
+    np.testing.assert_allclose(
+        christoffel_gap(ts, 7),
+        2 / (1 + ts**2 + (ts**2 - 1) ** 2 / 2 + (ts**3 - 3 * ts) ** 2 / 6),
+        rtol=1e-14,
     )
     # degrees 0 and 1 are the constants +-1; odd degrees add nothing; arrays keep their shape
     assert christoffel_gap(1.7, 0) == christoffel_gap(1.7, 1) == 2.0
@@ -316,7 +327,9 @@ def test_exchange_rounds_make_high_degree_sandwiches_valid_on_the_range(t, k):
     r = refined(t, k)
     assert r.refine_rounds >= 1
     assert r.inner_violation <= 1e-5, r.inner_violation
-    assert r.off_grid_violation < 0.01 * plain.off_grid_violation  # the tail miss shrinks by orders of magnitude
+    assert (
+        r.off_grid_violation < 0.01 * plain.off_grid_violation
+    )  # the tail miss shrinks by orders of magnitude
     # the refined LP keeps the optimal gap (the closed form; the dips cost nothing in E[p_up - p_lo])
     assert abs(r.gap - float(christoffel_gap(t, k))) <= 1e-5 * float(christoffel_gap(t, k))
     # our own check on [-R, R], on a grid not aligned with the library's
@@ -330,7 +343,9 @@ def test_reported_violation_is_not_measured_at_constraints(t, k):
     """The exchange rounds add check-grid points as constraints; the reported violation comes from
     points no round can add, so an independent, finer grid finds no much larger miss."""
     r = refined(t, k)
-    zz = np.linspace(-2 * r.radius, 2 * r.radius, 400_001)  # 5 times finer than the library's check grid
+    zz = np.linspace(
+        -2 * r.radius, 2 * r.radius, 400_001
+    )  # 5 times finer than the library's check grid
     ff = np.where(zz >= t, 1.0, -1.0)
     violation = max(0.0, np.max(r.p_lo(zz) - ff), np.max(ff - r.p_up(zz)))
     assert violation <= 2 * r.off_grid_violation + 1e-6, (violation, r.off_grid_violation)
@@ -341,7 +356,14 @@ def test_reported_violation_is_not_measured_at_constraints(t, k):
 
 def test_table_and_degree_needed():
     res = sandwich.sandwich_table([0.0, 3.0], [2, 4, 6])
-    assert [(r.t, r.degree) for r in res] == [(0.0, 2), (0.0, 4), (0.0, 6), (3.0, 2), (3.0, 4), (3.0, 6)]
+    assert [(r.t, r.degree) for r in res] == [
+        (0.0, 2),
+        (0.0, 4),
+        (0.0, 6),
+        (3.0, 2),
+        (3.0, 4),
+        (3.0, 6),
+    ]
     need = degree_needed(res, 20.0)
     assert need == {0.0: 2, 3.0: 6}
     assert degree_needed(res, 1.0) == {0.0: None, 3.0: None}
@@ -447,7 +469,9 @@ def test_tester_rejects_uniform_and_accepts_the_gauss_hermite_grid(small_calibra
     rng = np.random.default_rng(12)
     U = rng.uniform(-math.sqrt(3), math.sqrt(3), size=(2000, 3))
     # degree 4 sees the uniform law (n * population statistic = 2000 * 0.18 = 360 >> threshold)
-    test4 = MomentTester(calibrate(3, 4, 2000, reps=100, quantile=0.99, rng=np.random.default_rng(13)))
+    test4 = MomentTester(
+        calibrate(3, 4, 2000, reps=100, quantile=0.99, rng=np.random.default_rng(13))
+    )
     assert not test4.accepts(U)
     assert test4.p_value(U) == 1 / 101
     atoms, w = gauss_hermite_product(3, 3)  # exact moments up to degree 5 > 3
@@ -460,7 +484,10 @@ def test_tester_rejects_uniform_and_accepts_the_gauss_hermite_grid(small_calibra
     # at P[chi^2_16 <= threshold] = 0.955 (0.953 measured on 20000 samples), within 4 standard errors
     rate = np.mean(stats <= test.threshold)
     predicted = chi2.cdf(test.threshold, 16)
-    assert abs(rate - predicted) < 4 * math.sqrt(predicted * (1 - predicted) / 1000), (rate, predicted)
+    assert abs(rate - predicted) < 4 * math.sqrt(predicted * (1 - predicted) / 1000), (
+        rate,
+        predicted,
+    )
     assert rate >= 0.93
     # at the 0.99 level the degree-4 tester that rejects the cube accepts >= 95% of the grid's samples
     # (the 9 features with some a_j = 3 vanish: S ~ chi^2_25 against the null's chi^2_34)
@@ -505,7 +532,9 @@ def test_chi2_calibration_is_the_chi2_quantile_and_draws_nothing():
     cal = chi2_calibration(5, 4, 20_000, quantile=0.99)
     assert cal.method == "chi2" and cal.df == 125 and cal.null_statistics.size == 0
     assert cal.threshold == float(chi2.ppf(0.99, 125)) == cal.chi2_threshold
-    assert 164.6 < cal.threshold < 164.8  # the 99% quantile of chi^2 with 125 degrees of freedom, 164.69
+    assert (
+        164.6 < cal.threshold < 164.8
+    )  # the 99% quantile of chi^2 with 125 degrees of freedom, 164.69
     test = MomentTester(cal)
     assert "chi2" in repr(test)
     # p-value from the chi-squared law: a sample with exact moments has S = 0 and p-value 1
@@ -540,7 +569,10 @@ def test_smallest_rate_interval_is_bonferroni_clopper_pearson():
     counts = {"a": (80, 80), "b": (75, 80), "c": (60, 60)}
     iv = smallest_rate_interval(counts, level=0.95)
     each = 1 - 0.05 / 3
-    cps = {k: binomtest(s, n).proportion_ci(confidence_level=each, method="exact") for k, (s, n) in counts.items()}
+    cps = {
+        k: binomtest(s, n).proportion_ci(confidence_level=each, method="exact")
+        for k, (s, n) in counts.items()
+    }
     assert iv.estimate == 75 / 80
     assert iv.low == pytest.approx(min(c.low for c in cps.values()), rel=1e-12)
     assert iv.high == pytest.approx(min(c.high for c in cps.values()), rel=1e-12)
@@ -585,7 +617,9 @@ def test_far_rows_are_scaled_to_order_one():
     s = _far_scale(z, R, k)
     inside = np.abs(z) <= R
     np.testing.assert_array_equal(s[inside], 1.0)  # rows on [-R, R] keep their units
-    np.testing.assert_allclose(s[~inside], np.abs(z[~inside]) ** k / math.sqrt(math.factorial(k)), rtol=1e-12)
+    np.testing.assert_allclose(
+        s[~inside], np.abs(z[~inside]) ** k / math.sqrt(math.factorial(k)), rtol=1e-12
+    )
     V = hermite_1d(z, k)
     assert np.abs(V[~inside]).max() > 1e6  # unscaled, the far rows are huge
     scaled = V[~inside] / s[~inside, None]

@@ -148,7 +148,10 @@ def test_massart_flip_rate_and_bound(noise_name, t):
     assert within(flipped.mean(), eta.mean(), sd)
     for level in np.unique(eta):
         sel = eta == level
-        assert within(flipped[sel].mean(), level, math.sqrt(level * (1 - level) / sel.sum())), (level, sel.sum())
+        assert within(flipped[sel].mean(), level, math.sqrt(level * (1 - level) / sel.sum())), (
+            level,
+            sel.sum(),
+        )
     # the population opt = E[eta] against the Monte Carlo mean of eta
     assert within(eta.mean(), D.population_opt(t, noise), np.std(eta) / math.sqrt(p.n))
 
@@ -167,7 +170,9 @@ def test_population_opt_closed_forms_and_quadrature(t):
     gamma = stats.norm.sf(abs(t))
     ms = D.minority_side(0.4)
     assert D.population_opt(t, ms) == pytest.approx(gamma * 0.4, rel=1e-12)
-    assert D.population_opt(t, as_plain_function(ms)) == pytest.approx(gamma * 0.4, rel=1e-8, abs=1e-12)
+    assert D.population_opt(t, as_plain_function(ms)) == pytest.approx(
+        gamma * 0.4, rel=1e-8, abs=1e-12
+    )
     rf = D.random_flips(0.25)
     assert D.population_opt(t, rf) == 0.25
     assert D.population_opt(t, as_plain_function(rf)) == pytest.approx(0.25, rel=1e-9)
@@ -241,7 +246,9 @@ def test_constant_error_closed_form_and_monte_carlo(noise_name, t):
     noise = NOISES[noise_name]
     closed = L.constant_error(t, noise)
     # the quadrature path gives the same number
-    assert closed == pytest.approx(L.constant_error(t, as_plain_function(noise)), rel=1e-8, abs=1e-12)
+    assert closed == pytest.approx(
+        L.constant_error(t, as_plain_function(noise)), rel=1e-8, abs=1e-12
+    )
     gamma = stats.norm.sf(abs(t))
     if noise_name == "minority_side":
         assert closed == pytest.approx(gamma * (1 - 0.4), rel=1e-12)
@@ -295,7 +302,10 @@ def test_l1_solvers_reach_the_same_optimum(weighted):
     p = D.massart_problem(400, 3, 0.5, NOISES["boundary_band"], rng)
     F = hermite.features(p.X, 2)
     w = rng.uniform(0.5, 2.0, size=p.n) if weighted else np.ones(p.n)
-    objs = [np.sum(w * np.abs(p.y - F @ L.l1_regression(F, p.y, s, w if weighted else None))) for s in L.L1_SOLVERS]
+    objs = [
+        np.sum(w * np.abs(p.y - F @ L.l1_regression(F, p.y, s, w if weighted else None)))
+        for s in L.L1_SOLVERS
+    ]
     assert objs[0] == pytest.approx(objs[1], rel=1e-7)
     # and no small perturbation of the optimum does better
     c = L.l1_regression(F, p.y, "dual", w if weighted else None)
@@ -338,7 +348,9 @@ def test_bayes_classifier_has_excess_error_zero_up_to_label_noise(band_t0):
 
 @pytest.mark.parametrize("shift", [0.3, 1.0, -0.8, "negated"])
 def test_conditional_excess_error_where_h_and_f_differ(band_t0, shift):
-    _, test = band_t0  # t = 0, boundary_band(0.4, 0.5, 0.05): 1 - 2 eta = 0.2 in the band, 0.9 outside
+    _, test = (
+        band_t0  # t = 0, boundary_band(0.4, 0.5, 0.05): 1 - 2 eta = 0.2 in the band, 0.9 outside
+    )
     g = test.X @ test.w  # w . x ~ N(0, 1); f(x) = sign(g)
     eta = np.where(np.abs(g) < 0.5, 0.4, 0.05)
     Phi = stats.norm.cdf
@@ -372,8 +384,12 @@ def test_l1_collapses_to_the_constant_and_balancing_helps():
     plain = L.L1PolynomialRegression(1, solver="dual").fit(train.X, train.y)
     assert np.allclose(plain.coef_, [-1, 0, 0, 0, 0, 0], atol=1e-9)
     assert np.all(plain.predict(test.X) == -1)
-    balanced = L.L1PolynomialRegression(1, solver="dual", class_weight="balanced").fit(train.X, train.y)
-    assert L.conditional_excess_error(balanced, test) < 0.03 < L.conditional_excess_error(plain, test)
+    balanced = L.L1PolynomialRegression(1, solver="dual", class_weight="balanced").fit(
+        train.X, train.y
+    )
+    assert (
+        L.conditional_excess_error(balanced, test) < 0.03 < L.conditional_excess_error(plain, test)
+    )
 
 
 # --- the tester-learner -----------------------------------------------------------------------
@@ -402,7 +418,9 @@ def test_tester_learner_branches():
     assert isinstance(out.hypothesis, L.ConstantHypothesis) and out.hypothesis.label_ == -1
     assert out.minority == pytest.approx(np.mean(rare.y == 1)) and out.minority <= 0.03
 
-    out = L.TesterLearner(FakeTester(True), degree=2, eps=0.03, solver="dual").run(common.X, common.y)
+    out = L.TesterLearner(FakeTester(True), degree=2, eps=0.03, solver="dual").run(
+        common.X, common.y
+    )
     assert out.accepted and out.which == "polynomial"
     assert isinstance(out.hypothesis, L.L1PolynomialRegression) and out.hypothesis.degree == 2
 
@@ -427,8 +445,13 @@ def test_tester_learner_with_the_moment_tester():
     y, _ = D.massart_labels(exact, w, 0.0, NOISES["boundary_band"], rng)
     out = tl.run(exact, y)
     assert out.statistic == pytest.approx(0.0, abs=1e-9) and cal.threshold > 1.0
-    assert out.accepted is True and out.which == "polynomial"  # both labels common (x and -x are both atoms)
-    assert out.minority == pytest.approx(min(np.mean(y == 1), np.mean(y == -1))) and out.minority > 0.03
+    assert (
+        out.accepted is True and out.which == "polynomial"
+    )  # both labels common (x and -x are both atoms)
+    assert (
+        out.minority == pytest.approx(min(np.mean(y == 1), np.mean(y == -1)))
+        and out.minority > 0.03
+    )
     assert isinstance(out.hypothesis, L.L1PolynomialRegression) and out.hypothesis.degree == 1
 
     # a seeded Gaussian sample: below the threshold, accepted, learned well

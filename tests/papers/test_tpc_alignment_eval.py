@@ -17,8 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics.functional.classification import multiclass_calibration_error
 
-from reprobook.papers.tpc_alignment import attacks, diagnostics as dg, theory as th
-from reprobook.papers.tpc_alignment import data as data_mod, evaluate as ev, loss as lo, model as mo
+from reprobook.papers.tpc_alignment import attacks
+from reprobook.papers.tpc_alignment import data as data_mod
+from reprobook.papers.tpc_alignment import diagnostics as dg
+from reprobook.papers.tpc_alignment import evaluate as ev
+from reprobook.papers.tpc_alignment import loss as lo
+from reprobook.papers.tpc_alignment import model as mo
+from reprobook.papers.tpc_alignment import theory as th
 
 
 def gen(seed: int) -> torch.Generator:
@@ -31,7 +36,7 @@ def unit(*shape, seed: int) -> torch.Tensor:
 
 def class_relevance(labels: torch.Tensor, K: int) -> torch.Tensor:
     """Relevance (N*K, N): a caption is relevant to every image of its image's class."""
-    return (labels.repeat_interleave(K)[:, None] == labels[None, :])
+    return labels.repeat_interleave(K)[:, None] == labels[None, :]
 
 
 # ============================================================================ theory: Theorem 5.1
@@ -40,7 +45,9 @@ def class_relevance(labels: torch.Tensor, K: int) -> torch.Tensor:
 @pytest.mark.parametrize("seed", range(4))
 def test_theorem_5_1_dim_u_one_is_exact(seed):
     # dim U = 1: the boundary samples are exactly +-rho, so the sampled min IS the infimum.
-    res = th.check_theorem_5_1(d=8, dim_U=1, rho=0.2 + 0.15 * seed, n_samples=200, generator=gen(seed))
+    res = th.check_theorem_5_1(
+        d=8, dim_U=1, rho=0.2 + 0.15 * seed, n_samples=200, generator=gen(seed)
+    )
     assert abs(res["gap"]) < 1e-12
     assert abs(res["at_r_star"] - res["closed"]) < 1e-12
     assert res["violation"] < 1e-12
@@ -189,7 +196,9 @@ def test_views_needed_is_the_smallest_sufficient_k(sigma, n, delta, eps):
     assert abs(K - math.ceil((A * (2 + eps) / eps) ** 2)) <= 1
     assert th.views_needed(2 * sigma, n, delta, eps) >= K
     assert th.views_needed(0.0, n, delta, eps) == 1
-    assert th.corollary_5_3_rate(sigma, n, delta, eps) == pytest.approx(sigma**2 * math.log(n / delta) / eps**2)
+    assert th.corollary_5_3_rate(sigma, n, delta, eps) == pytest.approx(
+        sigma**2 * math.log(n / delta) / eps**2
+    )
 
 
 # ============================================================================ diagnostics
@@ -209,7 +218,10 @@ def test_view_dispersion_and_leakage_hand_cases():
     v, t = unit(6, 8, seed=1), unit(6, 4, 8, seed=2)
     c = F.normalize(t.sum(1), dim=-1)
     brute = torch.tensor(
-        [[float(v[i] @ (t[i, k] - (t[i, k] @ c[i]) * c[i])) ** 2 for k in range(4)] for i in range(6)]
+        [
+            [float(v[i] @ (t[i, k] - (t[i, k] @ c[i]) * c[i])) ** 2 for k in range(4)]
+            for i in range(6)
+        ]
     )
     assert torch.allclose(dg.consensus_leakage(v, t), brute, atol=1e-6)
     with pytest.raises(ValueError, match="K >= 2"):
@@ -240,11 +252,13 @@ def test_ranks_match_brute_force():
 def test_caption_retrieval_hand_case():
     # three images on the axes; image 0's captions both hit it; image 1's second caption points at image 2
     v = torch.eye(3)
-    q = torch.stack([
-        torch.stack([v[0], v[0]]),
-        torch.stack([v[1], F.normalize(v[1] + 2 * v[2], dim=0)]),
-        torch.stack([v[2], F.normalize(v[2] + 0.1 * v[0], dim=0)]),
-    ])
+    q = torch.stack(
+        [
+            torch.stack([v[0], v[0]]),
+            torch.stack([v[1], F.normalize(v[1] + 2 * v[2], dim=0)]),
+            torch.stack([v[2], F.normalize(v[2] + 0.1 * v[0], dim=0)]),
+        ]
+    )
     ranks = dg.text_to_image_ranks(v, q)
     assert ranks.tolist() == [[1, 1], [1, 2], [1, 1]]
     out = dg.caption_retrieval(v, q)
@@ -271,7 +285,9 @@ def test_posterior_diagnostics_match_brute_force():
             p = torch.softmax(torch.stack([q[i, k] @ v[j] for j in range(N)]) / tau, 0)
             acc += max(float(p[j]) for j in range(N) if not R[i * K + k, j])
             top = int(p.argmax())
-            assert float(ce[i, k]) == pytest.approx(float(p.max()) * (not R[i * K + k, top]), abs=1e-6)
+            assert float(ce[i, k]) == pytest.approx(
+                float(p.max()) * (not R[i * K + k, top]), abs=1e-6
+            )
         assert float(hnm[i]) == pytest.approx(acc / K, abs=1e-6)
     # a per-query temperature is accepted in both (N, K) and (N*K,) form
     taus = torch.full((N, K), tau)
@@ -342,7 +358,11 @@ def test_ece_against_hand_computation():
     assert dg.expected_calibration_error(conf1, corr1) == pytest.approx(hand1, abs=1e-6)
     bins = dg.reliability_bins(conf, correct)
     nonempty = bins["count"] > 0
-    from_bins = float((bins["count"][nonempty] / 6 * (bins["accuracy"] - bins["confidence"])[nonempty].abs()).sum())
+    from_bins = float(
+        (
+            bins["count"][nonempty] / 6 * (bins["accuracy"] - bins["confidence"])[nonempty].abs()
+        ).sum()
+    )
     assert from_bins == pytest.approx(hand, abs=1e-6)  # float32 confidences
     assert int(bins["count"].sum()) == 6 and int(bins["count"][14]) == 2
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -354,11 +374,15 @@ def test_zero_shot_calibration_matches_torchmetrics():
     labels = torch.randint(0, 10, (500,), generator=gen(15))
     out = dg.zero_shot_calibration(logits, labels)
     assert out["accuracy"] == pytest.approx(float((logits.argmax(1) == labels).float().mean()))
-    tm = float(multiclass_calibration_error(torch.softmax(logits, 1), labels, num_classes=10, n_bins=15))
+    tm = float(
+        multiclass_calibration_error(torch.softmax(logits, 1), labels, num_classes=10, n_bins=15)
+    )
     assert out["ece"] == pytest.approx(tm, abs=1e-6)
     assert out["nll"] == pytest.approx(float(F.cross_entropy(logits, labels)), rel=1e-5)
     p = torch.softmax(logits, 1)
-    assert out["brier"] == pytest.approx(float(((p - F.one_hot(labels, 10)) ** 2).sum(1).mean()), rel=1e-5)
+    assert out["brier"] == pytest.approx(
+        float(((p - F.one_hot(labels, 10)) ** 2).sum(1).mean()), rel=1e-5
+    )
     with pytest.raises(ValueError, match="labels must lie"):
         dg.zero_shot_calibration(logits, labels + 10)
 
@@ -371,8 +395,12 @@ def test_risk_coverage_hand_case_and_auroc():
     assert cov.tolist() == [0.25, 0.5, 0.75, 1.0]
     assert torch.allclose(risk, torch.tensor([0.0, 0.5, 2 / 3, 0.75], dtype=torch.float64))
     assert dg.aurc(cov, risk) == pytest.approx((0 + 0.5 + 2 / 3 + 0.75) / 4)
-    assert dg.auroc(torch.tensor([0.1, 0.2, 0.8, 0.9]), torch.tensor([0, 0, 1, 1])) == pytest.approx(1.0)
-    assert dg.auroc(torch.tensor([0.9, 0.8, 0.2, 0.1]), torch.tensor([0, 0, 1, 1])) == pytest.approx(0.0)
+    assert dg.auroc(
+        torch.tensor([0.1, 0.2, 0.8, 0.9]), torch.tensor([0, 0, 1, 1])
+    ) == pytest.approx(1.0)
+    assert dg.auroc(
+        torch.tensor([0.9, 0.8, 0.2, 0.1]), torch.tensor([0, 0, 1, 1])
+    ) == pytest.approx(0.0)
     # scores outside [0, 1] are rescaled, not squashed by a float32 sigmoid (which would tie 29, 30,
     # 31 and 100 at 1.0 and give 4/6): errors score 30 and 100, non-errors -5, 31, 29 -> 5 of 6 pairs
     s = torch.tensor([-5.0, 30.0, 31.0, 29.0, 100.0])
@@ -471,11 +499,18 @@ def test_robust_accuracy(probe_data, attack):
     res0 = attacks.robust_accuracy(model, x, y, attack=attack, eps=0.0, steps=5, seed=0)
     assert res0["clean_acc"] == pytest.approx(clean) and res0["robust_acc"] == res0["clean_acc"]
     assert res0["max_linf"] == 0.0
-    res = attacks.robust_accuracy(model, x, y, attack=attack, eps=1 / 255, steps=5, seed=0, batch_size=64)
+    res = attacks.robust_accuracy(
+        model, x, y, attack=attack, eps=1 / 255, steps=5, seed=0, batch_size=64
+    )
     assert res["clean_acc"] == pytest.approx(clean)
     assert res["robust_acc"] < res["clean_acc"] - 0.1  # the attack bites
     assert res["max_linf"] <= 1 / 255 + 1e-6 and res["n_images"] == 200
-    assert attacks.robust_accuracy(model, x, y, attack=attack, eps=1 / 255, steps=5, seed=0, batch_size=64) == res
+    assert (
+        attacks.robust_accuracy(
+            model, x, y, attack=attack, eps=1 / 255, steps=5, seed=0, batch_size=64
+        )
+        == res
+    )
     bigger = attacks.robust_accuracy(model, x, y, attack=attack, eps=4 / 255, steps=5, seed=0)
     assert bigger["robust_acc"] <= res["robust_acc"]
     assert np.array_equal(np.random.get_state()[1], state[1])  # NumPy's global stream untouched
@@ -512,7 +547,9 @@ def test_lemma_a1_u_is_the_training_disagreement(K):
     for seed, spread in enumerate((0.1, 0.5, 2.0)):
         g = gen(1000 + 10 * K + seed)
         core = F.normalize(torch.randn(150, 1, 12, generator=g, dtype=torch.float64), dim=-1)
-        t = F.normalize(core + spread * torch.randn(150, K, 12, generator=g, dtype=torch.float64), dim=-1)
+        t = F.normalize(
+            core + spread * torch.randn(150, K, 12, generator=g, dtype=torch.float64), dim=-1
+        )
         c = lo.consensus_core(t)
         u_train = lo.disagreement(t, c)
         u_lemma, rho2_lemma, _ = th.lemma_a1(t)
@@ -573,11 +610,15 @@ def test_evaluate_queries_are_the_filtered_cores(eval_setup):
     per = ev.per_image(model, test)
     by_chat = dg.text_to_image_ranks(e.v, e.c_hat, test.relevance)
     assert torch.equal(per["ranks"], by_chat)
-    assert not torch.equal(by_chat, dg.text_to_image_ranks(e.v, e.t, test.relevance))  # the test can tell
+    assert not torch.equal(
+        by_chat, dg.text_to_image_ranks(e.v, e.t, test.relevance)
+    )  # the test can tell
     c = lo.consensus_core(e.t)
     assert torch.allclose(per["cos_chat_c"], (e.c_hat * c[:, None]).sum(-1), atol=1e-6)
     assert not torch.allclose(per["cos_chat_c"], per["cos_t_c"], atol=1e-3)
-    assert torch.allclose(per["leakage"], dg.consensus_leakage(e.v, e.t), atol=1e-7)  # residual by consensus
+    assert torch.allclose(
+        per["leakage"], dg.consensus_leakage(e.v, e.t), atol=1e-7
+    )  # residual by consensus
 
 
 # ============================================================================ per-replicate statistics
@@ -589,12 +630,15 @@ def test_paired_values_follow_the_sorted_replicates():
     assert ev.paired(a, b, how="ratio") == pytest.approx([3.0, 0.5, 2.0])
 
 
-@pytest.mark.parametrize("a, b, how, match", [
-    ({0: 1.0, 1: 2.0}, {0: 1.0}, "difference", "same replicates"),
-    ({}, {}, "difference", "no replicates"),
-    ({0: 1.0}, {0: 0.0}, "ratio", "denominator is 0"),
-    ({0: 1.0}, {0: 1.0}, "log", "difference' or 'ratio"),
-])
+@pytest.mark.parametrize(
+    "a, b, how, match",
+    [
+        ({0: 1.0, 1: 2.0}, {0: 1.0}, "difference", "same replicates"),
+        ({}, {}, "difference", "no replicates"),
+        ({0: 1.0}, {0: 0.0}, "ratio", "denominator is 0"),
+        ({0: 1.0}, {0: 1.0}, "log", "difference' or 'ratio"),
+    ],
+)
 def test_paired_bad_inputs(a, b, how, match):
     with pytest.raises(ValueError, match=match):
         ev.paired(a, b, how=how)
@@ -602,6 +646,7 @@ def test_paired_bad_inputs(a, b, how, match):
 
 def _iv(low, high):
     from reprobook.core.stats import TInterval
+
     return TInterval((low + high) / 2, low, high, 0.1, 3)
 
 
@@ -614,7 +659,12 @@ def test_deciding_interval_gives_the_verdict_of_every_ablation_together():
     straddle = {"a": _iv(0.02, 0.05), "b": _iv(-0.01, 0.03), "c": _iv(0.001, 0.002 + 0.1)}
     assert ev.deciding_interval(straddle, bar)[0] == "b"
     # one lies wholly below the bar: it decides, even when a wider one has a lower low end
-    below = {"wide": _iv(-0.5, 0.5), "low": _iv(-0.01, 0.004), "lower": _iv(-0.003, 0.001), "ok": _iv(0.1, 0.2)}
+    below = {
+        "wide": _iv(-0.5, 0.5),
+        "low": _iv(-0.01, 0.004),
+        "lower": _iv(-0.003, 0.001),
+        "ok": _iv(0.1, 0.2),
+    }
     name, iv = ev.deciding_interval(below, bar)
     assert name == "lower" and iv.high < bar
     # the rule agrees with "all clear -> reproduced, any wholly below -> not reproduced" on random sets

@@ -65,7 +65,9 @@ def test_disagreement_zero_iff_views_coincide():
 def test_core_filter_identity_at_init_and_residual_orthogonal():
     f = Lo.CoreFilter(16).double()
     z = torch.randn(7, 3, 16, dtype=torch.float64)
-    assert torch.allclose(f(z), F.normalize(z, dim=-1), atol=1e-14)  # identity filter: c_hat = norm(t)
+    assert torch.allclose(
+        f(z), F.normalize(z, dim=-1), atol=1e-14
+    )  # identity filter: c_hat = norm(t)
     with torch.no_grad():
         f.linear.weight.add_(0.5 * torch.randn(16, 16, dtype=torch.float64))
         f.linear.bias.normal_()
@@ -97,10 +99,14 @@ def test_info_nce_matches_brute_force_with_row_temperatures():
     for i in range(6):
         a = [float(v[i] @ c[j]) / float(tau[i]) for j in range(6)]
         b = [float(c[i] @ v[j]) / float(tau[i]) for j in range(6)]
-        total += -(a[i] - math.log(sum(math.exp(x) for x in a))) - (b[i] - math.log(sum(math.exp(x) for x in b)))
+        total += -(a[i] - math.log(sum(math.exp(x) for x in a))) - (
+            b[i] - math.log(sum(math.exp(x) for x in b))
+        )
     assert math.isclose(float(Lo.info_nce(v, c, tau)), total / 6, rel_tol=1e-12)
     # a scalar tau equals a constant vector
-    assert torch.allclose(Lo.info_nce(v, c, 0.1), Lo.info_nce(v, c, torch.full((6,), 0.1, dtype=torch.float64)))
+    assert torch.allclose(
+        Lo.info_nce(v, c, 0.1), Lo.info_nce(v, c, torch.full((6,), 0.1, dtype=torch.float64))
+    )
     with pytest.raises(ValueError, match="tau"):
         Lo.info_nce(v, c, torch.ones(5))
     with pytest.raises(ValueError, match="shape"):
@@ -125,7 +131,9 @@ def test_tpc_loss_terms_by_hand():
     v, t = unit(b, d, seed=10), unit(b, k, d, seed=11)
     f = Lo.CoreFilter(d).double()
     with torch.no_grad():
-        f.linear.weight.add_(0.3 * torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
+        f.linear.weight.add_(
+            0.3 * torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        )
     cfg = Lo.TPCConfig(gamma=2.0, lambda_agree=0.7, lambda_nc=0.3)
     out = Lo.tpc_loss(v, t.clone().requires_grad_(True), f, cfg)
     # the temperature carries no gradient to the text embeddings (u is detached there); the loss does
@@ -135,7 +143,9 @@ def test_tpc_loss_terms_by_hand():
     u = torch.stack([sum(1 - (t[i, j] @ c[i]) ** 2 for j in range(k)) / k for i in range(b)])
     tau = (0.07 * (1 + 2.0 * u)).clamp(0.07, 0.21)
     c_hat = F.normalize(t @ f.linear.weight.T + f.linear.bias, dim=-1).detach()
-    agree = sum(float((c_hat[i, j] - c[i]).square().sum()) for i in range(b) for j in range(k)) / (b * k)
+    agree = sum(float((c_hat[i, j] - c[i]).square().sum()) for i in range(b) for j in range(k)) / (
+        b * k
+    )
     nc = 0.0
     for i in range(b):
         for j in range(k):
@@ -175,10 +185,17 @@ def test_ablation_and_clip_objectives():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"objective": "siglip"}, "objective"), ({"tau0": 0.0}, "tau0"), ({"gamma": -1.0}, "gamma"),
-     ({"tau_max_factor": 0.5}, "tau_max_factor"), ({"lambda_agree": -0.1}, "lambda_agree"),
-     ({"lambda_nc": -1}, "lambda_nc"), ({"views": ()}, "views"), ({"views": (0, 3)}, "views"),
-     ({"consensus": 1}, "consensus")],
+    [
+        ({"objective": "siglip"}, "objective"),
+        ({"tau0": 0.0}, "tau0"),
+        ({"gamma": -1.0}, "gamma"),
+        ({"tau_max_factor": 0.5}, "tau_max_factor"),
+        ({"lambda_agree": -0.1}, "lambda_agree"),
+        ({"lambda_nc": -1}, "lambda_nc"),
+        ({"views": ()}, "views"),
+        ({"views": (0, 3)}, "views"),
+        ({"consensus": 1}, "consensus"),
+    ],
 )
 def test_bad_tpc_config_raises(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -203,11 +220,19 @@ def test_bad_shapes_raise():
 
 def test_generator_reproducible_and_seed_dependent():
     a, b, c = D.generate(40, 7), D.generate(40, 7), D.generate(40, 8)
-    assert torch.equal(a.images, b.images) and torch.equal(a.tokens, b.tokens) and a.captions == b.captions
+    assert (
+        torch.equal(a.images, b.images)
+        and torch.equal(a.tokens, b.tokens)
+        and a.captions == b.captions
+    )
     assert torch.equal(a.hard_negatives, b.hard_negatives) and a.spec == b.spec
     assert not torch.equal(a.images, c.images) and a.captions != c.captions
     assert a.images.dtype == torch.uint8 and a.images.shape == (40, 3, 32, 32)
-    assert a.tokens.shape == (40, 5, 16) and a.stated.shape == (40, 5, 5) and a.hard_negative_attr.shape == (40, 5)
+    assert (
+        a.tokens.shape == (40, 5, 16)
+        and a.stated.shape == (40, 5, 5)
+        and a.hard_negative_attr.shape == (40, 5)
+    )
     big = D.generate(8, 7, image_size=64, n_views=3)
     assert big.images.shape == (8, 3, 64, 64) and big.tokens.shape == (8, 3, 16)
 
@@ -221,19 +246,32 @@ def test_captions_state_the_core_and_stated_matches_text(small):
     for i in range(len(small)):
         for v in range(k):
             parsed = D.parse_caption(decoded[i * k + v])
-            assert parsed["shape"] == small.attrs["shape"][i] and parsed["colour"] == small.attrs["colour"][i]
+            assert (
+                parsed["shape"] == small.attrs["shape"][i]
+                and parsed["colour"] == small.attrs["colour"][i]
+            )
             for a, name in enumerate(D.NONCORE):
                 if small.stated[i, v, a]:
                     assert parsed[name] == small.attrs[name][i], (decoded[i * k + v], name)
                 else:
                     assert parsed[name] is None, (decoded[i * k + v], name)
     assert torch.equal(small.labels, small.attrs["shape"] * 8 + small.attrs["colour"])
-    assert len({c for row in small.captions for c in row}) > 0.6 * len(small) * k  # paraphrase variety
+    assert (
+        len({c for row in small.captions for c in row}) > 0.6 * len(small) * k
+    )  # paraphrase variety
 
 
 def test_parse_caption_hand_cases():
     p = D.parse_caption("a big stripy red cross at the upper left with a grainy backdrop alone")
-    assert p == {"shape": 3, "colour": 0, "size": 1, "position": 1, "fill": 1, "background": 1, "distractors": 0}
+    assert p == {
+        "shape": 3,
+        "colour": 0,
+        "size": 1,
+        "position": 1,
+        "fill": 1,
+        "background": 1,
+        "distractors": 0,
+    }
     q = D.parse_caption("there is an orange ring")
     assert q["shape"] == 4 and q["colour"] == 1 and all(q[a] is None for a in D.NONCORE)
     with pytest.raises(ValueError, match="exactly one shape"):
@@ -250,7 +288,10 @@ def test_hard_negatives_differ_in_exactly_one_attribute(small):
         diff = [a for a in D.HARD_NEGATIVE_ATTRS if pc[a] != pn[a]]
         assert len(diff) == 1 and pn[diff[0]] is not None, (cap, neg)
         assert D.HARD_NEGATIVE_ATTRS.index(diff[0]) == small.hard_negative_attr[j // k, j % k]
-        assert len(cap.split()) == len(neg.split()) or diff[0] in ("distractors", "position")  # same wording
+        assert len(cap.split()) == len(neg.split()) or diff[0] in (
+            "distractors",
+            "position",
+        )  # same wording
         counts[D.HARD_NEGATIVE_ATTRS.index(diff[0])] += 1
     assert (counts > 0).all()  # every attribute is swapped somewhere
 
@@ -260,13 +301,19 @@ def test_rendering_main_object_and_distractors(small):
     solid = (small.attrs["fill"] == 0) & (small.attrs["shape"] != 4)  # rings are hollow
     for i in torch.nonzero(solid).flatten()[:40].tolist():
         # the main object's centre pixel is its colour exactly (centre from the position grid, +-jitter)
-        rgb = torch.from_numpy(np.rint(D.COLOUR_RGB[small.attrs["colour"][i]] * 255)).to(torch.uint8)
+        rgb = torch.from_numpy(np.rint(D.COLOUR_RGB[small.attrs["colour"][i]] * 255)).to(
+            torch.uint8
+        )
         img = small.images[i]
         x, y = D._POSITION_XY[small.attrs["position"][i]]
-        patch = img[:, int(y * s) - 1: int(y * s) + 1, int(x * s) - 1: int(x * s) + 1].reshape(3, -1)
+        patch = img[:, int(y * s) - 1 : int(y * s) + 1, int(x * s) - 1 : int(x * s) + 1].reshape(
+            3, -1
+        )
         assert (patch == rgb[:, None]).all(dim=0).any(), i
     # plain backgrounds are uniform grey far from objects in images without distractors; noisy ones vary
-    plain = torch.nonzero((small.attrs["background"] == 0) & (small.attrs["distractors"] == 0)).flatten()
+    plain = torch.nonzero(
+        (small.attrs["background"] == 0) & (small.attrs["distractors"] == 0)
+    ).flatten()
     noisy = torch.nonzero(small.attrs["background"] == 1).flatten()
     corner_plain = small.images[plain][:, :, 0, 0].float()
     assert (corner_plain[:, 0] == corner_plain[:, 1]).all()
@@ -279,13 +326,19 @@ def test_caption_relevance_ground_truth(small):
     assert rel.shape == (n * k, n)
     assert rel[torch.arange(n * k), torch.arange(n).repeat_interleave(k)].all()  # own image
     same_class = small.labels[:, None] == small.labels[None, :]
-    assert torch.equal(rel[torch.arange(n) * k], same_class)  # core-only captions: every image of the class
+    assert torch.equal(
+        rel[torch.arange(n) * k], same_class
+    )  # core-only captions: every image of the class
     # brute force from the caption text on a few rows
     caps = [c for row in small.captions for c in row]
     for row in range(0, n * k, 37):
         p = D.parse_caption(caps[row])
-        ref = torch.tensor([all(p[a] is None or p[a] == int(small.attrs[a][j]) for a in D.HARD_NEGATIVE_ATTRS)
-                            for j in range(n)])
+        ref = torch.tensor(
+            [
+                all(p[a] is None or p[a] == int(small.attrs[a][j]) for a in D.HARD_NEGATIVE_ATTRS)
+                for j in range(n)
+            ]
+        )
         assert torch.equal(rel[row], ref)
 
 
@@ -311,7 +364,7 @@ def test_class_prompts():
     assert p.shape == (40, 6, 16) and len(D.CLASS_NAMES) == 40
     texts = D.VOCAB.decode(p.reshape(-1, 16))
     for c, name in enumerate(D.CLASS_NAMES):
-        for t in texts[c * 6:(c + 1) * 6]:
+        for t in texts[c * 6 : (c + 1) * 6]:
             parsed = D.parse_caption(t)
             assert parsed["shape"] * 8 + parsed["colour"] == c and name in t
     assert "an orange circle" in texts[D.CLASS_NAMES.index("orange circle") * 6 + 1]
@@ -319,8 +372,14 @@ def test_class_prompts():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"n": 0}, "n must"), ({"seed": -1}, "seed"), ({"image_size": 8}, "image_size"), ({"n_views": 0}, "n_views"),
-     ({"p_mention": 1.5}, "p_mention"), ({"max_len": 10}, "max_len=10")],
+    [
+        ({"n": 0}, "n must"),
+        ({"seed": -1}, "seed"),
+        ({"image_size": 8}, "image_size"),
+        ({"n_views": 0}, "n_views"),
+        ({"p_mention": 1.5}, "p_mention"),
+        ({"max_len": 10}, "max_len=10"),
+    ],
 )
 def test_bad_generate_arguments(kwargs, match):
     args = {"n": 20, "seed": 0, **kwargs}
@@ -330,7 +389,11 @@ def test_bad_generate_arguments(kwargs, match):
 
 def test_subset_and_datamodule(small):
     sub = small.subset([5, 2, 9])
-    assert len(sub) == 3 and sub.captions[1] == small.captions[2] and torch.equal(sub.tokens[0], small.tokens[5])
+    assert (
+        len(sub) == 3
+        and sub.captions[1] == small.captions[2]
+        and torch.equal(sub.tokens[0], small.tokens[5])
+    )
     assert sub.spec["subset"]["n"] == 3 and sub.spec["seed"] == small.spec["seed"]
     assert torch.allclose(sub.float_images(), small.float_images(torch.tensor([5, 2, 9])))
     dm = D.ShapesCaptionsDataModule(small, batch_size=64, seed=1)
@@ -355,13 +418,19 @@ TINY = M.ModelConfig(cnn_channels=(8, 16, 16), embed_dim=16, text_width=16)
 
 @pytest.mark.parametrize(
     "cls, kwargs, match",
-    [(M.ModelConfig, {"image_encoder": "resnet"}, "image_encoder"), (M.ModelConfig, {"embed_dim": 0}, "embed_dim"),
-     (M.ModelConfig, {"cnn_channels": ()}, "cnn_channels"),
-     (M.ModelConfig, {"image_encoder": "vit", "image_size": 30}, "vit_patch"),
-     (M.ModelConfig, {"text_layers": 1, "text_width": 30}, "text_heads"),
-     (M.OptimConfig, {"steps": 0}, "steps"), (M.OptimConfig, {"lr_filter": 0.0}, "lr_filter"),
-     (M.OptimConfig, {"warmup_frac": 1.0}, "warmup_frac"), (M.OptimConfig, {"grad_clip": 0}, "grad_clip"),
-     (M.AdvConfig, {"eps": -0.1}, "eps"), (M.AdvConfig, {"steps": -1}, "steps")],
+    [
+        (M.ModelConfig, {"image_encoder": "resnet"}, "image_encoder"),
+        (M.ModelConfig, {"embed_dim": 0}, "embed_dim"),
+        (M.ModelConfig, {"cnn_channels": ()}, "cnn_channels"),
+        (M.ModelConfig, {"image_encoder": "vit", "image_size": 30}, "vit_patch"),
+        (M.ModelConfig, {"text_layers": 1, "text_width": 30}, "text_heads"),
+        (M.OptimConfig, {"steps": 0}, "steps"),
+        (M.OptimConfig, {"lr_filter": 0.0}, "lr_filter"),
+        (M.OptimConfig, {"warmup_frac": 1.0}, "warmup_frac"),
+        (M.OptimConfig, {"grad_clip": 0}, "grad_clip"),
+        (M.AdvConfig, {"eps": -0.1}, "eps"),
+        (M.AdvConfig, {"steps": -1}, "steps"),
+    ],
 )
 def test_bad_model_configs_raise(cls, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -377,12 +446,16 @@ def test_dual_encoder_rejects_wrong_types():
 
 @pytest.mark.parametrize("encoder, layers", [("cnn", 0), ("cnn", 1), ("vit", 1)])
 def test_encoders_shapes_and_init_seed(encoder, layers, small):
-    cfg = dataclasses.replace(TINY, image_encoder=encoder, text_layers=layers, vit_width=32, vit_layers=1, vit_patch=8)
+    cfg = dataclasses.replace(
+        TINY, image_encoder=encoder, text_layers=layers, vit_width=32, vit_layers=1, vit_patch=8
+    )
     m = M.DualEncoder(cfg, Lo.TPCConfig(), M.OptimConfig(), seed=4)
     x, tok = small.float_images(torch.arange(6)), small.tokens[:6]
     v, t = m.encode_images(x), m.encode_texts(tok)
     assert v.shape == (6, 16) and t.shape == (6, 5, 16)
-    assert torch.allclose(v.norm(dim=-1), torch.ones(6)) and torch.allclose(t.norm(dim=-1), torch.ones(6, 5))
+    assert torch.allclose(v.norm(dim=-1), torch.ones(6)) and torch.allclose(
+        t.norm(dim=-1), torch.ones(6, 5)
+    )
     assert torch.allclose(m.cores(t), t, atol=1e-6)  # identity filter at init
     # trailing padding does not change a caption's embedding (masked pooling; view 0 has <= 6 words)
     assert (tok[:, 0, 7:] == 0).all()
@@ -395,7 +468,9 @@ def test_encoders_shapes_and_init_seed(encoder, layers, small):
 def test_query_temperature_changes_probabilities_not_ranking(small):
     m = M.DualEncoder(TINY, Lo.TPCConfig(), M.OptimConfig(), seed=0)
     with torch.no_grad():
-        m.core_filter.linear.weight.add_(0.5 * torch.randn(16, 16, generator=torch.Generator().manual_seed(1)))
+        m.core_filter.linear.weight.add_(
+            0.5 * torch.randn(16, 16, generator=torch.Generator().manual_seed(1))
+        )
         v = m.encode_images(small.float_images(torch.arange(50)))
         t = m.encode_texts(small.tokens[:8, 1])  # (8, d) queries
         tau = m.query_temperature(t)
@@ -407,8 +482,10 @@ def test_query_temperature_changes_probabilities_not_ranking(small):
     p_query = torch.softmax(scores / tau[:, None], dim=1)
     p_base = torch.softmax(scores / 0.07, dim=1)
     assert not torch.allclose(p_query, p_base, atol=1e-4)
-    assert torch.equal(p_query.argsort(dim=1, descending=True, stable=True),
-                       scores.argsort(dim=1, descending=True, stable=True))
+    assert torch.equal(
+        p_query.argsort(dim=1, descending=True, stable=True),
+        scores.argsort(dim=1, descending=True, stable=True),
+    )
 
 
 def test_zero_shot_classifier(small):
@@ -416,7 +493,9 @@ def test_zero_shot_classifier(small):
     for objective in ("tpc", "clip"):
         m = M.DualEncoder(TINY, Lo.TPCConfig(objective=objective), M.OptimConfig(), seed=0)
         with torch.no_grad():
-            m.core_filter.linear.weight.add_(0.3 * torch.randn(16, 16, generator=torch.Generator().manual_seed(2)))
+            m.core_filter.linear.weight.add_(
+                0.3 * torch.randn(16, 16, generator=torch.Generator().manual_seed(2))
+            )
         w = m.zero_shot_weights(prompts)
         t = m.encode_texts(prompts).detach()
         q = m.cores(t) if objective == "tpc" else t
@@ -436,7 +515,9 @@ def test_embed_shapes_and_identity_cores(small):
     e = M.embed(m, small.subset(torch.arange(70)), batch_size=32)
     assert e.v.shape == (70, 16) and e.t.shape == (70, 5, 16) and e.hard_c_hat.shape == (70, 5, 16)
     assert torch.allclose(e.c_hat, e.t, atol=1e-6)
-    assert torch.allclose(e.t[3, 2], m.encode_texts(small.tokens[3, 2][None])[0].detach(), atol=1e-6)
+    assert torch.allclose(
+        e.t[3, 2], m.encode_texts(small.tokens[3, 2][None])[0].detach(), atol=1e-6
+    )
     assert not torch.allclose(e.hard_t, e.t)
 
 
@@ -444,7 +525,9 @@ def test_learning_rate_schedule():
     assert M.lr_factor(0, 100, 0.05) == pytest.approx(0.2)
     assert M.lr_factor(4, 100, 0.05) == pytest.approx(1.0)
     assert M.lr_factor(5, 100, 0.05) == pytest.approx(1.0)
-    assert M.lr_factor(55, 105, 0.05) == pytest.approx(0.5, abs=1e-12)  # W = 5, halfway through 100 decay steps
+    assert M.lr_factor(55, 105, 0.05) == pytest.approx(
+        0.5, abs=1e-12
+    )  # W = 5, halfway through 100 decay steps
     assert M.lr_factor(100, 100, 0.05) == pytest.approx(0.0, abs=1e-12)
     values = [M.lr_factor(s, 100, 0.05) for s in range(5, 100)]
     assert all(a >= b for a, b in zip(values, values[1:]))
@@ -469,10 +552,22 @@ def test_short_training_lowers_the_loss_and_is_deterministic(small):
     T.fit(m, small, seed=0)
     after = fixed_batch_loss(m, small)
     assert after < before - 0.3
-    assert len(m.history) == 25 and {"loss", "core", "agree", "nc", "u", "tau", "cos_chat_c"} <= set(m.history[0])
-    assert {h["views"] for h in m.history} <= {3.0, 4.0, 5.0} and len({h["views"] for h in m.history}) > 1
+    assert len(m.history) == 25 and {
+        "loss",
+        "core",
+        "agree",
+        "nc",
+        "u",
+        "tau",
+        "cos_chat_c",
+    } <= set(m.history[0])
+    assert {h["views"] for h in m.history} <= {3.0, 4.0, 5.0} and len(
+        {h["views"] for h in m.history}
+    ) > 1
     assert all(0.07 <= h["tau"] <= 0.21 for h in m.history)
-    assert not torch.equal(m.core_filter.linear.weight, torch.eye(16))  # the filter learns (lr_filter)
+    assert not torch.equal(
+        m.core_filter.linear.weight, torch.eye(16)
+    )  # the filter learns (lr_filter)
     twin = M.DualEncoder(TINY, Lo.TPCConfig(), opt, seed=0)
     T.fit(twin, small, seed=0)
     for (name, a), b in zip(m.state_dict().items(), twin.state_dict().values()):
@@ -490,7 +585,9 @@ def test_checkpoint_cache_loads_on_second_call(small, tmp_path, monkeypatch):
     x = small.float_images(torch.arange(8))
     with torch.no_grad():
         assert torch.equal(again.encode_images(x), base.encode_images(x))
-        assert torch.equal(again.encode_texts(small.tokens[:8]), base.encode_texts(small.tokens[:8]))
+        assert torch.equal(
+            again.encode_texts(small.tokens[:8]), base.encode_texts(small.tokens[:8])
+        )
     other, loaded3 = T.pretrain(small, **{**kw, "seed": 2})
     assert not loaded3 and other.checkpoint_key != base.checkpoint_key
 
@@ -501,13 +598,19 @@ def test_checkpoint_cache_loads_on_second_call(small, tmp_path, monkeypatch):
     tpc2, l3 = T.finetune(base, base.checkpoint_key, small, arm="tpc", **args)
     assert (l1, l2, l3) == (False, False, True)
     assert clip_ft.objective.objective == "clip" and tpc.objective == Lo.TPCConfig()
-    assert torch.equal(clip_ft.core_filter.linear.weight, torch.eye(16))  # CLIP never trains the filter
+    assert torch.equal(
+        clip_ft.core_filter.linear.weight, torch.eye(16)
+    )  # CLIP never trains the filter
     assert not torch.equal(tpc.core_filter.linear.weight, torch.eye(16))
     with torch.no_grad():
         assert torch.equal(tpc2.encode_images(x), tpc.encode_images(x))
         assert not torch.allclose(tpc.encode_images(x), base.encode_images(x))
     assert len({base.checkpoint_key, clip_ft.checkpoint_key, tpc.checkpoint_key}) == 3
-    assert {p.stem.rsplit("-", 1)[0] for p in tmp_path.rglob("*.pt")} == {"pretrain", "ft-clip_ft", "ft-tpc"}
+    assert {p.stem.rsplit("-", 1)[0] for p in tmp_path.rglob("*.pt")} == {
+        "pretrain",
+        "ft-clip_ft",
+        "ft-tpc",
+    }
 
 
 def test_arm_objectives():
@@ -524,12 +627,18 @@ def test_arm_objectives():
 def test_adversarial_finetuning_runs_and_differs(small, tmp_path, monkeypatch):
     pytest.importorskip("reprobook.papers.tpc_alignment.attacks")
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
-    base = M.DualEncoder(TINY, Lo.TPCConfig(objective="clip"), M.OptimConfig(steps=5, batch_size=64), seed=0)
+    base = M.DualEncoder(
+        TINY, Lo.TPCConfig(objective="clip"), M.OptimConfig(steps=5, batch_size=64), seed=0
+    )
     ft = M.OptimConfig(steps=4, batch_size=64)
     args = dict(objective=Lo.TPCConfig(), optim=ft, seed=0, profile="test")
     plain, _ = T.finetune(base, "base", small, arm="tpc", adv=M.AdvConfig(steps=0), **args)
-    adv, loaded = T.finetune(base, "base", small, arm="tpc", adv=M.AdvConfig(eps=8 / 255, steps=2), **args)
-    adv2, _ = T.finetune(base, "base", small, arm="tpc", adv=M.AdvConfig(eps=8 / 255, steps=2), **args)
+    adv, loaded = T.finetune(
+        base, "base", small, arm="tpc", adv=M.AdvConfig(eps=8 / 255, steps=2), **args
+    )
+    adv2, _ = T.finetune(
+        base, "base", small, arm="tpc", adv=M.AdvConfig(eps=8 / 255, steps=2), **args
+    )
     assert not loaded and adv.adv.steps == 2 and plain.adv is None
     x = small.float_images(torch.arange(8))
     with torch.no_grad():
@@ -548,11 +657,22 @@ def test_finetune_starts_from_base_with_identity_filter(small, tmp_path, monkeyp
     with torch.no_grad():
         base.core_filter.linear.weight.mul_(2.0).add_(0.1)
     ft = M.OptimConfig(steps=1, batch_size=64, lr_encoders=1e-9, lr_filter=1e-9, warmup_frac=0.0)
-    m, _ = T.finetune(base, "perturbed", small, arm="clip_ft", objective=Lo.TPCConfig(), optim=ft, adv=None, seed=0,
-                      profile="test")
+    m, _ = T.finetune(
+        base,
+        "perturbed",
+        small,
+        arm="clip_ft",
+        objective=Lo.TPCConfig(),
+        optim=ft,
+        adv=None,
+        seed=0,
+        profile="test",
+    )
     assert torch.equal(m.core_filter.linear.weight, torch.eye(16))
     assert torch.equal(m.core_filter.linear.bias, torch.zeros(16))
-    assert not torch.equal(base.core_filter.linear.weight, torch.eye(16))  # the base is not modified
+    assert not torch.equal(
+        base.core_filter.linear.weight, torch.eye(16)
+    )  # the base is not modified
     x = small.float_images(torch.arange(8))
     with torch.no_grad():
         assert torch.allclose(m.encode_images(x), base.encode_images(x), atol=1e-5)
@@ -562,20 +682,35 @@ def test_training_curve_survives_the_checkpoint(tmp_path, monkeypatch):
     """The curve is a buffer: a model loaded from its checkpoint has the same curve as the one trained."""
     import dataclasses as _dc
 
-    from reprobook.papers.tpc_alignment import data as _data, model as _model, train as _train
+    from reprobook.papers.tpc_alignment import data as _data
+    from reprobook.papers.tpc_alignment import model as _model
+    from reprobook.papers.tpc_alignment import train as _train
     from reprobook.papers.tpc_alignment.loss import TPCConfig as _TPCConfig
 
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
     ds = _data.generate(64, seed=3)
     mcfg = _model.ModelConfig()
     optim = _model.OptimConfig(steps=4, batch_size=16)
-    trained, loaded = _train.pretrain(ds, model=mcfg, optim=optim, tau0=0.07, seed=0, profile="reduced")
-    again, loaded_again = _train.pretrain(ds, model=mcfg, optim=optim, tau0=0.07, seed=0, profile="reduced")
+    trained, loaded = _train.pretrain(
+        ds, model=mcfg, optim=optim, tau0=0.07, seed=0, profile="reduced"
+    )
+    again, loaded_again = _train.pretrain(
+        ds, model=mcfg, optim=optim, tau0=0.07, seed=0, profile="reduced"
+    )
     assert not loaded and loaded_again and again.history == []
     a, b = trained.training_curve(), again.training_curve()
     assert len(a) == 4 and a.equals(b) and a["loss"].notna().all()
-    ft, _ = _train.finetune(again, again.checkpoint_key, ds, arm="tpc", objective=_TPCConfig(),
-                            optim=_dc.replace(optim, steps=3), adv=None, seed=0, profile="reduced")
+    ft, _ = _train.finetune(
+        again,
+        again.checkpoint_key,
+        ds,
+        arm="tpc",
+        objective=_TPCConfig(),
+        optim=_dc.replace(optim, steps=3),
+        adv=None,
+        seed=0,
+        profile="reduced",
+    )
     assert len(ft.training_curve()) == 3
 
 
@@ -632,20 +767,28 @@ def test_tpc_with_one_view_equals_hand_written_clip_loss():
     ref = _hand_clip_loss(v, t[:, 0], tau0)
     ident = Lo.CoreFilter(d).double().requires_grad_(False)
     zero = Lo.TPCConfig(tau0=tau0, gamma=0.0, lambda_agree=0.0, lambda_nc=0.0)
-    assert math.isclose(float(Lo.tpc_loss(v, t, ident, zero)["loss"]), float(ref), rel_tol=0, abs_tol=1e-12)
+    assert math.isclose(
+        float(Lo.tpc_loss(v, t, ident, zero)["loss"]), float(ref), rel_tol=0, abs_tol=1e-12
+    )
     # non-zero gamma and lambdas: u = 0, r = 0 and c_hat = c when K = 1 with the identity filter
     full = Lo.TPCConfig(tau0=tau0, gamma=2.0, lambda_agree=1.5, lambda_nc=0.7)
     out = Lo.tpc_loss(v, t, ident, full)
     assert out["u"].abs().max() < 1e-12
-    assert torch.allclose(out["tau"], torch.full((b,), tau0, dtype=torch.float64), rtol=0, atol=1e-15)
+    assert torch.allclose(
+        out["tau"], torch.full((b,), tau0, dtype=torch.float64), rtol=0, atol=1e-15
+    )
     assert float(out["agree"]) < 1e-24 and float(out["nc"]) < 1e-24
     assert math.isclose(float(out["loss"]), float(ref), rel_tol=0, abs_tol=1e-12)
     # the temperature part needs no identity filter (u = 0 for K = 1); the regularisers do
     bent = Lo.CoreFilter(d).double().requires_grad_(False)
     with torch.no_grad():
-        bent.linear.weight.add_(0.5 * torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3)))
+        bent.linear.weight.add_(
+            0.5 * torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+        )
     only_gamma = Lo.TPCConfig(tau0=tau0, gamma=5.0, lambda_agree=0.0, lambda_nc=0.0)
-    assert math.isclose(float(Lo.tpc_loss(v, t, bent, only_gamma)["loss"]), float(ref), rel_tol=0, abs_tol=1e-12)
+    assert math.isclose(
+        float(Lo.tpc_loss(v, t, bent, only_gamma)["loss"]), float(ref), rel_tol=0, abs_tol=1e-12
+    )
     bent_full = Lo.tpc_loss(v, t, bent, full)
     assert float(bent_full["agree"]) > 1e-3 and float(bent_full["nc"]) > 1e-5
     assert float(bent_full["loss"]) > float(ref) + 1e-3
@@ -673,14 +816,20 @@ def test_select_views_draws_distinct_views_of_the_instance(views, k):
         assert chosen.shape == (b, kp, tokens.shape[2]) and kp in allowed
         assert (chosen == chosen[:, :, :1]).all()  # whole views are gathered, not mixed tokens
         ids = chosen[:, :, 0] - 1  # (B, K')
-        assert torch.equal(ids // k, torch.arange(b)[:, None].expand(b, kp))  # the instance's own views
+        assert torch.equal(
+            ids // k, torch.arange(b)[:, None].expand(b, kp)
+        )  # the instance's own views
         for row in (ids % k).tolist():
             assert len(set(row)) == kp  # distinct views
     assert seen == allowed  # every capped size is drawn
     # the no-consensus ablation draws its target among the K' chosen views
     ab = M.DualEncoder(TINY, Lo.TPCConfig(views=views, consensus=False), M.OptimConfig(), seed=0)
     chosen, view_index = ab._select_views(tokens)
-    assert view_index.shape == (b,) and int(view_index.min()) >= 0 and int(view_index.max()) < chosen.shape[1]
+    assert (
+        view_index.shape == (b,)
+        and int(view_index.min()) >= 0
+        and int(view_index.max()) < chosen.shape[1]
+    )
 
 
 def test_query_temperature_clips_at_three_tau0_and_is_linear_inside():
@@ -721,13 +870,31 @@ def test_finetune_uses_its_own_stream(small, tmp_path, monkeypatch):
     s = 4
     base = M.DualEncoder(TINY, Lo.TPCConfig(objective="clip"), M.OptimConfig(), seed=s)
     ft = M.OptimConfig(steps=1, batch_size=64)
-    m, loaded = T.finetune(base, "base", small, arm="tpc", objective=Lo.TPCConfig(), optim=ft, adv=None, seed=s,
-                           profile="test")
+    m, loaded = T.finetune(
+        base,
+        "base",
+        small,
+        arm="tpc",
+        objective=Lo.TPCConfig(),
+        optim=ft,
+        adv=None,
+        seed=s,
+        profile="test",
+    )
     assert not loaded and T.FINETUNE_STREAM != 0
     assert m.seed == s + T.FINETUNE_STREAM != base.seed
     assert seen == [s + T.FINETUNE_STREAM]  # the batch order's seed too
-    again, loaded2 = T.finetune(base, "base", small, arm="tpc", objective=Lo.TPCConfig(), optim=ft, adv=None,
-                                seed=s, profile="test")
+    again, loaded2 = T.finetune(
+        base,
+        "base",
+        small,
+        arm="tpc",
+        objective=Lo.TPCConfig(),
+        optim=ft,
+        adv=None,
+        seed=s,
+        profile="test",
+    )
     assert loaded2 and again.seed == s + T.FINETUNE_STREAM and seen == [s + T.FINETUNE_STREAM]
 
 
@@ -737,24 +904,40 @@ def test_wrong_details_extension():
     follows what the caption says."""
     base = D.generate(200, 9)
     same = D.generate(200, 9, p_wrong=0.0)
-    assert same.captions == base.captions and torch.equal(same.tokens, base.tokens) and same.spec == base.spec
+    assert (
+        same.captions == base.captions
+        and torch.equal(same.tokens, base.tokens)
+        and same.spec == base.spec
+    )
     assert same.wrong is None and same.said_values is None
     w = D.generate(200, 9, p_wrong=0.5)
-    assert torch.equal(w.images, base.images) and torch.equal(w.stated, base.stated) and w.spec["p_wrong"] == 0.5
+    assert (
+        torch.equal(w.images, base.images)
+        and torch.equal(w.stated, base.stated)
+        and w.spec["p_wrong"] == 0.5
+    )
     assert not (w.wrong & ~w.stated).any()  # wrong only where stated
     rate = float(w.wrong.sum() / w.stated.sum())
     assert 0.4 < rate < 0.6
-    truth = torch.stack([w.attrs[a] for a in D.NONCORE], dim=-1)[:, None, :].expand_as(w.said_values)
-    assert torch.equal(w.said_values != truth, w.wrong)  # a wrong value always differs from the truth
+    truth = torch.stack([w.attrs[a] for a in D.NONCORE], dim=-1)[:, None, :].expand_as(
+        w.said_values
+    )
+    assert torch.equal(
+        w.said_values != truth, w.wrong
+    )  # a wrong value always differs from the truth
     rel = D.caption_relevance(w).view(200, w.n_views, 200)
     own = rel.diagonal(dim1=0, dim2=2).T  # (N, K): is each caption relevant to its own image
     assert torch.equal(own, ~w.wrong.any(-1))
-    for i, k in torch.nonzero(w.wrong.any(-1))[:20].tolist():  # the caption's text says the wrong value
+    for i, k in torch.nonzero(w.wrong.any(-1))[
+        :20
+    ].tolist():  # the caption's text says the wrong value
         parsed = D.parse_caption(w.captions[i][k])
         for a_i, a in enumerate(D.NONCORE):
             if w.stated[i, k, a_i]:
                 assert parsed[a] == int(w.said_values[i, k, a_i]), (w.captions[i][k], a)
-        assert parsed["shape"] == int(w.attrs["shape"][i]) and parsed["colour"] == int(w.attrs["colour"][i])
+        assert parsed["shape"] == int(w.attrs["shape"][i]) and parsed["colour"] == int(
+            w.attrs["colour"][i]
+        )
     with pytest.raises(ValueError, match="p_wrong"):
         D.generate(10, 0, p_wrong=1.5)
 

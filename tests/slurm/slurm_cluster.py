@@ -51,12 +51,29 @@ def slurm_cluster(tmp_path_factory):
     started: list[tuple[str, Path]] = []
     # munge: a key and a socket of our own, so nothing on the machine is disturbed
     key, sock = base / "munge" / "munge.key", base / "munge" / "munge.socket"
-    subprocess.run([_daemon("mungekey"), "--create", "--keyfile", str(key)], check=True, capture_output=True)
+    subprocess.run(
+        [_daemon("mungekey"), "--create", "--keyfile", str(key)], check=True, capture_output=True
+    )
     os.chmod(key, 0o600)
     munged_pid = base / "munge" / "munged.pid"
-    subprocess.run([_daemon("munged"), "--force", "--key-file", str(key), "--socket", str(sock), "--pid-file",
-                    str(munged_pid), "--log-file", str(base / "munge" / "munged.log"), "--seed-file",
-                    str(base / "munge" / "munged.seed")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            _daemon("munged"),
+            "--force",
+            "--key-file",
+            str(key),
+            "--socket",
+            str(sock),
+            "--pid-file",
+            str(munged_pid),
+            "--log-file",
+            str(base / "munge" / "munged.log"),
+            "--seed-file",
+            str(base / "munge" / "munged.seed"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     started.append(("munged", munged_pid))
     conf = base / "slurm.conf"
     cpus = os.cpu_count() or 2
@@ -75,12 +92,12 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
 MinJobAge=3600
-StateSaveLocation={base / 'state'}
-SlurmdSpoolDir={base / 'spool'}
-SlurmctldPidFile={base / 'slurmctld.pid'}
-SlurmdPidFile={base / 'slurmd.pid'}
-SlurmctldLogFile={base / 'slurmctld.log'}
-SlurmdLogFile={base / 'slurmd.log'}
+StateSaveLocation={base / "state"}
+SlurmdSpoolDir={base / "spool"}
+SlurmctldPidFile={base / "slurmctld.pid"}
+SlurmdPidFile={base / "slurmd.pid"}
+SlurmctldLogFile={base / "slurmctld.log"}
+SlurmdLogFile={base / "slurmd.log"}
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
 MpiDefault=none
@@ -92,18 +109,26 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
-        subprocess.run([_daemon("slurmctld"), "-f", str(conf)], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [_daemon("slurmctld"), "-f", str(conf)], check=True, env=env, capture_output=True
+        )
         started.append(("slurmctld", base / "slurmctld.pid"))
-        subprocess.run([_daemon("slurmd"), "-f", str(conf)], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [_daemon("slurmd"), "-f", str(conf)], check=True, env=env, capture_output=True
+        )
         started.append(("slurmd", base / "slurmd.pid"))
         deadline = time.time() + 60
         while time.time() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout
+            out = subprocess.run(
+                ["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True
+            ).stdout
             if out.strip() in ("idle", "mixed", "allocated"):
                 break
             time.sleep(0.5)
         else:
-            raise RuntimeError(f"the test cluster did not come up: {(base / 'slurmctld.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"the test cluster did not come up: {(base / 'slurmctld.log').read_text()[-2000:]}"
+            )
         yield {"SLURM_CONF": str(conf), "base": base}
     finally:
         for name, pidfile in reversed(started):

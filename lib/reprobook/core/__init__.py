@@ -1,25 +1,68 @@
 """What every chapter uses: profiles, seeding and runtime facts, claims, the plotting theme,
-offline data and Lightning helpers. ``core`` imports no paper package."""
+input checks, prose and source display, and Lightning helpers. ``core`` imports no paper package."""
 
-from .checkpoints import checkpoints_dir, load_or_train
+from . import checks
 from .chapters import EVIDENCE, VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
+from .checkpoints import checkpoints_dir, load_or_train
+from .checks import InputError
 from .claims import Run, load_records, load_results, load_values, start
-from .data import ensure_offline, to_dataset
-from .display import md
+from .display import md, show_source
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
 from .resources import Resources, read_resources
 from .rng import as_generator
 from .runtime import quiet_lightning, runtime_facts, seed_everything
-from .stats import Interval, TInterval, as_interval, bootstrap_interval, proportion_interval, t_interval
+from .stats import (
+    Interval,
+    TInterval,
+    as_interval,
+    bootstrap_interval,
+    proportion_interval,
+    t_interval,
+)
 from .training import make_trainer, to_accelerator
 
 __all__ = [
-    "checkpoints_dir", "load_or_train",
-    "as_generator", "resolve_notebook", "EVIDENCE", "VERDICTS", "VERDICT_LABELS", "Chapter", "Claim", "ProfileError", "Run", "atomic_write_text", "book_root",
-    "ensure_offline", "find_chapters", "get_chapter", "load_records", "load_results", "load_values", "make_trainer",
-    "method_colors", "quiet_lightning", "resolve", "results_dir", "results_file", "runtime_facts", "seed_everything", "set_theme",
-    "start", "to_dataset", "TInterval", "t_interval", "to_accelerator",
-    "Resources", "read_resources", "Interval", "as_interval", "bootstrap_interval", "proportion_interval", "md",
+    "checkpoints_dir",
+    "load_or_train",
+    "as_generator",
+    "resolve_notebook",
+    "EVIDENCE",
+    "VERDICTS",
+    "VERDICT_LABELS",
+    "Chapter",
+    "Claim",
+    "ProfileError",
+    "Run",
+    "atomic_write_text",
+    "book_root",
+    "find_chapters",
+    "get_chapter",
+    "load_records",
+    "load_results",
+    "load_values",
+    "make_trainer",
+    "method_colors",
+    "quiet_lightning",
+    "resolve",
+    "results_dir",
+    "results_file",
+    "runtime_facts",
+    "seed_everything",
+    "set_theme",
+    "start",
+    "TInterval",
+    "t_interval",
+    "to_accelerator",
+    "Resources",
+    "read_resources",
+    "Interval",
+    "as_interval",
+    "bootstrap_interval",
+    "proportion_interval",
+    "md",
+    "checks",
+    "InputError",
+    "show_source",
 ]

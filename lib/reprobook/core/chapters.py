@@ -51,8 +51,16 @@ from .paths import book_root
 CHAPTER_DIR = re.compile(r"^(?P<number>\d\d)_(?P<slug>[a-z][a-z0-9_]*)$")
 NOTEBOOK_FILE = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 
-VERDICTS = ("reproduced", "partial", "inconclusive", "not_reproduced", "illustrated", "needs_full",
-            "not_checkable", "not_run")
+VERDICTS = (
+    "reproduced",
+    "partial",
+    "inconclusive",
+    "not_reproduced",
+    "illustrated",
+    "needs_full",
+    "not_checkable",
+    "not_run",
+)
 VERDICT_LABELS = {
     "reproduced": "reproduced",
     "partial": "partially reproduced",
@@ -62,6 +70,19 @@ VERDICT_LABELS = {
     "needs_full": "needs the full profile",
     "not_checkable": "not checkable here",
     "not_run": "not run",
+}
+# what each verdict means, for readers (the introduction's table is generated from it)
+VERDICT_MEANINGS = {
+    "reproduced": "the value (for a statistical claim, its whole interval) passes the claim's check",
+    "partial": "it passes the weaker check the claims file gives, and (for a statistical claim, "
+    "wholly) fails the full one",
+    "inconclusive": "the interval straddles one of the check's bars: more data could go either way",
+    "not_reproduced": "it fails the check (the whole interval lies on the wrong side): a result, "
+    "shown as such",
+    "illustrated": "an illustration was shown; it does not decide the claim",
+    "needs_full": "the claim cannot be decided at the reduced scale",
+    "not_checkable": "no profile of this book can measure it (the chapter says why)",
+    "not_run": "nothing was measured (the notebook did not run)",
 }
 # verdicts that decide a claim, strongest first; "inconclusive" sits between partial and not
 DECIDING = ("reproduced", "partial", "inconclusive", "not_reproduced")
@@ -80,6 +101,7 @@ class ClaimsFileError(ValueError):
 @dataclass(frozen=True)
 class Revision:
     """A check or metric a claim had before (with what it gave, and why it changed)."""
+
     gave: str
     why: str
     check: dict[str, Any] | None = None
@@ -137,7 +159,9 @@ class Claim:
             return "illustrated"
         if self.evidence == "statistical":
             if interval is None:
-                raise ValueError(f"claim {self.id} is statistical: its verdict needs an interval (low, high)")
+                raise ValueError(
+                    f"claim {self.id} is statistical: its verdict needs an interval (low, high)"
+                )
             low, high = float(interval[0]), float(interval[1])
             rep = check.get("reproduced")
             if _clears(rep, low, high):
@@ -154,7 +178,9 @@ class Claim:
         return "not_reproduced"
 
 
-def recorded_verdict(claim: "Claim", value: Any, profile: str, interval: Any = None) -> tuple[str, list[str]]:
+def recorded_verdict(
+    claim: Claim, value: Any, profile: str, interval: Any = None
+) -> tuple[str, list[str]]:
     """The verdict of a value read back from a results file, and the problems that kept it
     from counting: a statistical claim's value recorded without an interval (by an older
     notebook, say) is not decided, and reads ``not_run`` with the reason."""
@@ -168,12 +194,16 @@ def _clears(condition: dict[str, Any] | None, low: float, high: float) -> bool:
     """The whole interval [low, high] meets the bar."""
     if not condition:
         return False
-    return ("min" not in condition or low >= condition["min"]) and ("max" not in condition or high <= condition["max"])
+    return ("min" not in condition or low >= condition["min"]) and (
+        "max" not in condition or high <= condition["max"]
+    )
 
 
 def _misses(condition: dict[str, Any], low: float, high: float) -> bool:
     """The whole interval [low, high] lies on the wrong side of the bar."""
-    return ("min" in condition and high < condition["min"]) or ("max" in condition and low > condition["max"])
+    return ("min" in condition and high < condition["min"]) or (
+        "max" in condition and low > condition["max"]
+    )
 
 
 def _holds(condition: dict[str, Any] | None, value: Any) -> bool:
@@ -199,33 +229,47 @@ def _holds(condition: dict[str, Any] | None, value: Any) -> bool:
 
 def _check_condition(where: str, condition: Any) -> None:
     if not isinstance(condition, dict) or not condition:
-        raise ClaimsFileError(f"{where}: a condition is a mapping with keys among {', '.join(CONDITION_KEYS)}")
+        raise ClaimsFileError(
+            f"{where}: a condition is a mapping with keys among {', '.join(CONDITION_KEYS)}"
+        )
     bad = sorted(set(condition) - set(CONDITION_KEYS))
     if bad:
-        raise ClaimsFileError(f"{where}: unknown condition key(s) {', '.join(bad)}; valid: {', '.join(CONDITION_KEYS)}")
+        raise ClaimsFileError(
+            f"{where}: unknown condition key(s) {', '.join(bad)}; valid: {', '.join(CONDITION_KEYS)}"
+        )
     for key in ("min", "max"):
-        if key in condition and (isinstance(condition[key], bool) or not isinstance(condition[key], (int, float))):
+        if key in condition and (
+            isinstance(condition[key], bool) or not isinstance(condition[key], (int, float))
+        ):
             raise ClaimsFileError(f"{where}: {key} must be a number, got {condition[key]!r}")
 
 
-def _check_block(where: str, block: Any, evidence: str = "exact", no_effect: float | None = None) -> None:
+def _check_block(
+    where: str, block: Any, evidence: str = "exact", no_effect: float | None = None
+) -> None:
     if not isinstance(block, dict):
         raise ClaimsFileError(f"{where}: check must be a mapping")
     if "not_checkable" in block:
         why = block["not_checkable"]
         if set(block) != {"not_checkable"} or not isinstance(why, str) or not why.strip():
-            raise ClaimsFileError(f"{where}: not_checkable stands alone and gives the reason as text, "
-                                  f"e.g. {{not_checkable: \"the data cannot be downloaded here\"}}")
+            raise ClaimsFileError(
+                f"{where}: not_checkable stands alone and gives the reason as text, "
+                f'e.g. {{not_checkable: "the data cannot be downloaded here"}}'
+            )
         return
     if block.get("needs_full"):
         return
     extra = sorted(set(block) - {"reproduced", "partial", "needs_full"})
     if extra:
-        raise ClaimsFileError(f"{where}: unknown key(s) {', '.join(extra)}; valid: reproduced, partial, needs_full, "
-                              "not_checkable")
+        raise ClaimsFileError(
+            f"{where}: unknown key(s) {', '.join(extra)}; valid: reproduced, partial, needs_full, "
+            "not_checkable"
+        )
     if "reproduced" not in block:
-        raise ClaimsFileError(f"{where}: a check needs a 'reproduced' condition (or needs_full: true, "
-                              "or not_checkable: <reason>)")
+        raise ClaimsFileError(
+            f"{where}: a check needs a 'reproduced' condition (or needs_full: true, "
+            "or not_checkable: <reason>)"
+        )
     _check_condition(f"{where}.reproduced", block["reproduced"])
     if "partial" in block:
         _check_condition(f"{where}.partial", block["partial"])
@@ -235,23 +279,31 @@ def _check_block(where: str, block: Any, evidence: str = "exact", no_effect: flo
             if cond is None:
                 continue
             if "equals" in cond:
-                raise ClaimsFileError(f"{where}.{name}: a statistical claim is decided on an interval; use min "
-                                      "and max, not equals")
+                raise ClaimsFileError(
+                    f"{where}.{name}: a statistical claim is decided on an interval; use min "
+                    "and max, not equals"
+                )
             if "partial" in block and no_effect is None:
-                raise ClaimsFileError(f"{where}: a statistical claim with a partial bar declares no_effect, the value "
-                                      "its metric takes when the claimed effect is absent (0 for a difference, "
-                                      "1 for a ratio)")
+                raise ClaimsFileError(
+                    f"{where}: a statistical claim with a partial bar declares no_effect, the value "
+                    "its metric takes when the claimed effect is absent (0 for a difference, "
+                    "1 for a ratio)"
+                )
             if no_effect is not None and _holds(cond, no_effect):
-                raise ClaimsFileError(f"{where}.{name}: the bar {cond} is met by the no-effect value {no_effect}: "
-                                      "a claim with no effect would pass it. Put the bar past the no-effect point")
+                raise ClaimsFileError(
+                    f"{where}.{name}: the bar {cond} is met by the no-effect value {no_effect}: "
+                    "a claim with no effect would pass it. Put the bar past the no-effect point"
+                )
 
 
 def _load_revisions(where: str, entries: Any) -> tuple[Revision, ...]:
     if entries is None:
         return ()
     if not isinstance(entries, list) or not entries:
-        raise ClaimsFileError(f"{where}.revisions: a non-empty list of mappings with keys "
-                              f"{', '.join(sorted(REVISION_KEYS))}")
+        raise ClaimsFileError(
+            f"{where}.revisions: a non-empty list of mappings with keys "
+            f"{', '.join(sorted(REVISION_KEYS))}"
+        )
     out = []
     for j, rev in enumerate(entries):
         at = f"{where}.revisions[{j}]"
@@ -259,18 +311,31 @@ def _load_revisions(where: str, entries: Any) -> tuple[Revision, ...]:
             raise ClaimsFileError(f"{at}: a revision is a mapping")
         extra = sorted(set(rev) - REVISION_KEYS)
         if extra:
-            raise ClaimsFileError(f"{at}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(REVISION_KEYS))}")
+            raise ClaimsFileError(
+                f"{at}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(REVISION_KEYS))}"
+            )
         if "check" not in rev and "metric" not in rev:
-            raise ClaimsFileError(f"{at}: a revision names the earlier check, the earlier metric, or both")
+            raise ClaimsFileError(
+                f"{at}: a revision names the earlier check, the earlier metric, or both"
+            )
         for key in ("gave", "why"):
             if not isinstance(rev.get(key), str) or not rev[key].strip():
-                raise ClaimsFileError(f"{at}: '{key}' is required text ("
-                                      + ("what the earlier check gave" if key == "gave" else "why it changed") + ")")
+                raise ClaimsFileError(
+                    f"{at}: '{key}' is required text ("
+                    + ("what the earlier check gave" if key == "gave" else "why it changed")
+                    + ")"
+                )
         if "check" in rev and not isinstance(rev["check"], dict):
             raise ClaimsFileError(f"{at}.check: the earlier check is a mapping, as under check:")
-        out.append(Revision(gave=rev["gave"].strip(), why=rev["why"].strip(), check=rev.get("check"),
-                            metric=None if rev.get("metric") is None else str(rev["metric"]).strip(),
-                            date=str(rev.get("date", ""))))
+        out.append(
+            Revision(
+                gave=rev["gave"].strip(),
+                why=rev["why"].strip(),
+                check=rev.get("check"),
+                metric=None if rev.get("metric") is None else str(rev["metric"]).strip(),
+                date=str(rev.get("date", "")),
+            )
+        )
     return tuple(out)
 
 
@@ -292,7 +357,9 @@ class Chapter:
         for c in self.claims:
             if c.id == claim_id:
                 return c
-        raise KeyError(f"chapter {self.slug} has no claim {claim_id!r}; its claims: {', '.join(c.id for c in self.claims)}")
+        raise KeyError(
+            f"chapter {self.slug} has no claim {claim_id!r}; its claims: {', '.join(c.id for c in self.claims)}"
+        )
 
     def notebook_stems(self) -> list[str]:
         return [p.stem for p in self.notebooks]
@@ -304,7 +371,11 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ClaimsFileError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("claims"), list) or not isinstance(data.get("paper"), dict):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("claims"), list)
+        or not isinstance(data.get("paper"), dict)
+    ):
         raise ClaimsFileError(f"{path}: needs a 'paper' mapping and a 'claims' list")
     claims = []
     seen = set()
@@ -317,38 +388,58 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
             raise ClaimsFileError(f"{where}: missing key(s) {', '.join(missing)}")
         extra = sorted(set(entry) - CLAIM_KEYS)
         if extra:
-            raise ClaimsFileError(f"{where}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(CLAIM_KEYS))}")
+            raise ClaimsFileError(
+                f"{where}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(CLAIM_KEYS))}"
+            )
         cid = str(entry["id"])
         if cid in seen:
             raise ClaimsFileError(f"{where}: duplicate claim id {cid}")
         seen.add(cid)
         if entry["source"] not in SOURCES:
-            raise ClaimsFileError(f"{where}: source {entry['source']!r} is not one of {', '.join(SOURCES)}")
+            raise ClaimsFileError(
+                f"{where}: source {entry['source']!r} is not one of {', '.join(SOURCES)}"
+            )
         evidence = entry["evidence"]
         if evidence not in EVIDENCE:
-            raise ClaimsFileError(f"{where}: evidence {evidence!r} is not one of {', '.join(EVIDENCE)}")
+            raise ClaimsFileError(
+                f"{where}: evidence {evidence!r} is not one of {', '.join(EVIDENCE)}"
+            )
         no_effect = entry.get("no_effect")
-        if no_effect is not None and (isinstance(no_effect, bool) or not isinstance(no_effect, (int, float))):
+        if no_effect is not None and (
+            isinstance(no_effect, bool) or not isinstance(no_effect, (int, float))
+        ):
             raise ClaimsFileError(f"{where}: no_effect must be a number, got {no_effect!r}")
         check = entry["check"]
         if isinstance(check, dict) and any(p in check for p in ("reduced", "full")):
             for profile, block in check.items():
                 if profile not in ("reduced", "full"):
-                    raise ClaimsFileError(f"{where}.check: unknown profile {profile!r}; valid: reduced, full")
+                    raise ClaimsFileError(
+                        f"{where}.check: unknown profile {profile!r}; valid: reduced, full"
+                    )
                 _check_block(f"{where}.check.{profile}", block, evidence, no_effect)
             missing_profiles = [p for p in ("reduced", "full") if p not in check]
             if missing_profiles:
-                raise ClaimsFileError(f"{where}.check: a per-profile check names both profiles; "
-                                      f"missing: {', '.join(missing_profiles)}")
+                raise ClaimsFileError(
+                    f"{where}.check: a per-profile check names both profiles; "
+                    f"missing: {', '.join(missing_profiles)}"
+                )
         else:
             _check_block(f"{where}.check", check, evidence, no_effect)
-        claims.append(Claim(
-            id=cid, claim=str(entry["claim"]).strip(), metric=str(entry["metric"]).strip(),
-            paper_value=str(entry["paper_value"]), source=entry["source"], notebook=str(entry["notebook"]),
-            check=check, note=str(entry.get("note", "")).strip(), evidence=evidence,
-            no_effect=None if no_effect is None else float(no_effect),
-            revisions=_load_revisions(where, entry.get("revisions")),
-        ))
+        claims.append(
+            Claim(
+                id=cid,
+                claim=str(entry["claim"]).strip(),
+                metric=str(entry["metric"]).strip(),
+                paper_value=str(entry["paper_value"]),
+                source=entry["source"],
+                notebook=str(entry["notebook"]),
+                check=check,
+                note=str(entry.get("note", "")).strip(),
+                evidence=evidence,
+                no_effect=None if no_effect is None else float(no_effect),
+                revisions=_load_revisions(where, entry.get("revisions")),
+            )
+        )
     return data["paper"], tuple(claims)
 
 
@@ -356,7 +447,9 @@ def load_chapter(folder: Path) -> Chapter:
     folder = Path(folder).resolve()
     m = CHAPTER_DIR.match(folder.name)
     if not m:
-        raise ClaimsFileError(f"{folder}: a chapter folder is named NN_slug (two digits, lower-case slug)")
+        raise ClaimsFileError(
+            f"{folder}: a chapter folder is named NN_slug (two digits, lower-case slug)"
+        )
     claims_path = folder / "claims.yml"
     if not claims_path.is_file():
         raise ClaimsFileError(f"{folder}: has no claims.yml")
@@ -368,14 +461,23 @@ def load_chapter(folder: Path) -> Chapter:
             raise ClaimsFileError(
                 f"{claims_path}: claim {c.id} names notebook {c.notebook!r}; the chapter's notebooks: {', '.join(sorted(stems))}"
             )
-    return Chapter(number=m["number"], slug=m["slug"], folder=folder, title=str(paper.get("title", m["slug"])),
-                   paper=paper, claims=claims, notebooks=notebooks)
+    return Chapter(
+        number=m["number"],
+        slug=m["slug"],
+        folder=folder,
+        title=str(paper.get("title", m["slug"])),
+        paper=paper,
+        claims=claims,
+        notebooks=notebooks,
+    )
 
 
 def find_chapters(root: Path | None = None) -> list[Chapter]:
     """Every chapter under ``<root>/notebooks``, in number order."""
     root = root or book_root()
-    folders = sorted(p for p in (root / "notebooks").iterdir() if p.is_dir() and CHAPTER_DIR.match(p.name))
+    folders = sorted(
+        p for p in (root / "notebooks").iterdir() if p.is_dir() and CHAPTER_DIR.match(p.name)
+    )
     return [load_chapter(p) for p in folders]
 
 

@@ -43,7 +43,9 @@ def source_digest(slug: str) -> str:
     try:
         package = importlib.import_module(f"reprobook.papers.{slug}")
     except ModuleNotFoundError as err:
-        raise ValueError(f"no paper package reprobook.papers.{slug} (chapter slug {slug!r})") from err
+        raise ValueError(
+            f"no paper package reprobook.papers.{slug} (chapter slug {slug!r})"
+        ) from err
     paper_dir = Path(package.__file__).resolve().parent
     digest = hashlib.sha256()
     for folder in (paper_dir, core_dir):
@@ -75,7 +77,13 @@ def checkpoint_key(slug: str, name: str, key: Mapping[str, Any]) -> tuple[str, d
     """The digest and the canonical key of checkpoint ``name`` of chapter ``slug``."""
     import torch
 
-    full = {"slug": slug, "name": name, "key": _canonical(key), "source": source_digest(slug), "torch": torch.__version__}
+    full = {
+        "slug": slug,
+        "name": name,
+        "key": _canonical(key),
+        "source": source_digest(slug),
+        "torch": torch.__version__,
+    }
     text = json.dumps(full, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16], full
 

@@ -27,7 +27,7 @@ from .chapters import VERDICT_LABELS, Chapter, get_chapter, recorded_verdict
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .profiles import PROFILE_NAMES, describe
 from .runtime import quiet_lightning, runtime_facts, seed_everything
-from .stats import Interval, as_interval
+from .stats import as_interval
 
 
 def file_sha256(path: Path) -> str | None:
@@ -37,8 +37,10 @@ def file_sha256(path: Path) -> str | None:
 
 def source_digests(chapter: Chapter, notebook: str) -> dict[str, str | None]:
     """The digests a result is tied to: the chapter's claims file and the notebook's source."""
-    return {"claims_sha256": file_sha256(chapter.folder / "claims.yml"),
-            "notebook_sha256": file_sha256(chapter.folder / f"{notebook}.ipynb")}
+    return {
+        "claims_sha256": file_sha256(chapter.folder / "claims.yml"),
+        "notebook_sha256": file_sha256(chapter.folder / f"{notebook}.ipynb"),
+    }
 
 
 def _now() -> str:
@@ -70,7 +72,9 @@ def _claim_value(value: Any) -> bool | int | float:
         return value
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"a claim value must be finite, got {value}: a failed measurement should raise, not be recorded")
+            raise ValueError(
+                f"a claim value must be finite, got {value}: a failed measurement should raise, not be recorded"
+            )
         return value
     raise TypeError(f"a claim value is a number or a bool, got {type(value).__name__}: {value!r}")
 
@@ -94,8 +98,16 @@ class Run:
     """One execution of one notebook: its seed, profile and configuration, and the claims it
     has measured so far. Create it with :func:`start`."""
 
-    def __init__(self, chapter: Chapter, notebook: str, profile: str, seed: int, config: Any, root: Path,
-                 threads: int):
+    def __init__(
+        self,
+        chapter: Chapter,
+        notebook: str,
+        profile: str,
+        seed: int,
+        config: Any,
+        root: Path,
+        threads: int,
+    ):
         self.chapter = chapter
         self.notebook = notebook
         self.profile = profile
@@ -107,7 +119,16 @@ class Run:
         if seed != 0 and not os.environ.get("REPROBOOK_RESULTS"):
             # run by hand (Jupyter, papermill) at another seed: kept apart from the book's own
             # results, where `reprobook run -p seed=N` puts them too
-            self.path = root / "_build" / "tagged" / f"seed{seed}" / "results" / profile / chapter.slug / f"{notebook}.json"
+            self.path = (
+                root
+                / "_build"
+                / "tagged"
+                / f"seed{seed}"
+                / "results"
+                / profile
+                / chapter.slug
+                / f"{notebook}.json"
+            )
         self._data: dict[str, Any] = {
             "chapter": chapter.slug,
             "notebook": notebook,
@@ -153,16 +174,22 @@ class Run:
                 f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, not to {self.notebook}"
             )
         if "interval" in details:
-            raise ValueError("'interval' is not a detail: pass the interval itself as the value "
-                             "(core.t_interval, core.proportion_interval, core.bootstrap_interval)")
+            raise ValueError(
+                "'interval' is not a detail: pass the interval itself as the value "
+                "(core.t_interval, core.proportion_interval, core.bootstrap_interval)"
+            )
         interval = as_interval(value)
         if interval is not None:
             if claim.evidence != "statistical":
-                raise ValueError(f"claim {claim_id} is {claim.evidence} in claims.yml: record its value alone; "
-                                 "intervals are for statistical claims")
+                raise ValueError(
+                    f"claim {claim_id} is {claim.evidence} in claims.yml: record its value alone; "
+                    "intervals are for statistical claims"
+                )
             low, high = _claim_value(interval.low), _claim_value(interval.high)
             if not low <= high:
-                raise ValueError(f"claim {claim_id}: the interval's low end {low} lies above its high end {high}")
+                raise ValueError(
+                    f"claim {claim_id}: the interval's low end {low} lies above its high end {high}"
+                )
             value = interval.estimate
         if value is None:
             if claim.verdict(None, self.profile) not in ("needs_full", "not_checkable"):
@@ -171,16 +198,22 @@ class Run:
                     "(None is for claims whose check is needs_full at this profile, or not_checkable)"
                 )
         elif claim.verdict(None, self.profile) == "not_checkable":
-            raise ValueError(f"claim {claim_id} is not_checkable in claims.yml: record None, with details that say "
-                             "what was done instead")
+            raise ValueError(
+                f"claim {claim_id} is not_checkable in claims.yml: record None, with details that say "
+                "what was done instead"
+            )
         else:
             value = _claim_value(value)
-            if (claim.evidence == "statistical" and interval is None
-                    and claim.verdict(None, self.profile) == "not_run"):
+            if (
+                claim.evidence == "statistical"
+                and interval is None
+                and claim.verdict(None, self.profile) == "not_run"
+            ):
                 raise ValueError(
                     f"claim {claim_id} is statistical: record it with an interval (core.t_interval over "
                     "seeds, core.proportion_interval, core.bootstrap_interval), or mark its check needs_full "
-                    "at this profile when the budget cannot afford the seeds")
+                    "at this profile when the budget cannot afford the seeds"
+                )
         entry: dict[str, Any] = {"value": value, "details": plain(details), "recorded": _now()}
         if interval is not None:
             entry["interval"] = [float(interval.low), float(interval.high)]
@@ -225,17 +258,21 @@ class Run:
         entries = dict(load_records(self.chapter, self.profile, self.root)) if whole_chapter else {}
         entries.update(self._data["claims"])
         rows = []
-        for c in (self.chapter.claims if whole_chapter else self.claims):
+        for c in self.chapter.claims if whole_chapter else self.claims:
             entry = entries.get(c.id) or {}
             value, interval = entry.get("value"), entry.get("interval")
-            rows.append({
-                "claim": c.id,
-                "metric": c.metric,
-                "paper": c.paper_value,
-                "ours": format_estimate(value, interval),
-                "evidence": c.evidence + (" (revised)" if c.revised else ""),
-                "verdict": VERDICT_LABELS[recorded_verdict(c, value, self.profile, interval)[0]],
-            })
+            rows.append(
+                {
+                    "claim": c.id,
+                    "metric": c.metric,
+                    "paper": c.paper_value,
+                    "ours": format_estimate(value, interval),
+                    "evidence": c.evidence + (" (revised)" if c.revised else ""),
+                    "verdict": VERDICT_LABELS[
+                        recorded_verdict(c, value, self.profile, interval)[0]
+                    ],
+                }
+            )
         return pd.DataFrame(rows).set_index("claim")
 
 
@@ -258,8 +295,9 @@ def format_estimate(value: Any, interval: Any = None) -> str:
     return f"{format_value(value)} [{float(interval[0]):.3g}, {float(interval[1]):.3g}]"
 
 
-def load_results(profile: str, root: Path | None = None, slug: str | None = None,
-                 results: Path | None = None) -> list[dict[str, Any]]:
+def load_results(
+    profile: str, root: Path | None = None, slug: str | None = None, results: Path | None = None
+) -> list[dict[str, Any]]:
     """Every results file at ``profile`` (of one chapter when ``slug`` is given), from the
     results folder ``results`` (default: :func:`~reprobook.core.paths.results_dir`)."""
     base = (Path(results) if results is not None else results_dir(root)) / profile
@@ -273,8 +311,9 @@ def load_results(profile: str, root: Path | None = None, slug: str | None = None
     return out
 
 
-def load_records(chapter: Chapter, profile: str, root: Path | None = None,
-                 results: Path | None = None) -> dict[str, dict[str, Any]]:
+def load_records(
+    chapter: Chapter, profile: str, root: Path | None = None, results: Path | None = None
+) -> dict[str, dict[str, Any]]:
     """claim id -> what was recorded for it at ``profile``: value, seed, notebook, overrides,
     details and the run's facts, its interval, and ``stale``: the files (claims.yml, the
     notebook) that changed since the value was produced. A value counts only from the notebook
@@ -286,16 +325,25 @@ def load_records(chapter: Chapter, profile: str, root: Path | None = None,
         nb = data.get("notebook")
         if nb not in current:
             current[nb] = source_digests(chapter, nb)
-        stale = [name for name, key in (("claims.yml", "claims_sha256"), (f"{nb}.ipynb", "notebook_sha256"))
-                 if data.get(key) != current[nb][key]]
+        stale = [
+            name
+            for name, key in (("claims.yml", "claims_sha256"), (f"{nb}.ipynb", "notebook_sha256"))
+            if data.get(key) != current[nb][key]
+        ]
         for cid, entry in data.get("claims", {}).items():
             if owner.get(cid) != nb:
                 continue
-            records[cid] = {"value": entry["value"], "interval": entry.get("interval"),
-                            "interval_method": entry.get("interval_method"),
-                            "details": entry.get("details", {}), "seed": data.get("seed"),
-                            "notebook": nb, "overrides": data.get("overrides") or {},
-                            "facts": data.get("facts", {}), "stale": stale}
+            records[cid] = {
+                "value": entry["value"],
+                "interval": entry.get("interval"),
+                "interval_method": entry.get("interval_method"),
+                "details": entry.get("details", {}),
+                "seed": data.get("seed"),
+                "notebook": nb,
+                "overrides": data.get("overrides") or {},
+                "facts": data.get("facts", {}),
+                "stale": stale,
+            }
     return records
 
 
@@ -304,8 +352,14 @@ def load_values(chapter: Chapter, profile: str, root: Path | None = None) -> dic
     return {cid: r["value"] for cid, r in load_records(chapter, profile, root).items()}
 
 
-def start(chapter: str, notebook: str, profile: str = "reduced", seed: int = 0, config: Any = None,
-          threads: int | None = None) -> Run:
+def start(
+    chapter: str,
+    notebook: str,
+    profile: str = "reduced",
+    seed: int = 0,
+    config: Any = None,
+    threads: int | None = None,
+) -> Run:
     """Begin a notebook's run: seed everything, set torch's threads, quiet Lightning, record the
     machine's facts, and return the :class:`Run` that records claims.
 
@@ -317,15 +371,19 @@ def start(chapter: str, notebook: str, profile: str = "reduced", seed: int = 0, 
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILE_NAMES)}")
     expected = os.environ.get(PROFILE_ENV)
     if expected and expected != profile:
-        raise ValueError(f"the runner executes this notebook at profile {expected!r} but its profile parameter is "
-                         f"{profile!r}: choose the profile with `reprobook run --profile`, not with -p")
+        raise ValueError(
+            f"the runner executes this notebook at profile {expected!r} but its profile parameter is "
+            f"{profile!r}: choose the profile with `reprobook run --profile`, not with -p"
+        )
     root = book_root()
     try:
         ch = get_chapter(chapter, root)
     except KeyError as err:
         raise ValueError(err.args[0]) from None
     if notebook not in ch.notebook_stems():
-        raise ValueError(f"chapter {ch.slug} has no notebook {notebook!r}; its notebooks: {', '.join(ch.notebook_stems())}")
+        raise ValueError(
+            f"chapter {ch.slug} has no notebook {notebook!r}; its notebooks: {', '.join(ch.notebook_stems())}"
+        )
     quiet_lightning()
     used = seed_everything(seed, threads)
     run = Run(ch, notebook, profile, seed, config, root, used)

@@ -24,7 +24,9 @@ def book_root(start: str | os.PathLike | None = None) -> Path:
     if env:
         root = Path(env).expanduser().resolve()
         if not _looks_like_root(root):
-            raise FileNotFoundError(f"${ROOT_ENV}={env} is not a book root (no _toc.yml and notebooks/ there)")
+            raise FileNotFoundError(
+                f"${ROOT_ENV}={env} is not a book root (no _toc.yml and notebooks/ there)"
+            )
         return root
     here = Path(start or os.getcwd()).resolve()
     for candidate in (here, *here.parents):

@@ -12,17 +12,19 @@ def set_theme(context: str = "notebook") -> None:
     import seaborn as sns
 
     sns.set_theme(context=context, style="whitegrid", palette=PALETTE)
-    mpl.rcParams.update({
-        "figure.figsize": (6.4, 4.0),
-        "figure.dpi": 100,
-        "savefig.dpi": 150,
-        "savefig.bbox": "tight",
-        "axes.titleweight": "bold",
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "legend.frameon": False,
-        "image.cmap": "viridis",
-    })
+    mpl.rcParams.update(
+        {
+            "figure.figsize": (6.4, 4.0),
+            "figure.dpi": 100,
+            "savefig.dpi": 150,
+            "savefig.bbox": "tight",
+            "axes.titleweight": "bold",
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "legend.frameon": False,
+            "image.cmap": "viridis",
+        }
+    )
 
 
 def method_colors(names: list[str]) -> dict[str, tuple]:

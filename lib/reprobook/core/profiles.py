@@ -69,7 +69,9 @@ def resolve(profiles: Mapping[str, T], profile: str, /, **overrides: Any) -> T:
     type, when the request does not fit.
     """
     if profile not in profiles:
-        raise ProfileError(f"unknown profile {profile!r}; valid profiles: {', '.join(sorted(profiles))}")
+        raise ProfileError(
+            f"unknown profile {profile!r}; valid profiles: {', '.join(sorted(profiles))}"
+        )
     base = profiles[profile]
     if not dataclasses.is_dataclass(base):
         raise TypeError(f"profile {profile!r} is a {type(base).__name__}, not a dataclass instance")
@@ -83,12 +85,16 @@ def resolve(profiles: Mapping[str, T], profile: str, /, **overrides: Any) -> T:
         )
     for key, value in given.items():
         if not _accepts(value, hints[key]):
-            raise ProfileError(f"override {key}={value!r} does not fit the field's type {hints[key]}")
+            raise ProfileError(
+                f"override {key}={value!r} does not fit the field's type {hints[key]}"
+            )
         given[key] = _coerce(value, hints[key])
     return dataclasses.replace(base, **given)
 
 
-def resolve_notebook(table: Mapping[str, Mapping[str, T]], notebook: str, profile: str, /, **overrides: Any) -> T:
+def resolve_notebook(
+    table: Mapping[str, Mapping[str, T]], notebook: str, profile: str, /, **overrides: Any
+) -> T:
     """The configuration of one notebook of a chapter: ``table`` maps notebook names to their
     ``{"reduced": ..., "full": ...}`` profiles (a chapter's ``config.PROFILES``). Raises
     :class:`ProfileError` naming the chapter's notebooks for an unknown one, and otherwise as

@@ -29,7 +29,9 @@ class Resources:
         for name in ("gpus", "cpus"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "cpus" else 0):
-                raise ValueError(f"Resources.{name} must be an integer >= {1 if name == 'cpus' else 0}, got {v!r}")
+                raise ValueError(
+                    f"Resources.{name} must be an integer >= {1 if name == 'cpus' else 0}, got {v!r}"
+                )
         for name in ("mem_gb", "hours"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
@@ -44,8 +46,10 @@ class Resources:
         return f"{gpus}{self.cpus} cores, {self.mem_gb:g} GiB, {self.hours:g} h"
 
 
-DEFAULTS = {"reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.5),
-            "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=4)}
+DEFAULTS = {
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.5),
+    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=4),
+}
 
 
 def read_resources(config_py: Path, profile: str) -> Resources:
@@ -60,27 +64,44 @@ def read_resources(config_py: Path, profile: str) -> Resources:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     for node in tree.body:
         value = None
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "RESOURCES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "RESOURCES" for t in node.targets
+        ):
             value = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "RESOURCES":
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "RESOURCES"
+        ):
             value = node.value
         if value is None:
             continue
         if not isinstance(value, ast.Dict):
-            raise ValueError(f"{path}: RESOURCES must be a dict literal {{'reduced': Resources(...), 'full': ...}}")
+            raise ValueError(
+                f"{path}: RESOURCES must be a dict literal {{'reduced': Resources(...), 'full': ...}}"
+            )
         for key, call in zip(value.keys, value.values):
             if not (isinstance(key, ast.Constant) and key.value == profile):
                 continue
-            if not (isinstance(call, ast.Call) and (getattr(call.func, "attr", None) == "Resources"
-                                                    or getattr(call.func, "id", None) == "Resources")):
+            if not (
+                isinstance(call, ast.Call)
+                and (
+                    getattr(call.func, "attr", None) == "Resources"
+                    or getattr(call.func, "id", None) == "Resources"
+                )
+            ):
                 raise ValueError(f"{path}: RESOURCES[{profile!r}] must be a Resources(...) call")
             try:
                 kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
             except ValueError:
-                raise ValueError(f"{path}: RESOURCES[{profile!r}] takes literal keyword arguments only") from None
+                raise ValueError(
+                    f"{path}: RESOURCES[{profile!r}] takes literal keyword arguments only"
+                ) from None
             try:
                 return Resources(**kwargs)
             except TypeError as err:
-                raise ValueError(f"{path}: RESOURCES[{profile!r}]: {err}; fields: gpus, cpus, mem_gb, hours") from None
+                raise ValueError(
+                    f"{path}: RESOURCES[{profile!r}]: {err}; fields: gpus, cpus, mem_gb, hours"
+                ) from None
         return DEFAULTS[profile]
     return DEFAULTS[profile]

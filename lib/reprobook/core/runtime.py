@@ -19,8 +19,20 @@ THREADS_ENV = "REPROBOOK_THREADS"
 
 #: The packages whose versions every run records.
 RECORDED_PACKAGES = (
-    "reprobook", "numpy", "scipy", "pandas", "torch", "lightning", "torchmetrics", "scikit-learn",
-    "matplotlib", "seaborn", "datasets", "papermill", "nbval", "jupyter-book",
+    "reprobook",
+    "numpy",
+    "scipy",
+    "pandas",
+    "torch",
+    "lightning",
+    "torchmetrics",
+    "scikit-learn",
+    "matplotlib",
+    "seaborn",
+    "datasets",
+    "papermill",
+    "nbval",
+    "jupyter-book",
 )
 
 
@@ -36,14 +48,22 @@ def default_threads() -> int:
         if n < 1:
             raise ValueError(f"${THREADS_ENV}={env!r} is not a positive integer")
         return n
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def quiet_lightning() -> None:
     """Silence Lightning's start-up chatter (accelerator lines, tips, 'Seed set to') and the
     warnings that only describe this small-machine setting, so executed notebooks show only what
     the chapter prints."""
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric"):
+    for name in (
+        "lightning",
+        "lightning.pytorch",
+        "lightning.fabric",
+        "pytorch_lightning",
+        "lightning_fabric",
+    ):
         logging.getLogger(name).setLevel(logging.ERROR)
     for pattern in (
         ".*does not have many workers.*",
@@ -93,10 +113,22 @@ def git_commit(root: Path | None = None) -> str | None:
         return env
     cwd = str(root) if root else None
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return commit + ("-dirty" if dirty else "")
@@ -129,7 +161,9 @@ def hardware() -> dict[str, Any]:
 
     facts: dict[str, Any] = {
         "cpu": _cpu_model(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "gpus": [],
     }
@@ -141,8 +175,12 @@ def gpus() -> list[str]:
     """The names of the GPUs on this machine: from ``nvidia-smi`` when it is there (no torch
     import needed), else from torch when it is already imported."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if out.returncode == 0:
             return [line.strip() for line in out.stdout.splitlines() if line.strip()]
     except (OSError, subprocess.SubprocessError):

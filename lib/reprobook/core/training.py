@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-PARALLEL_ENV = {"devices": "REPROBOOK_DEVICES", "strategy": "REPROBOOK_STRATEGY",
-                "precision": "REPROBOOK_PRECISION", "num_nodes": "REPROBOOK_NODES"}
+PARALLEL_ENV = {
+    "devices": "REPROBOOK_DEVICES",
+    "strategy": "REPROBOOK_STRATEGY",
+    "precision": "REPROBOOK_PRECISION",
+    "num_nodes": "REPROBOOK_NODES",
+}
 
 
 def _in_notebook() -> bool:
@@ -16,12 +21,21 @@ def _in_notebook() -> bool:
     except ImportError:
         return False
     shell = get_ipython()
-    return shell is not None and "ipykernel" in sys.modules and shell.__class__.__name__ == "ZMQInteractiveShell"
+    return (
+        shell is not None
+        and "ipykernel" in sys.modules
+        and shell.__class__.__name__ == "ZMQInteractiveShell"
+    )
 
 
-def parallel_settings(devices: int | str | None = None, strategy: str | None = None, precision: str | None = None,
-                      num_nodes: int | None = None, environ: Mapping[str, str] | None = None,
-                      in_notebook: bool | None = None) -> dict[str, Any]:
+def parallel_settings(
+    devices: int | str | None = None,
+    strategy: str | None = None,
+    precision: str | None = None,
+    num_nodes: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    in_notebook: bool | None = None,
+) -> dict[str, Any]:
     """Lightning's ``devices``, ``strategy``, ``precision`` and ``num_nodes`` for one run.
 
     Each comes from the argument (a profile's field), else from ``$REPROBOOK_DEVICES``,
@@ -33,7 +47,11 @@ def parallel_settings(devices: int | str | None = None, strategy: str | None = N
     env = os.environ if environ is None else environ
 
     def pick(name: str, value: Any, slurm: str | None = None, default: Any = None) -> Any:
-        for candidate in (value, env.get(PARALLEL_ENV[name]) or None, env.get(slurm) if slurm else None):
+        for candidate in (
+            value,
+            env.get(PARALLEL_ENV[name]) or None,
+            env.get(slurm) if slurm else None,
+        ):
             if candidate is not None:
                 return candidate
         return default
@@ -43,8 +61,12 @@ def parallel_settings(devices: int | str | None = None, strategy: str | None = N
         try:
             devices = int(devices)
         except ValueError:
-            raise ValueError(f"devices must be a positive integer or 'auto', got {devices!r}") from None
-    if devices != "auto" and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+            raise ValueError(
+                f"devices must be a positive integer or 'auto', got {devices!r}"
+            ) from None
+    if devices != "auto" and (
+        isinstance(devices, bool) or not isinstance(devices, int) or devices < 1
+    ):
         raise ValueError(f"devices must be a positive integer or 'auto', got {devices!r}")
     num_nodes = pick("num_nodes", num_nodes, "SLURM_NNODES", 1)
     try:
@@ -62,13 +84,28 @@ def parallel_settings(devices: int | str | None = None, strategy: str | None = N
     if precision == "auto":
         import torch
 
-        precision = "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
-    return {"devices": devices, "strategy": strategy, "precision": precision, "num_nodes": num_nodes}
+        precision = (
+            "bf16-mixed"
+            if torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            else "32-true"
+        )
+    return {
+        "devices": devices,
+        "strategy": strategy,
+        "precision": precision,
+        "num_nodes": num_nodes,
+    }
 
 
-def make_trainer(max_steps: int = -1, max_epochs: int | None = None, devices: int | str | None = None,
-                 strategy: str | None = None, precision: str | None = None, num_nodes: int | None = None,
-                 **overrides: Any):
+def make_trainer(
+    max_steps: int = -1,
+    max_epochs: int | None = None,
+    devices: int | str | None = None,
+    strategy: str | None = None,
+    precision: str | None = None,
+    num_nodes: int | None = None,
+    **overrides: Any,
+):
     """A quiet, deterministic ``L.Trainer``: Lightning picks the accelerator (CPU here, GPUs at
     the full profile), no logger, no checkpoints, no progress bar, no model summary. Devices,
     strategy, precision and nodes come from :func:`parallel_settings` (one device unless a
@@ -79,8 +116,14 @@ def make_trainer(max_steps: int = -1, max_epochs: int | None = None, devices: in
 
     quiet_lightning()
     kwargs: dict[str, Any] = dict(
-        max_steps=max_steps, max_epochs=max_epochs, accelerator="auto", logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, deterministic=True,
+        max_steps=max_steps,
+        max_epochs=max_epochs,
+        accelerator="auto",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        deterministic=True,
         **parallel_settings(devices, strategy, precision, num_nodes),
     )
     kwargs.update(overrides)

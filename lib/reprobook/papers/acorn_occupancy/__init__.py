@@ -13,7 +13,9 @@ Library of the chapter:
 """
 
 from . import acquisition, baselines, config, fit, likelihood, loop, nuts
-from .simulate import BIOACOUSTIC, CAMERA, PRESETS, Preset, Survey, simulate
+from .acquisition import POLICIES, TARGETS, expected_variance_reduction, select_evr
+from .baselines import BinaryFit, fit_binary_occupancy, threshold_detections
+from .fit import Fit, FitError, default_init, fit_map, laplace_hessian, psi_bar_with_se
 from .likelihood import (
     N_PARAMS,
     PARAM_NAMES,
@@ -28,8 +30,6 @@ from .likelihood import (
     unit_presence_probability,
     unpack_params,
 )
-from .fit import Fit, FitError, default_init, fit_map, laplace_hessian, psi_bar_with_se
-from .baselines import BinaryFit, fit_binary_occupancy, threshold_detections
-from .acquisition import POLICIES, TARGETS, expected_variance_reduction, select_evr
 from .loop import full_label_fit, review_loop, run_study
 from .nuts import NutsResult, run_nuts
+from .simulate import BIOACOUSTIC, CAMERA, PRESETS, Preset, Survey, simulate

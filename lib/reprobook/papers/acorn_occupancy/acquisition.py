@@ -41,20 +41,37 @@ MAP is closest to 1/2: optimising classifier labels, not the ecological target).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from .fit import Fit
-from .likelihood import (_check_data, _check_draws, _combine, _presence_parts, mean_occupancy,
-                         unit_presence_probability)
+from .likelihood import (
+    _check_data,
+    _check_draws,
+    _combine,
+    _presence_parts,
+    mean_occupancy,
+    unit_presence_probability,
+)
 from .simulate import Survey
 
 __all__ = [
-    "TARGETS", "POLICIES", "USES_DRAWS", "ReviewState", "target_draws", "laplace_draws", "weighted_variance",
-    "expected_variance_reduction", "select_evr", "select_random", "select_top_score",
-    "select_site_top", "select_uncertainty", "policy",
+    "TARGETS",
+    "POLICIES",
+    "USES_DRAWS",
+    "ReviewState",
+    "target_draws",
+    "laplace_draws",
+    "weighted_variance",
+    "expected_variance_reduction",
+    "select_evr",
+    "select_random",
+    "select_top_score",
+    "select_site_top",
+    "select_uncertainty",
+    "policy",
 ]
 
 TARGETS = ("beta1", "psi_bar", "joint")
@@ -117,7 +134,9 @@ def expected_variance_reduction(tau, p, weights) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     w = np.asarray(weights, dtype=float)
     if p.ndim != 2 or p.shape[0] != tau.shape[0] or w.shape != (tau.shape[0],):
-        raise ValueError(f"need tau (M,...), p (M, U), weights (M,) with one M; got {tau.shape}, {p.shape}, {w.shape}")
+        raise ValueError(
+            f"need tau (M,...), p (M, U), weights (M,) with one M; got {tau.shape}, {p.shape}, {w.shape}"
+        )
     if np.any(w < 0) or not w.sum() > 0:
         raise ValueError("weights must be non-negative with a positive sum")
     if not (np.all(p >= 0) and np.all(p <= 1)):
@@ -130,7 +149,9 @@ def _certain(p: np.ndarray) -> np.ndarray:
     return np.all(p == 0.0, axis=0) | np.all(p == 1.0, axis=0)
 
 
-def _evr(tau: np.ndarray, p: np.ndarray, w: np.ndarray, certain: np.ndarray | None = None) -> np.ndarray:
+def _evr(
+    tau: np.ndarray, p: np.ndarray, w: np.ndarray, certain: np.ndarray | None = None
+) -> np.ndarray:
     """(EVR-w) without input checks (the greedy loop calls it once per pick). P1 and the S1 of
     every target come from one product of the (1 + T, M) weights with p (M, U), a single pass
     over p. ``certain`` (U,) marks candidates whose label is certain (:func:`_certain`): their
@@ -139,14 +160,18 @@ def _evr(tau: np.ndarray, p: np.ndarray, w: np.ndarray, certain: np.ndarray | No
         certain = _certain(p)
     w = w / w.sum()
     t = tau if tau.ndim == 2 else tau[:, None]  # (M, T)
-    sums = np.vstack([w, (w[:, None] * t).T]) @ p  # (1 + T, U): P1, then sum_m w_m p_m tau_m per target
+    sums = (
+        np.vstack([w, (w[:, None] * t).T]) @ p
+    )  # (1 + T, U): P1, then sum_m w_m p_m tau_m per target
     P1 = sums[0]  # (U,)
     P0 = 1.0 - P1
     S1 = sums[1:].T  # (U, T)
     S0 = (w @ t)[None, :] - S1
     with np.errstate(invalid="ignore", divide="ignore"):
-        diff = np.where(P1[:, None] > 0, S1 / P1[:, None], 0.0) - np.where(P0[:, None] > 0, S0 / P0[:, None], 0.0)
-    evr = (P1 * P0)[:, None] * diff ** 2
+        diff = np.where(P1[:, None] > 0, S1 / P1[:, None], 0.0) - np.where(
+            P0[:, None] > 0, S0 / P0[:, None], 0.0
+        )
+    evr = (P1 * P0)[:, None] * diff**2
     evr = np.where(((P1 > 0) & (P0 > 0) & ~certain)[:, None], evr, 0.0)
     return evr if tau.ndim == 2 else evr[:, 0]
 
@@ -173,8 +198,15 @@ def _as_pairs(flat, shape) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in np.unravel_index(j, shape)) for j in flat]
 
 
-def select_evr(state: ReviewState, batch: int, rng: np.random.Generator, *, target: str = "joint",
-               n_draws: int = 512, draws=None) -> list[tuple[int, int]]:
+def select_evr(
+    state: ReviewState,
+    batch: int,
+    rng: np.random.Generator,
+    *,
+    target: str = "joint",
+    n_draws: int = 512,
+    draws=None,
+) -> list[tuple[int, int]]:
     """ACORN: a greedy batch of ``batch`` units by (EVR-w) for ``target``, with the believer
     fantasy between picks. ``draws`` (M, 8) replaces the Laplace draws (say NUTS draws)."""
     survey, r, y = state.survey, *_check_data(state.survey, state.reviewed, state.labels)
@@ -198,7 +230,9 @@ def select_evr(state: ReviewState, batch: int, rng: np.random.Generator, *, targ
         i, k = np.unravel_index(j, shape)
         pj = p[:, i, k]
         label = int(w @ pj >= 0.5 * w.sum())
-        w = w * (pj if label else 1.0 - pj)  # the believed label has probability >= 1/2, so w.sum() > 0
+        w = w * (
+            pj if label else 1.0 - pj
+        )  # the believed label has probability >= 1/2, so w.sum() > 0
         w = w / w.sum()
         r[i, k], y[i, k] = True, label
         # site i after the believed label: a positive makes it occupied; a negative removes the
@@ -213,21 +247,29 @@ def select_evr(state: ReviewState, batch: int, rng: np.random.Generator, *, targ
     return _as_pairs(picks, shape)
 
 
-def select_random(state: ReviewState, batch: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+def select_random(
+    state: ReviewState, batch: int, rng: np.random.Generator
+) -> list[tuple[int, int]]:
     """Uniformly random unreviewed units, without replacement."""
     cand = _candidates(state.reviewed)
-    return _as_pairs(rng.choice(cand, size=_take(batch, state.reviewed), replace=False), state.reviewed.shape)
+    return _as_pairs(
+        rng.choice(cand, size=_take(batch, state.reviewed), replace=False), state.reviewed.shape
+    )
 
 
-def select_top_score(state: ReviewState, batch: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+def select_top_score(
+    state: ReviewState, batch: int, rng: np.random.Generator
+) -> list[tuple[int, int]]:
     """The unreviewed units with the highest scores (ties broken at random)."""
     cand = _candidates(state.reviewed)
     s = state.survey.s.ravel()[cand]
     order = np.lexsort((rng.random(len(cand)), -s))
-    return _as_pairs(cand[order[:_take(batch, state.reviewed)]], state.reviewed.shape)
+    return _as_pairs(cand[order[: _take(batch, state.reviewed)]], state.reviewed.shape)
 
 
-def select_site_top(state: ReviewState, batch: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+def select_site_top(
+    state: ReviewState, batch: int, rng: np.random.Generator
+) -> list[tuple[int, int]]:
     """Classifier-guided listening: one unit per site per pass, the site's best unreviewed score,
     skipping sites where a positive is confirmed; sites in decreasing order of that score. When
     every site is confirmed or exhausted, the remaining units go by score."""
@@ -256,14 +298,16 @@ def select_site_top(state: ReviewState, batch: int, rng: np.random.Generator) ->
     return picks
 
 
-def select_uncertainty(state: ReviewState, batch: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+def select_uncertainty(
+    state: ReviewState, batch: int, rng: np.random.Generator
+) -> list[tuple[int, int]]:
     """Uncertainty sampling: the unreviewed units whose predictive probability of presence at the
     MAP, (P) at u_hat, is closest to 1/2 (ties broken at random)."""
     r, y = _check_data(state.survey, state.reviewed, state.labels)
     p = unit_presence_probability(state.fit.params[None, :], state.survey, r, y)[0].ravel()
     cand = _candidates(r)
     order = np.lexsort((rng.random(len(cand)), np.abs(p[cand] - 0.5)))
-    return _as_pairs(cand[order[:_take(batch, r)]], r.shape)
+    return _as_pairs(cand[order[: _take(batch, r)]], r.shape)
 
 
 POLICIES: dict[str, Callable[..., list[tuple[int, int]]]] = {
@@ -272,7 +316,9 @@ POLICIES: dict[str, Callable[..., list[tuple[int, int]]]] = {
     "site_top": select_site_top,
     "uncertainty": select_uncertainty,
     "acorn": select_evr,
-    "acorn_beta1": lambda state, batch, rng, **kw: select_evr(state, batch, rng, target="beta1", **kw),
+    "acorn_beta1": lambda state, batch, rng, **kw: select_evr(
+        state, batch, rng, target="beta1", **kw
+    ),
 }
 
 

@@ -36,18 +36,27 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import expit, log_expit, logit
 
-from .fit import FitError, LaplaceFit, map_with_laplace, numerical_hessian, psi_bar_with_se
+from .fit import LaplaceFit, map_with_laplace, numerical_hessian, psi_bar_with_se
 from .likelihood import PRIOR_SD_COEF, _log_normal_sum
 from .simulate import Survey
 
 __all__ = [
-    "BINARY_PARAM_NAMES", "RL_PARAM_NAMES", "PRIOR_MEAN_LOGIT_P10", "PRIOR_SD_LOGIT_P10",
-    "BinaryFit", "threshold_detections", "binary_site_loglik", "binary_loglik",
-    "binary_log_prior", "binary_log_posterior", "grad_binary_log_posterior",
-    "binary_laplace_hessian", "binary_default_init", "fit_binary_occupancy",
+    "BINARY_PARAM_NAMES",
+    "RL_PARAM_NAMES",
+    "PRIOR_MEAN_LOGIT_P10",
+    "PRIOR_SD_LOGIT_P10",
+    "BinaryFit",
+    "threshold_detections",
+    "binary_site_loglik",
+    "binary_loglik",
+    "binary_log_prior",
+    "binary_log_posterior",
+    "grad_binary_log_posterior",
+    "binary_laplace_hessian",
+    "binary_default_init",
+    "fit_binary_occupancy",
 ]
 
 BINARY_PARAM_NAMES: tuple[str, ...] = ("beta0", "beta1", "alpha0", "alpha1")
@@ -64,7 +73,9 @@ class BinaryFit(LaplaceFit):
 
     false_positive: bool  # True: Royle–Link (RL); False: standard (STD)
     p10: float | None  # false-positive probability expit(u_4); None for the standard model
-    label_switched: bool  # Royle–Link mode with mean p11 <= p10 (always False for the standard model)
+    label_switched: (
+        bool  # Royle–Link mode with mean p11 <= p10 (always False for the standard model)
+    )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -83,11 +94,15 @@ def threshold_detections(survey: Survey, threshold: float) -> np.ndarray:
     if not isinstance(survey, Survey):
         raise TypeError(f"survey must be a Survey, got {type(survey).__name__}")
     if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, Real):
-        raise ValueError(f"threshold must be a probability in (0, 1) (e.g. 0.5, 0.8, 0.95), got {threshold!r}")
+        raise ValueError(
+            f"threshold must be a probability in (0, 1) (e.g. 0.5, 0.8, 0.95), got {threshold!r}"
+        )
     t = float(threshold)
     if not 0.0 < t < 1.0:  # also rejects nan
-        raise ValueError(f"threshold must be a probability in (0, 1) (e.g. 0.5, 0.8, 0.95), got {threshold!r}; "
-                         "it is compared with the scores on the logit scale")
+        raise ValueError(
+            f"threshold must be a probability in (0, 1) (e.g. 0.5, 0.8, 0.95), got {threshold!r}; "
+            "it is compared with the scores on the logit scale"
+        )
     s = np.asarray(survey.s, dtype=float)
     if s.ndim != 2 or not np.all(np.isfinite(s)):
         raise ValueError(f"survey.s (scores) must be a finite (N, K) array, got shape {s.shape}")
@@ -105,9 +120,15 @@ def _check_params(params, false_positive: bool) -> np.ndarray:
     names = _names(false_positive)
     u = np.asarray(params, dtype=float)
     if u.shape != (len(names),):
-        model = "Royle–Link (false_positive=True)" if false_positive else "standard (false_positive=False)"
-        raise ValueError(f"params of the {model} model must have shape ({len(names)},) in the order {names}, "
-                         f"got shape {u.shape}")
+        model = (
+            "Royle–Link (false_positive=True)"
+            if false_positive
+            else "standard (false_positive=False)"
+        )
+        raise ValueError(
+            f"params of the {model} model must have shape ({len(names)},) in the order {names}, "
+            f"got shape {u.shape}"
+        )
     if not np.all(np.isfinite(u)):
         bad = [names[j] for j in np.flatnonzero(~np.isfinite(u))]
         raise ValueError(f"params must be finite; non-finite: {bad}")
@@ -125,17 +146,25 @@ def _check_binary(d, x, w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if n < 1:
         raise ValueError("x (site covariate) must have at least one site")
     if w.ndim != 2 or w.shape[0] != n:
-        raise ValueError(f"w (unit covariate) must have shape (N, K) = ({n}, K) to match x, got shape {w.shape}")
+        raise ValueError(
+            f"w (unit covariate) must have shape (N, K) = ({n}, K) to match x, got shape {w.shape}"
+        )
     if d.shape != w.shape:
         raise ValueError(f"d (detections) must have the shape of w {w.shape}, got shape {d.shape}")
     for name, a in (("x", x), ("w", w)):
-        if not (np.issubdtype(a.dtype, np.number) and not np.issubdtype(a.dtype, np.complexfloating)):
+        if not (
+            np.issubdtype(a.dtype, np.number) and not np.issubdtype(a.dtype, np.complexfloating)
+        ):
             raise TypeError(f"{name} must be a real numeric array, got dtype {a.dtype}")
         if not np.all(np.isfinite(a)):
-            raise ValueError(f"{name} must be finite; it has {int(np.sum(~np.isfinite(a)))} non-finite entries")
+            raise ValueError(
+                f"{name} must be finite; it has {int(np.sum(~np.isfinite(a)))} non-finite entries"
+            )
     if not (np.issubdtype(d.dtype, np.integer) or d.dtype == bool):
-        raise TypeError(f"d (detections) must be integers 0/1 (or bool), got dtype {d.dtype}; "
-                        "threshold_detections() makes them from scores")
+        raise TypeError(
+            f"d (detections) must be integers 0/1 (or bool), got dtype {d.dtype}; "
+            "threshold_detections() makes them from scores"
+        )
     d = d.astype(np.int64)
     bad = (d != 0) & (d != 1)
     if bad.any():
@@ -188,11 +217,14 @@ def binary_log_prior(params, *, false_positive: bool = False) -> float:
 
 def binary_log_posterior(params, d, x, w, *, false_positive: bool = False) -> float:
     """log p(u | d) up to a constant: binary_loglik + binary_log_prior."""
-    return (binary_loglik(params, d, x, w, false_positive=false_positive)
-            + binary_log_prior(params, false_positive=false_positive))
+    return binary_loglik(params, d, x, w, false_positive=false_positive) + binary_log_prior(
+        params, false_positive=false_positive
+    )
 
 
-def grad_binary_log_posterior(params, d, x, w, *, false_positive: bool = False) -> tuple[float, np.ndarray]:
+def grad_binary_log_posterior(
+    params, d, x, w, *, false_positive: bool = False
+) -> tuple[float, np.ndarray]:
     """(binary_log_posterior, its gradient (4,) or (5,)) in closed form.
 
     With r_i = P(z_i = 1 | d_i) = exp(A_i - log L_i), the site score of (RL) / (STD) is
@@ -213,21 +245,26 @@ def grad_binary_log_posterior(params, d, x, w, *, false_positive: bool = False) 
     g[0], g[1] = d_psi.sum(), (d_psi * x).sum()
     d_p = rz[:, None] * (d - expit(p["eta_p"]))
     g[2], g[3] = d_p.sum(), (d_p * w).sum()
-    g[0:4] -= u[0:4] / PRIOR_SD_COEF ** 2
+    g[0:4] -= u[0:4] / PRIOR_SD_COEF**2
     if false_positive:
         g[4] = ((1.0 - rz) * (p["n_det"] - d.shape[1] * expit(u[4]))).sum()
-        g[4] -= (u[4] - PRIOR_MEAN_LOGIT_P10) / PRIOR_SD_LOGIT_P10 ** 2
+        g[4] -= (u[4] - PRIOR_MEAN_LOGIT_P10) / PRIOR_SD_LOGIT_P10**2
     lp = float(lse.sum()) + binary_log_prior(u, false_positive=false_positive)
     return lp, g
 
 
-def binary_laplace_hessian(params, d, x, w, *, false_positive: bool = False, step: float = 1e-5) -> np.ndarray:
+def binary_laplace_hessian(
+    params, d, x, w, *, false_positive: bool = False, step: float = 1e-5
+) -> np.ndarray:
     """H = -Hessian of log p(u | d) by central differences of the analytic gradient
     (:func:`.fit.numerical_hessian`)."""
     u = _check_params(params, false_positive)
     d, x, w = _check_binary(d, x, w)
-    return numerical_hessian(lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive)[1],
-                             u, step=step)
+    return numerical_hessian(
+        lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive)[1],
+        u,
+        step=step,
+    )
 
 
 # --- the fit -----------------------------------------------------------------------------------
@@ -253,9 +290,17 @@ def binary_default_init(d, *, false_positive: bool = False) -> np.ndarray:
     return np.array(u0, dtype=float)
 
 
-
-def fit_binary_occupancy(d, x, w, *, false_positive: bool = False, init=None, gtol: float = 1e-6,
-                         ftol: float = 1e-13, maxiter: int = 1000) -> BinaryFit:
+def fit_binary_occupancy(
+    d,
+    x,
+    w,
+    *,
+    false_positive: bool = False,
+    init=None,
+    gtol: float = 1e-6,
+    ftol: float = 1e-13,
+    maxiter: int = 1000,
+) -> BinaryFit:
     """MAP of the standard (STD) or Royle–Link (RL) occupancy model (Royle & Link 2006, Ecology
     87:835–841; a baseline here) on binary detections ``d``, by L-BFGS-B with the analytic
     gradient, plus the Laplace approximation N(u_hat, H^{-1}) and the delta-method se of psi_bar.
@@ -271,7 +316,9 @@ def fit_binary_occupancy(d, x, w, *, false_positive: bool = False, init=None, gt
     positive definite.
     """
     if not isinstance(false_positive, (bool, np.bool_)):
-        raise TypeError(f"false_positive must be True (Royle–Link) or False (standard), got {false_positive!r}")
+        raise TypeError(
+            f"false_positive must be True (Royle–Link) or False (standard), got {false_positive!r}"
+        )
     false_positive = bool(false_positive)
     d, x, w = _check_binary(d, x, w)
     if init is None:
@@ -280,14 +327,31 @@ def fit_binary_occupancy(d, x, w, *, false_positive: bool = False, init=None, gt
         u0 = _check_params(init, false_positive)
     t0 = time.perf_counter()
     u, cov, log_post, res = map_with_laplace(
-        lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive), u0,
-        gtol=gtol, ftol=ftol, maxiter=maxiter)
+        lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive),
+        u0,
+        gtol=gtol,
+        ftol=ftol,
+        maxiter=maxiter,
+    )
     seconds = time.perf_counter() - t0
     se = np.sqrt(np.diag(cov))
     psi_bar, psi_bar_se = psi_bar_with_se(u[:2], cov[:2, :2], x)
     p10 = float(expit(u[4])) if false_positive else None
     label_switched = bool(false_positive and float(np.mean(expit(u[2] + u[3] * w))) <= p10)
-    return BinaryFit(params=u, cov=cov, se=se, log_post=log_post, converged=bool(res.success),
-                     n_iter=int(res.nit), message=str(res.message), psi_bar=psi_bar, psi_bar_se=psi_bar_se,
-                     beta1=float(u[1]), beta1_se=float(se[1]), false_positive=false_positive, p10=p10,
-                     label_switched=label_switched, seconds=seconds)
+    return BinaryFit(
+        params=u,
+        cov=cov,
+        se=se,
+        log_post=log_post,
+        converged=bool(res.success),
+        n_iter=int(res.nit),
+        message=str(res.message),
+        psi_bar=psi_bar,
+        psi_bar_se=psi_bar_se,
+        beta1=float(u[1]),
+        beta1_se=float(se[1]),
+        false_positive=false_positive,
+        p10=p10,
+        label_switched=label_switched,
+        seconds=seconds,
+    )

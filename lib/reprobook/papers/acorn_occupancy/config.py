@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .simulate import PRESETS, Preset
 from reprobook.core.resources import Resources
+
+from .simulate import PRESETS, Preset
 
 __all__ = ["ScoresConfig", "ReviewConfig", "RobustnessConfig", "PROFILES", "resolve", "preset"]
 
@@ -36,15 +37,22 @@ def preset(name: str, n_sites: int | None = None, n_units: int | None = None) ->
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
     p = PRESETS[name]
-    return replace(p, n_sites=p.n_sites if n_sites is None else n_sites,
-                   n_units=p.n_units if n_units is None else n_units)
+    return replace(
+        p,
+        n_sites=p.n_sites if n_sites is None else n_sites,
+        n_units=p.n_units if n_units is None else n_units,
+    )
 
 
 @dataclass(frozen=True)
 class ScoresConfig:
     """C2: the CSOM against thresholded detections, with no reviews."""
 
-    presets: tuple[str, ...] = ("camera", "bioacoustic", "bioacoustic_t")  # regimes; the last is misspecified
+    presets: tuple[str, ...] = (
+        "camera",
+        "bioacoustic",
+        "bioacoustic_t",
+    )  # regimes; the last is misspecified
     reps: int = 50  # simulated surveys per preset
     thresholds: tuple[float, ...] = (0.5, 0.8, 0.95)  # probability thresholds on expit(score)
     n_boot: int = 2000  # bootstrap resamples of the surveys for C2's interval
@@ -64,8 +72,17 @@ class ReviewConfig:
     batch_frac: float = 0.01  # units reviewed per round, as a fraction of the units (60 here)
     small_frac: float = 0.05  # "small budget" for C1 and C3; C4's early half (0, small_frac]
     late_frac: float = 0.10  # the end of C4's late half (small_frac, late_frac]
-    policies: tuple[str, ...] = ("random", "top_score", "uncertainty", "acorn", "acorn_beta1")  # site_top: full only
-    short: tuple[str, ...] = ("uncertainty", "acorn_beta1")  # policies run only to small_frac (C3 reads no more)
+    policies: tuple[str, ...] = (
+        "random",
+        "top_score",
+        "uncertainty",
+        "acorn",
+        "acorn_beta1",
+    )  # site_top: full only
+    short: tuple[str, ...] = (
+        "uncertainty",
+        "acorn_beta1",
+    )  # policies run only to small_frac (C3 reads no more)
     n_draws: int = 128  # Laplace draws per ACORN acquisition
     n_sites: int | None = None
     n_units: int | None = None
@@ -83,7 +100,10 @@ class RobustnessConfig:
     small_frac: float = 0.05  # C5's "small budget"
     policies: tuple[str, ...] = ("random", "top_score", "acorn")
     n_draws: int = 128  # Laplace draws per ACORN acquisition
-    nuts_presets: tuple[str, ...] = ("camera", "bioacoustic")  # where Laplace is checked against NUTS
+    nuts_presets: tuple[str, ...] = (
+        "camera",
+        "bioacoustic",
+    )  # where Laplace is checked against NUTS
     nuts_review_frac: float = 0.02  # random reviews before the NUTS check
     nuts_warmup: int = 500
     nuts_samples: int = 500
@@ -106,19 +126,33 @@ _FULL_SIZE = dict(n_sites=500, n_units=100)
 PROFILES: dict[str, dict[str, Any]] = {
     "scores_or_thresholds": {
         "reduced": ScoresConfig(),
-        "full": ScoresConfig(reps=200, thresholds=(0.3, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99), **_FULL_SIZE),
+        "full": ScoresConfig(
+            reps=200, thresholds=(0.3, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99), **_FULL_SIZE
+        ),
     },
     "which_to_review": {
         "reduced": ReviewConfig(),
-        "full": ReviewConfig(reps=20, budget_frac=0.20, n_draws=1000,
-                             policies=("random", "top_score", "site_top", "uncertainty", "acorn", "acorn_beta1"),
-                             short=(), **_FULL_SIZE),
+        "full": ReviewConfig(
+            reps=20,
+            budget_frac=0.20,
+            n_draws=1000,
+            policies=("random", "top_score", "site_top", "uncertainty", "acorn", "acorn_beta1"),
+            short=(),
+            **_FULL_SIZE,
+        ),
     },
     "does_it_hold_up": {
         "reduced": RobustnessConfig(),
-        "full": RobustnessConfig(reps=20, budget_frac=0.20, n_draws=1000,
-                                 policies=("random", "top_score", "site_top", "uncertainty", "acorn"),
-                                 nuts_warmup=1000, nuts_samples=1000, nuts_chains=4, **_FULL_SIZE),
+        "full": RobustnessConfig(
+            reps=20,
+            budget_frac=0.20,
+            n_draws=1000,
+            policies=("random", "top_score", "site_top", "uncertainty", "acorn"),
+            nuts_warmup=1000,
+            nuts_samples=1000,
+            nuts_chains=4,
+            **_FULL_SIZE,
+        ),
     },
 }
 

@@ -21,11 +21,20 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from .likelihood import N_PARAMS, PARAM_NAMES, _check_data, _check_params, grad_log_posterior
+from .likelihood import PARAM_NAMES, _check_data, _check_params, grad_log_posterior
 from .simulate import Survey
 
-__all__ = ["LaplaceFit", "Fit", "FitError", "fit_map", "default_init", "laplace_hessian", "numerical_hessian",
-           "map_with_laplace", "psi_bar_with_se"]
+__all__ = [
+    "LaplaceFit",
+    "Fit",
+    "FitError",
+    "fit_map",
+    "default_init",
+    "laplace_hessian",
+    "numerical_hessian",
+    "map_with_laplace",
+    "psi_bar_with_se",
+]
 
 
 class FitError(RuntimeError):
@@ -92,7 +101,9 @@ def psi_bar_with_se(beta, cov_beta, x) -> tuple[float, float]:
     C = np.asarray(cov_beta, dtype=float)
     x = np.asarray(x, dtype=float)
     if b.shape != (2,) or C.shape != (2, 2) or x.ndim != 1:
-        raise ValueError(f"need beta (2,), cov_beta (2, 2) and x (N,); got shapes {b.shape}, {C.shape}, {x.shape}")
+        raise ValueError(
+            f"need beta (2,), cov_beta (2, 2) and x (N,); got shapes {b.shape}, {C.shape}, {x.shape}"
+        )
     psi = expit(b[0] + b[1] * x)
     g = np.array([np.mean(psi * (1 - psi)), np.mean(psi * (1 - psi) * x)])
     return float(psi.mean()), float(np.sqrt(g @ C @ g))
@@ -116,19 +127,27 @@ def numerical_hessian(grad, u, *, step: float = 1e-5) -> np.ndarray:
 def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1e-5) -> np.ndarray:
     """H = -Hessian of log p(u | data) of the CSOM (:func:`numerical_hessian`)."""
     u = _check_params(params)
-    return numerical_hessian(lambda v: grad_log_posterior(v, survey, reviewed, labels)[1], u, step=step)
+    return numerical_hessian(
+        lambda v: grad_log_posterior(v, survey, reviewed, labels)[1], u, step=step
+    )
 
 
 def map_with_laplace(value_and_grad, u0, *, gtol: float, ftol: float, maxiter: int):
     """Maximise a log posterior given ``value_and_grad(u) -> (log p, gradient)`` by L-BFGS-B,
     then the Laplace covariance H^{-1} at the mode. Returns (u_hat, cov, log p(u_hat), the
     optimiser's result). Raises FitError when L-BFGS-B fails or H is not positive definite."""
+
     def fun(u):
         lp, g = value_and_grad(u)
         return -lp, -g
 
-    res = minimize(fun, u0, jac=True, method="L-BFGS-B",
-                   options={"gtol": gtol, "ftol": ftol, "maxiter": maxiter, "maxcor": 20})
+    res = minimize(
+        fun,
+        u0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": gtol, "ftol": ftol, "maxiter": maxiter, "maxcor": 20},
+    )
     if not res.success:
         raise FitError(f"L-BFGS-B did not converge after {res.nit} iterations: {res.message}")
     u = np.asarray(res.x, dtype=float)
@@ -137,14 +156,24 @@ def map_with_laplace(value_and_grad, u0, *, gtol: float, ftol: float, maxiter: i
         L = np.linalg.cholesky(H)
     except np.linalg.LinAlgError:
         ev = np.linalg.eigvalsh(H)
-        raise FitError(f"Hessian at the mode is not positive definite (smallest eigenvalue {ev[0]:.3g}); "
-                       "the mode may be a saddle or the model unidentified") from None
+        raise FitError(
+            f"Hessian at the mode is not positive definite (smallest eigenvalue {ev[0]:.3g}); "
+            "the mode may be a saddle or the model unidentified"
+        ) from None
     Linv = np.linalg.inv(L)
     return u, Linv.T @ Linv, float(-res.fun), res
 
 
-def fit_map(survey: Survey, reviewed, labels, *, init=None, gtol: float = 1e-6, ftol: float = 1e-13,
-            maxiter: int = 1000) -> Fit:
+def fit_map(
+    survey: Survey,
+    reviewed,
+    labels,
+    *,
+    init=None,
+    gtol: float = 1e-6,
+    ftol: float = 1e-13,
+    maxiter: int = 1000,
+) -> Fit:
     """Maximise log p(u | data) (L-BFGS-B, analytic gradient) and add the Laplace approximation.
 
     ``ftol`` is tight (the default 2e-9 stops early enough to move beta1 by ~1e-3 between warm and
@@ -153,11 +182,27 @@ def fit_map(survey: Survey, reviewed, labels, *, init=None, gtol: float = 1e-6, 
     reviewed, labels_c = _check_data(survey, reviewed, labels)
     u0 = default_init(survey) if init is None else _check_params(init)
     t0 = time.perf_counter()
-    u, cov, log_post, res = map_with_laplace(lambda v: grad_log_posterior(v, survey, reviewed, labels_c), u0,
-                                             gtol=gtol, ftol=ftol, maxiter=maxiter)
+    u, cov, log_post, res = map_with_laplace(
+        lambda v: grad_log_posterior(v, survey, reviewed, labels_c),
+        u0,
+        gtol=gtol,
+        ftol=ftol,
+        maxiter=maxiter,
+    )
     seconds = time.perf_counter() - t0
     se = np.sqrt(np.diag(cov))
     psi_bar, psi_bar_se = psi_bar_with_se(u[:2], cov[:2, :2], survey.x)
-    return Fit(params=u, cov=cov, se=se, log_post=log_post, converged=bool(res.success),
-               n_iter=int(res.nit), message=str(res.message), psi_bar=psi_bar,
-               psi_bar_se=psi_bar_se, beta1=float(u[1]), beta1_se=float(se[1]), seconds=seconds)
+    return Fit(
+        params=u,
+        cov=cov,
+        se=se,
+        log_post=log_post,
+        converged=bool(res.success),
+        n_iter=int(res.nit),
+        message=str(res.message),
+        psi_bar=psi_bar,
+        psi_bar_se=psi_bar_se,
+        beta1=float(u[1]),
+        beta1_se=float(se[1]),
+        seconds=seconds,
+    )

@@ -32,13 +32,30 @@ from scipy.special import expit, log_expit
 from .simulate import Preset, Survey
 
 __all__ = [
-    "PARAM_NAMES", "N_PARAMS", "pack_params", "unpack_params", "true_params",
-    "site_loglik", "loglik", "log_prior", "log_posterior", "grad_log_posterior",
-    "site_occupancy_posterior", "unit_presence_probability", "mean_occupancy",
+    "PARAM_NAMES",
+    "N_PARAMS",
+    "pack_params",
+    "unpack_params",
+    "true_params",
+    "site_loglik",
+    "loglik",
+    "log_prior",
+    "log_posterior",
+    "grad_log_posterior",
+    "site_occupancy_posterior",
+    "unit_presence_probability",
+    "mean_occupancy",
 ]
 
 PARAM_NAMES: tuple[str, ...] = (
-    "beta0", "beta1", "alpha0", "alpha1", "mu0", "log_sigma0", "log_dmu", "log_sigma1",
+    "beta0",
+    "beta1",
+    "alpha0",
+    "alpha1",
+    "mu0",
+    "log_sigma0",
+    "log_dmu",
+    "log_sigma1",
 )
 N_PARAMS = len(PARAM_NAMES)
 PRIOR_SD_COEF = 2.0  # beta, alpha ~ N(0, 2^2)
@@ -53,21 +70,39 @@ def pack_params(beta, alpha, mu0: float, sigma0: float, mu1: float, sigma1: floa
         raise ValueError(f"sigma0 and sigma1 must be > 0, got {sigma0!r}, {sigma1!r}")
     if not mu1 > mu0:
         raise ValueError(f"mu1 must exceed mu0, got mu0={mu0!r}, mu1={mu1!r}")
-    return np.array([beta[0], beta[1], alpha[0], alpha[1], mu0, np.log(sigma0),
-                     np.log(mu1 - mu0), np.log(sigma1)], dtype=float)
+    return np.array(
+        [
+            beta[0],
+            beta[1],
+            alpha[0],
+            alpha[1],
+            mu0,
+            np.log(sigma0),
+            np.log(mu1 - mu0),
+            np.log(sigma1),
+        ],
+        dtype=float,
+    )
 
 
 def unpack_params(params) -> dict[str, object]:
     """Natural parameters {beta (2,), alpha (2,), mu0, sigma0, mu1, sigma1} from u."""
     u = _check_params(params)
-    return {"beta": u[0:2].copy(), "alpha": u[2:4].copy(), "mu0": float(u[4]),
-            "sigma0": float(np.exp(u[5])), "mu1": float(u[4] + np.exp(u[6])),
-            "sigma1": float(np.exp(u[7]))}
+    return {
+        "beta": u[0:2].copy(),
+        "alpha": u[2:4].copy(),
+        "mu0": float(u[4]),
+        "sigma0": float(np.exp(u[5])),
+        "mu1": float(u[4] + np.exp(u[6])),
+        "sigma1": float(np.exp(u[7])),
+    }
 
 
 def true_params(preset: Preset) -> np.ndarray:
     """u of the parameters that generated ``preset`` (its t scale stands in for sigma0)."""
-    return pack_params(preset.beta, preset.alpha, preset.mu0, preset.sigma0, preset.mu1, preset.sigma1)
+    return pack_params(
+        preset.beta, preset.alpha, preset.mu0, preset.sigma0, preset.mu1, preset.sigma1
+    )
 
 
 # --- input checks ------------------------------------------------------------------------------
@@ -76,7 +111,9 @@ def true_params(preset: Preset) -> np.ndarray:
 def _check_params(params) -> np.ndarray:
     u = np.asarray(params, dtype=float)
     if u.shape != (N_PARAMS,):
-        raise ValueError(f"params must have shape ({N_PARAMS},) in the order {PARAM_NAMES}, got shape {u.shape}")
+        raise ValueError(
+            f"params must have shape ({N_PARAMS},) in the order {PARAM_NAMES}, got shape {u.shape}"
+        )
     if not np.all(np.isfinite(u)):
         bad = [PARAM_NAMES[j] for j in np.flatnonzero(~np.isfinite(u))]
         raise ValueError(f"params must be finite; non-finite: {bad}")
@@ -87,7 +124,9 @@ def _check_draws(draws) -> np.ndarray:
     """A batch of parameter vectors (M, 8), finite."""
     u = np.asarray(draws, dtype=float)
     if u.ndim != 2 or u.shape[1] != N_PARAMS:
-        raise ValueError(f"draws must have shape (M, {N_PARAMS}) in the order {PARAM_NAMES}, got {u.shape}")
+        raise ValueError(
+            f"draws must have shape (M, {N_PARAMS}) in the order {PARAM_NAMES}, got {u.shape}"
+        )
     if not np.all(np.isfinite(u)):
         raise ValueError("draws must be finite")
     return u
@@ -98,7 +137,9 @@ def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarra
         raise TypeError(f"survey must be a Survey, got {type(survey).__name__}")
     shape = survey.s.shape
     if survey.s.ndim != 2 or survey.w.shape != shape or survey.x.shape != (shape[0],):
-        raise ValueError(f"survey arrays disagree: s {survey.s.shape}, w {survey.w.shape}, x {survey.x.shape}")
+        raise ValueError(
+            f"survey arrays disagree: s {survey.s.shape}, w {survey.w.shape}, x {survey.x.shape}"
+        )
     if not np.all(np.isfinite(survey.s)):
         raise ValueError("survey.s (scores) must be finite")
     r = np.asarray(reviewed)
@@ -115,7 +156,9 @@ def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarra
     bad = r & (lab != 0) & (lab != 1)
     if bad.any():
         i, k = np.argwhere(bad)[0]
-        raise ValueError(f"labels of reviewed units must be 0 or 1; unit ({i}, {k}) has {lab[i, k]}")
+        raise ValueError(
+            f"labels of reviewed units must be 0 or 1; unit ({i}, {k}) has {lab[i, k]}"
+        )
     # unreviewed labels are ignored
     return r, np.where(r, lab, 0)
 
@@ -145,6 +188,7 @@ def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
     their labels (0 wherever r is False). Returns A_i, B_i and the quantities the closed-form
     gradient needs, with the batch shape of u in front: (..., N) and (..., N, K).
     """
+
     def site(j):  # entry j of u, broadcasting against (N,)
         return u[..., j, None]
 
@@ -157,8 +201,8 @@ def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
     mu1, s1 = unit(4) + xp.exp(unit(6)), xp.exp(unit(7))
     e0 = (s - mu0) / s0  # (N, K)
     e1 = (s - mu1) / s1
-    lf0 = -0.5 * e0 ** 2 - unit(5) - 0.5 * _LOG_2PI  # log f_0(s), (N, K)
-    lf1 = -0.5 * e1 ** 2 - unit(7) - 0.5 * _LOG_2PI  # log f_1(s)
+    lf0 = -0.5 * e0**2 - unit(5) - 0.5 * _LOG_2PI  # log f_0(s), (N, K)
+    lf1 = -0.5 * e1**2 - unit(7) - 0.5 * _LOG_2PI  # log f_1(s)
     lth, l1mth = log_sigmoid(eta_th), log_sigmoid(-eta_th)  # log theta, log(1 - theta)
     a1 = lth + lf1  # log theta f_1(s)
     a0 = l1mth + lf0  # log (1 - theta) f_0(s)
@@ -167,8 +211,20 @@ def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
     A = log_sigmoid(eta_psi) + unit_terms.sum(axis=-1)  # (N,)
     allowed = ~xp.any(r & (y == 1), axis=-1)  # no reviewed positive
     B = xp.where(allowed, log_sigmoid(-eta_psi) + lf0.sum(axis=-1), -xp.inf)
-    return dict(eta_psi=eta_psi, eta_th=eta_th, e0=e0, e1=e1, a1=a1, a0=a0, unrev=unrev,
-                A=A, B=B, mu1=mu1[..., 0, 0], s0=s0[..., 0, 0], s1=s1[..., 0, 0])
+    return dict(
+        eta_psi=eta_psi,
+        eta_th=eta_th,
+        e0=e0,
+        e1=e1,
+        a1=a1,
+        a0=a0,
+        unrev=unrev,
+        A=A,
+        B=B,
+        mu1=mu1[..., 0, 0],
+        s0=s0[..., 0, 0],
+        s1=s1[..., 0, 0],
+    )
 
 
 def _parts(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
@@ -225,16 +281,18 @@ def _softplus(v: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, v)
 
 
-def _presence(u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, r: np.ndarray,
-              y: np.ndarray) -> np.ndarray:
+def _presence(
+    u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, r: np.ndarray, y: np.ndarray
+) -> np.ndarray:
     """(P) for draws u (M, 8) and a survey's x (N,), w, s (N, K), reviewed mask r and labels y
     (N, K), without input checks. Shape (M, N, K). See :func:`_presence_parts`."""
     pi, _, odds, positive = _presence_parts(u, x, w, s, r, y)
     return _combine(pi, odds, positive, r, y)
 
 
-def _presence_parts(u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, r: np.ndarray,
-                    y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _presence_parts(
+    u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, r: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of (P), without input checks: pi (M, N, K), log(1 + e^g) (M, N, K), the log
     odds of occupancy A_i - B_i (M, N) and whether a site has a reviewed positive (N,). With g_ik
     the logit of pi_ik,
@@ -252,6 +310,7 @@ def _presence_parts(u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, 
     and finding it empty subtracts log(1 + e^{g_ik}) from A_i - B_i, which is how the greedy
     batch of :mod:`.acquisition` updates a site after each believed label.
     """
+
     def unit(j):  # entry j of every draw, broadcasting against (N, K)
         return u[:, j, None, None]
 
@@ -260,11 +319,17 @@ def _presence_parts(u: np.ndarray, x: np.ndarray, w: np.ndarray, s: np.ndarray, 
     e1 = (s - (unit(4) + np.exp(unit(6)))) / np.exp(unit(7))
     g = eta_th + 0.5 * (e0 * e0 - e1 * e1) + (unit(5) - unit(7))  # logit pi
     sp = _softplus(g)
-    odds = (u[:, 0, None] + u[:, 1, None] * x) - _softplus(eta_th).sum(axis=-1) + np.where(r, 0.0, sp).sum(axis=-1)
+    odds = (
+        (u[:, 0, None] + u[:, 1, None] * x)
+        - _softplus(eta_th).sum(axis=-1)
+        + np.where(r, 0.0, sp).sum(axis=-1)
+    )
     return expit(g), sp, odds, np.any(r & (y == 1), axis=-1)
 
 
-def _combine(pi: np.ndarray, odds: np.ndarray, positive: np.ndarray, r: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _combine(
+    pi: np.ndarray, odds: np.ndarray, positive: np.ndarray, r: np.ndarray, y: np.ndarray
+) -> np.ndarray:
     """P(y_ik = 1 | data, u) from the pieces of :func:`_presence_parts`: y_ik where reviewed,
     else P(z_i = 1 | data, u) pi_ik."""
     rz = np.where(positive, 1.0, expit(odds))  # (M, N)
@@ -293,7 +358,9 @@ def _log_prior_xp(xp, u):
     mu0, mu1 = u[4], u[4] + xp.exp(u[6])
     lp = lnorm(u[0:4], PRIOR_SD_COEF)
     lp = lp + lnorm(xp.stack([mu0, mu1]), PRIOR_SD_MU)
-    lp = lp + (lnorm(xp.exp(xp.stack([u[5], u[7]])), PRIOR_SD_SIGMA) + 2 * np.log(2.0))  # half-normal
+    lp = lp + (
+        lnorm(xp.exp(xp.stack([u[5], u[7]])), PRIOR_SD_SIGMA) + 2 * np.log(2.0)
+    )  # half-normal
     lp = lp + (u[5] + u[6] + u[7])  # log-Jacobian (parenthesised: the same rounding as before)
     return lp
 
@@ -339,9 +406,9 @@ def grad_log_posterior(params, survey: Survey, reviewed, labels) -> tuple[float,
     g[7] = (W1 * (p["e1"] ** 2 - 1.0)).sum()
     # prior and Jacobian
     mu1 = p["mu1"]
-    g[0:4] -= u[0:4] / PRIOR_SD_COEF ** 2
-    g[4] -= (u[4] + mu1) / PRIOR_SD_MU ** 2
-    g[6] += -mu1 / PRIOR_SD_MU ** 2 * np.exp(u[6]) + 1.0
-    g[5] += -p["s0"] ** 2 / PRIOR_SD_SIGMA ** 2 + 1.0
-    g[7] += -p["s1"] ** 2 / PRIOR_SD_SIGMA ** 2 + 1.0
+    g[0:4] -= u[0:4] / PRIOR_SD_COEF**2
+    g[4] -= (u[4] + mu1) / PRIOR_SD_MU**2
+    g[6] += -mu1 / PRIOR_SD_MU**2 * np.exp(u[6]) + 1.0
+    g[5] += -(p["s0"] ** 2) / PRIOR_SD_SIGMA**2 + 1.0
+    g[7] += -(p["s1"] ** 2) / PRIOR_SD_SIGMA**2 + 1.0
     return float(lse.sum()) + log_prior(u), g

@@ -34,10 +34,24 @@ from .fit import Fit, FitError, fit_map
 from .simulate import Preset, Survey, simulate
 
 __all__ = [
-    "DELTA_BETA", "DELTA_PSI", "refit", "full_label_fit", "review_loop", "run_study", "threshold_study",
-    "threshold_summary", "csom_wins", "csom_win_fraction",
-    "reviews_to_tolerance", "needs_no_more_reviews", "beats_at_every_budget", "gain_shrinks", "error_area",
-    "gain_by_half", "beats_on_area", "smallest_proportion",
+    "DELTA_BETA",
+    "DELTA_PSI",
+    "refit",
+    "full_label_fit",
+    "review_loop",
+    "run_study",
+    "threshold_study",
+    "threshold_summary",
+    "csom_wins",
+    "csom_win_fraction",
+    "reviews_to_tolerance",
+    "needs_no_more_reviews",
+    "beats_at_every_budget",
+    "gain_shrinks",
+    "error_area",
+    "gain_by_half",
+    "beats_on_area",
+    "smallest_proportion",
 ]
 
 DELTA_BETA = 0.1  # tolerance on beta1 (logit scale)
@@ -47,7 +61,7 @@ DELTA_PSI = 0.02  # tolerance on psi_bar
 def refit(survey: Survey, reviewed, labels, init=None) -> Fit | None:
     """fit_map warm-started at ``init``; on failure once more from the default start; None when
     both fail (the caller records the round as failed)."""
-    for start in ((init, None) if init is not None else (None,)):
+    for start in (init, None) if init is not None else (None,):
         try:
             return fit_map(survey, reviewed, labels, init=start)
         except FitError:
@@ -60,8 +74,15 @@ def full_label_fit(survey: Survey) -> Fit:
     return fit_map(survey, np.ones(survey.s.shape, dtype=bool), survey.y)
 
 
-def review_loop(survey: Survey, policy_name: str, *, budget: int, batch: int, rng: np.random.Generator,
-                n_draws: int = 512) -> pd.DataFrame:
+def review_loop(
+    survey: Survey,
+    policy_name: str,
+    *,
+    budget: int,
+    batch: int,
+    rng: np.random.Generator,
+    n_draws: int = 512,
+) -> pd.DataFrame:
     """Run one policy from zero reviews to ``budget`` reviews in rounds of ``batch``; ``n_draws``
     is the number of Laplace draws of the policies that use them (ACORN's).
 
@@ -70,11 +91,15 @@ def review_loop(survey: Survey, policy_name: str, *, budget: int, batch: int, rn
     """
     choose = policy(policy_name)
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+        raise TypeError(
+            f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     kwargs = {"n_draws": n_draws} if policy_name in USES_DRAWS else {}
     total = survey.s.size
     if int(budget) != budget or not 0 <= budget <= total:
-        raise ValueError(f"budget must be an integer in [0, {total}] (units in the survey), got {budget!r}")
+        raise ValueError(
+            f"budget must be an integer in [0, {total}] (units in the survey), got {budget!r}"
+        )
     if int(batch) != batch or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     reviewed = np.zeros(survey.s.shape, dtype=bool)
@@ -82,8 +107,10 @@ def review_loop(survey: Survey, policy_name: str, *, budget: int, batch: int, rn
     t0 = time.perf_counter()
     fit = refit(survey, reviewed, labels)
     if fit is None:
-        raise FitError(f"the CSOM fit with no reviews failed for this survey ({survey.n_sites} sites); "
-                       "the policies need a starting fit")
+        raise FitError(
+            f"the CSOM fit with no reviews failed for this survey ({survey.n_sites} sites); "
+            "the policies need a starting fit"
+        )
     rows = [_row(0, fit, True, 0, time.perf_counter() - t0)]
     last = fit
     while reviewed.sum() < budget:
@@ -92,26 +119,51 @@ def review_loop(survey: Survey, policy_name: str, *, budget: int, batch: int, rn
         picks = choose(ReviewState(survey, reviewed, labels, last), b, rng, **kwargs)
         idx = tuple(np.array(picks).T)
         if len(picks) != b or len(set(picks)) != b or reviewed[idx].any():
-            raise RuntimeError(f"policy {policy_name!r} returned an invalid batch (duplicates, reviewed units or wrong size)")
+            raise RuntimeError(
+                f"policy {policy_name!r} returned an invalid batch (duplicates, reviewed units or wrong size)"
+            )
         reviewed[idx] = True
         labels[idx] = survey.y[idx]  # the expert
         fit = refit(survey, reviewed, labels, init=last.params)
         if fit is not None:
             last = fit
-        rows.append(_row(int(reviewed.sum()), fit, fit is not None, int(labels[reviewed].sum()),
-                         time.perf_counter() - t0))
+        rows.append(
+            _row(
+                int(reviewed.sum()),
+                fit,
+                fit is not None,
+                int(labels[reviewed].sum()),
+                time.perf_counter() - t0,
+            )
+        )
     return pd.DataFrame(rows)
 
 
 def _row(n: int, fit: Fit | None, ok: bool, positives: int, seconds: float) -> dict:
     nan = float("nan")
-    return dict(n_reviewed=n, beta1=fit.beta1 if ok else nan, beta1_se=fit.beta1_se if ok else nan,
-                psi_bar=fit.psi_bar if ok else nan, psi_bar_se=fit.psi_bar_se if ok else nan,
-                fit_ok=ok, positives=positives, seconds=seconds)
+    return dict(
+        n_reviewed=n,
+        beta1=fit.beta1 if ok else nan,
+        beta1_se=fit.beta1_se if ok else nan,
+        psi_bar=fit.psi_bar if ok else nan,
+        psi_bar_se=fit.psi_bar_se if ok else nan,
+        fit_ok=ok,
+        positives=positives,
+        seconds=seconds,
+    )
 
 
-def run_study(preset: Preset, policies, *, reps: int, budget_frac: float, batch_frac: float, seed: int,
-              n_draws: int = 512, budget_fracs: dict[str, float] | None = None) -> pd.DataFrame:
+def run_study(
+    preset: Preset,
+    policies,
+    *,
+    reps: int,
+    budget_frac: float,
+    batch_frac: float,
+    seed: int,
+    n_draws: int = 512,
+    budget_fracs: dict[str, float] | None = None,
+) -> pd.DataFrame:
     """Every policy on ``reps`` simulated surveys (the same surveys for every policy: a paired
     comparison). Survey j is drawn with ``default_rng([seed, j])``; policy p's choices on it
     with ``default_rng([seed, j, 1 + index of p in POLICIES])``. Budgets and rounds are fractions
@@ -123,10 +175,14 @@ def run_study(preset: Preset, policies, *, reps: int, budget_frac: float, batch_
     (combined, in tolerance units; see the module docstring).
     """
     with threadpool_limits(limits=1):  # the same floating-point sums (and picks) on any machine
-        return _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws, budget_fracs or {})
+        return _run_study(
+            preset, policies, reps, budget_frac, batch_frac, seed, n_draws, budget_fracs or {}
+        )
 
 
-def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws, budget_fracs) -> pd.DataFrame:
+def _run_study(
+    preset, policies, reps, budget_frac, batch_frac, seed, n_draws, budget_fracs
+) -> pd.DataFrame:
     names = list(POLICIES)
     for p in policies:
         policy(p)  # validates the name
@@ -136,9 +192,13 @@ def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws, b
             raise ValueError(f"{name} must be in (0, 1], got {v!r}")
     for p, v in budget_fracs.items():
         if p not in policies:
-            raise ValueError(f"budget_fracs names {p!r}, which is not among the policies {list(policies)}")
+            raise ValueError(
+                f"budget_fracs names {p!r}, which is not among the policies {list(policies)}"
+            )
         if not 0 < v <= budget_frac:
-            raise ValueError(f"budget_fracs[{p!r}] must be in (0, budget_frac={budget_frac}], got {v!r}")
+            raise ValueError(
+                f"budget_fracs[{p!r}] must be in (0, budget_frac={budget_frac}], got {v!r}"
+            )
     frames = []
     for j in range(int(reps)):
         survey = simulate(preset, np.random.default_rng([seed, j]))
@@ -146,8 +206,14 @@ def _run_study(preset, policies, reps, budget_frac, batch_frac, seed, n_draws, b
         batch = max(1, int(round(batch_frac * survey.s.size)))
         for p in policies:
             budget = int(round(budget_fracs.get(p, budget_frac) * survey.s.size))
-            df = review_loop(survey, p, budget=budget, batch=batch,
-                             rng=np.random.default_rng([seed, j, 1 + names.index(p)]), n_draws=n_draws)
+            df = review_loop(
+                survey,
+                p,
+                budget=budget,
+                batch=batch,
+                rng=np.random.default_rng([seed, j, 1 + names.index(p)]),
+                n_draws=n_draws,
+            )
             df.insert(0, "policy", p)
             df.insert(0, "rep", j)
             df["frac_reviewed"] = df["n_reviewed"] / survey.s.size
@@ -181,8 +247,12 @@ def _threshold_study(preset, reps, thresholds, seed) -> pd.DataFrame:
     for j in range(int(reps)):
         survey = simulate(preset, np.random.default_rng([seed, j]))
         truth = dict(rep=j, psi_bar_true=float(survey.psi.mean()), beta1_true=float(preset.beta[1]))
-        fit = refit(survey, np.zeros(survey.s.shape, dtype=bool), np.zeros(survey.s.shape, dtype=np.int64))
-        rows.append(dict(truth, model="CSOM", threshold=np.nan, **_estimates(fit), detections=np.nan))
+        fit = refit(
+            survey, np.zeros(survey.s.shape, dtype=bool), np.zeros(survey.s.shape, dtype=np.int64)
+        )
+        rows.append(
+            dict(truth, model="CSOM", threshold=np.nan, **_estimates(fit), detections=np.nan)
+        )
         for t in thresholds:
             d = threshold_detections(survey, t)
             for model, fp in (("standard", False), ("Royle-Link", True)):
@@ -190,7 +260,15 @@ def _threshold_study(preset, reps, thresholds, seed) -> pd.DataFrame:
                     bf = fit_binary_occupancy(d, survey.x, survey.w, false_positive=fp)
                 except FitError:
                     bf = None
-                rows.append(dict(truth, model=model, threshold=float(t), **_estimates(bf), detections=float(d.mean())))
+                rows.append(
+                    dict(
+                        truth,
+                        model=model,
+                        threshold=float(t),
+                        **_estimates(bf),
+                        detections=float(d.mean()),
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -202,17 +280,26 @@ def _check_reps(reps) -> None:
 def threshold_summary(fits: pd.DataFrame) -> pd.DataFrame:
     """Per (model, threshold) and preset if present: bias and RMSE of psi_bar and beta1 against
     the truth, and the mean fraction of units detected. Failed fits (NaN) are left out."""
-    fits = fits.assign(err_psi=fits["psi_bar"] - fits["psi_bar_true"], err_beta1=fits["beta1"] - fits["beta1_true"])
+    fits = fits.assign(
+        err_psi=fits["psi_bar"] - fits["psi_bar_true"], err_beta1=fits["beta1"] - fits["beta1_true"]
+    )
 
     def rmse(e):
         return float(np.sqrt(np.nanmean(np.square(e))))
 
     keys = [k for k in ("preset", "model", "threshold") if k in fits]
-    return (fits.groupby(keys, dropna=False)
-            .agg(bias_psi=("err_psi", "mean"), rmse_psi=("err_psi", rmse),
-                 bias_beta1=("err_beta1", "mean"), rmse_beta1=("err_beta1", rmse),
-                 detections=("detections", "mean"), failed=("ok", lambda ok: int((~ok.astype(bool)).sum())))
-            .reset_index())
+    return (
+        fits.groupby(keys, dropna=False)
+        .agg(
+            bias_psi=("err_psi", "mean"),
+            rmse_psi=("err_psi", rmse),
+            bias_beta1=("err_beta1", "mean"),
+            rmse_beta1=("err_beta1", rmse),
+            detections=("detections", "mean"),
+            failed=("ok", lambda ok: int((~ok.astype(bool)).sum())),
+        )
+        .reset_index()
+    )
 
 
 def csom_wins(summary: pd.DataFrame) -> pd.DataFrame:
@@ -220,16 +307,22 @@ def csom_wins(summary: pd.DataFrame) -> pd.DataFrame:
     ``csom_wins`` True when the CSOM of the same preset has the lower RMSE for both psi_bar and
     beta1 (strictly)."""
     by = ["preset"] if "preset" in summary else []
-    csom = summary[summary["model"] == "CSOM"].set_index(by) if by else summary[summary["model"] == "CSOM"]
+    csom = (
+        summary[summary["model"] == "CSOM"].set_index(by)
+        if by
+        else summary[summary["model"] == "CSOM"]
+    )
     cells = summary[summary["model"] != "CSOM"].copy()
     ref = csom.loc[cells["preset"]] if by else csom.iloc[[0] * len(cells)]
-    cells["csom_wins"] = ((ref["rmse_psi"].to_numpy() < cells["rmse_psi"].to_numpy())
-                          & (ref["rmse_beta1"].to_numpy() < cells["rmse_beta1"].to_numpy()))
+    cells["csom_wins"] = (ref["rmse_psi"].to_numpy() < cells["rmse_psi"].to_numpy()) & (
+        ref["rmse_beta1"].to_numpy() < cells["rmse_beta1"].to_numpy()
+    )
     return cells
 
 
-def csom_win_fraction(fits: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0,
-                      level: float = 0.95) -> tuple[Interval, dict[str, float]]:
+def csom_win_fraction(
+    fits: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[Interval, dict[str, float]]:
     """C2: the fraction of thresholded cells (preset, model, threshold) that the CSOM wins
     (:func:`csom_wins` on :func:`threshold_summary` of ``fits``), with a percentile bootstrap
     interval over surveys, and the fraction per preset.
@@ -247,7 +340,9 @@ def csom_win_fraction(fits: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0,
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     if "preset" not in fits:
-        raise ValueError("fits needs a 'preset' column (one threshold_study per preset, concatenated)")
+        raise ValueError(
+            "fits needs a 'preset' column (one threshold_study per preset, concatenated)"
+        )
     cells = csom_wins(threshold_summary(fits))
     per_preset = cells.groupby("preset")["csom_wins"].mean().astype(float).to_dict()
     rng = np.random.default_rng(seed)
@@ -257,20 +352,29 @@ def csom_win_fraction(fits: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0,
         n = sq_psi.shape[1]
         idx = rng.integers(0, n, size=(int(n_boot), n))  # (B, n) resampled surveys
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a resample with only failed fits: NaN, a loss
+            warnings.simplefilter(
+                "ignore", RuntimeWarning
+            )  # a resample with only failed fits: NaN, a loss
             rmse_psi = np.sqrt(np.nanmean(sq_psi[:, idx], axis=2))  # (cells + 1, B)
             rmse_beta = np.sqrt(np.nanmean(sq_beta[:, idx], axis=2))
         csom = keys.index("CSOM")
         others = [j for j in range(len(keys)) if j != csom]
-        won = (rmse_psi[csom] < rmse_psi[others]) & (rmse_beta[csom] < rmse_beta[others])  # (cells, B)
+        won = (rmse_psi[csom] < rmse_psi[others]) & (
+            rmse_beta[csom] < rmse_beta[others]
+        )  # (cells, B)
         wins += won.sum(axis=0)
     frac = wins / len(cells)
     alpha = (1 - level) / 2
     low, high = np.quantile(frac, [alpha, 1 - alpha])
     n_surveys = int(fits.groupby("preset")["rep"].nunique().sum())
     est = float(cells["csom_wins"].mean())
-    interval = Interval(est, float(min(low, est)), float(max(high, est)),
-                        f"percentile bootstrap {level:.0%} over {n_surveys} surveys ({int(n_boot)} resamples)", n_surveys)
+    interval = Interval(
+        est,
+        float(min(low, est)),
+        float(max(high, est)),
+        f"percentile bootstrap {level:.0%} over {n_surveys} surveys ({int(n_boot)} resamples)",
+        n_surveys,
+    )
     return interval, per_preset
 
 
@@ -279,41 +383,64 @@ def _squared_errors(part: pd.DataFrame):
     model and threshold ("CSOM" for the CSOM, "standard 0.8" and so on for the others), and
     the row names."""
     cell = [m if m == "CSOM" else f"{m} {t:g}" for m, t in zip(part["model"], part["threshold"])]
-    part = part.assign(cell=cell, e_psi=(part["psi_bar"] - part["psi_bar_true"]) ** 2,
-                       e_beta=(part["beta1"] - part["beta1_true"]) ** 2)
+    part = part.assign(
+        cell=cell,
+        e_psi=(part["psi_bar"] - part["psi_bar_true"]) ** 2,
+        e_beta=(part["beta1"] - part["beta1_true"]) ** 2,
+    )
     wide_psi = part.pivot(index="cell", columns="rep", values="e_psi")
-    wide_beta = part.pivot(index="cell", columns="rep", values="e_beta").loc[wide_psi.index, wide_psi.columns]
+    wide_beta = part.pivot(index="cell", columns="rep", values="e_beta").loc[
+        wide_psi.index, wide_psi.columns
+    ]
     return wide_psi.to_numpy(dtype=float), wide_beta.to_numpy(dtype=float), list(wide_psi.index)
 
 
 def _estimates(fit) -> dict:
     if fit is None:
         return dict(psi_bar=np.nan, beta1=np.nan, ok=False, label_switched=False)
-    return dict(psi_bar=fit.psi_bar, beta1=fit.beta1, ok=True, label_switched=bool(getattr(fit, "label_switched", False)))
+    return dict(
+        psi_bar=fit.psi_bar,
+        beta1=fit.beta1,
+        ok=True,
+        label_switched=bool(getattr(fit, "label_switched", False)),
+    )
 
 
 # --- summaries of a study (the claims' metrics) ------------------------------------------------
 
 
-def reviews_to_tolerance(study: pd.DataFrame, column: str = "err", tol: float = 1.0) -> pd.DataFrame:
+def reviews_to_tolerance(
+    study: pd.DataFrame, column: str = "err", tol: float = 1.0
+) -> pd.DataFrame:
     """Per (rep, policy): the smallest number of reviews from which ``column`` stays <= tol for
     every later round (NaN when it never does within the budget). A failed fit counts as out of
     tolerance."""
+
     def first(df: pd.DataFrame) -> float:
         ok = (df[column] <= tol).to_numpy()  # NaN compares False
         if not ok[-1]:
             return float("nan")
         bad = np.flatnonzero(~ok)
         return float(df["n_reviewed"].iloc[0 if bad.size == 0 else bad[-1] + 1])
-    return (study.sort_values("n_reviewed").groupby(["rep", "policy"])[["n_reviewed", column]]
-            .apply(first).rename("reviews").reset_index())
+
+    return (
+        study.sort_values("n_reviewed")
+        .groupby(["rep", "policy"])[["n_reviewed", column]]
+        .apply(first)
+        .rename("reviews")
+        .reset_index()
+    )
 
 
-def needs_no_more_reviews(study: pd.DataFrame, challenger: str, rivals, column: str = "err") -> pd.Series:
+def needs_no_more_reviews(
+    study: pd.DataFrame, challenger: str, rivals, column: str = "err"
+) -> pd.Series:
     """Per rep: True when ``challenger`` reaches the tolerance for good (:func:`reviews_to_tolerance`)
     with no more reviews than the best of ``rivals`` (a rival that never reaches it needs more
     than any number); False when the challenger never reaches it (C5)."""
-    need = reviews_to_tolerance(study, column).pivot(index="rep", columns="policy", values="reviews")
+    need = reviews_to_tolerance(study, column).pivot(
+        index="rep", columns="policy", values="reviews"
+    )
     missing = [p for p in [challenger, *rivals] if p not in need]
     if missing:
         raise ValueError(f"policies {missing} are not in this study; it has {sorted(need.columns)}")
@@ -321,11 +448,18 @@ def needs_no_more_reviews(study: pd.DataFrame, challenger: str, rivals, column: 
     return need[challenger].notna() & (need[challenger] <= best)
 
 
-def _wide(study: pd.DataFrame, column: str, max_frac: float | None = None, min_frac: float = 0.0,
-          policies=()) -> pd.DataFrame:
+def _wide(
+    study: pd.DataFrame,
+    column: str,
+    max_frac: float | None = None,
+    min_frac: float = 0.0,
+    policies=(),
+) -> pd.DataFrame:
     missing = [p for p in policies if p not in set(study["policy"])]
     if missing:
-        raise ValueError(f"policies {missing} are not in this study; it has {sorted(set(study['policy']))}")
+        raise ValueError(
+            f"policies {missing} are not in this study; it has {sorted(set(study['policy']))}"
+        )
     sel = study[(study["frac_reviewed"] > min_frac)]
     if max_frac is not None:
         sel = sel[sel["frac_reviewed"] <= max_frac + 1e-12]
@@ -334,8 +468,9 @@ def _wide(study: pd.DataFrame, column: str, max_frac: float | None = None, min_f
     return sel.pivot(index=["rep", "frac_reviewed"], columns="policy", values=column)
 
 
-def beats_at_every_budget(study: pd.DataFrame, challenger: str, rivals, *, max_frac: float,
-                          column: str = "err") -> pd.Series:
+def beats_at_every_budget(
+    study: pd.DataFrame, challenger: str, rivals, *, max_frac: float, column: str = "err"
+) -> pd.Series:
     """Per rep: True when ``challenger``'s error is below every rival's at every budget in
     (0, max_frac] (C1, C5). A NaN error (failed fit) never beats anything."""
     wide = _wide(study, column, max_frac, policies=[challenger, *rivals])
@@ -345,8 +480,9 @@ def beats_at_every_budget(study: pd.DataFrame, challenger: str, rivals, *, max_f
     return pd.Series(ok, index=wide.index).groupby(level="rep").all()
 
 
-def gain_shrinks(study: pd.DataFrame, challenger: str, rival: str, *, small_frac: float,
-                 column: str = "err") -> pd.DataFrame:
+def gain_shrinks(
+    study: pd.DataFrame, challenger: str, rival: str, *, small_frac: float, column: str = "err"
+) -> pd.DataFrame:
     """Per rep, the advantage g(B) = err_rival(B) - err_challenger(B): its peak over budgets in
     (0, small_frac], its value at the largest budget, and ``shrinks`` = peak > 0 and
     g(B_max) < peak / 2 (C4)."""
@@ -358,8 +494,14 @@ def gain_shrinks(study: pd.DataFrame, challenger: str, rival: str, *, small_frac
         small = part.loc[part["frac_reviewed"] <= small_frac + 1e-12, "gain"]
         peak = float(small.max()) if len(small) else float("nan")
         last = float(part["gain"].iloc[-1])
-        rows.append(dict(rep=rep, peak_small=peak, at_max_budget=last,
-                         shrinks=bool(peak > 0 and last < peak / 2)))
+        rows.append(
+            dict(
+                rep=rep,
+                peak_small=peak,
+                at_max_budget=last,
+                shrinks=bool(peak > 0 and last < peak / 2),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -371,37 +513,55 @@ def error_area(study: pd.DataFrame, *, max_frac: float, column: str = "err") -> 
     return wide.groupby(level="rep").mean()
 
 
-def gain_by_half(study: pd.DataFrame, challenger: str, rival: str, *, split_frac: float,
-                 max_frac: float, column: str = "err") -> pd.DataFrame:
+def gain_by_half(
+    study: pd.DataFrame,
+    challenger: str,
+    rival: str,
+    *,
+    split_frac: float,
+    max_frac: float,
+    column: str = "err",
+) -> pd.DataFrame:
     """C4: per rep, the advantage g(B) = err_rival(B) - err_challenger(B), its mean over the
     budgets in (0, split_frac] (``early``) and over those in (split_frac, max_frac] (``late``),
     and ``early_larger`` = early > late (False when either is NaN, a failed fit). When the
     advantage does not depend on the budget the two halves are exchangeable."""
     if not 0 < split_frac < max_frac:
-        raise ValueError(f"need 0 < split_frac < max_frac, got split_frac={split_frac!r}, max_frac={max_frac!r}")
+        raise ValueError(
+            f"need 0 < split_frac < max_frac, got split_frac={split_frac!r}, max_frac={max_frac!r}"
+        )
     wide = _wide(study, column, max_frac, policies=[challenger, rival])
     g = (wide[rival] - wide[challenger]).rename("gain").reset_index()
     early_rows = g["frac_reviewed"] <= split_frac + 1e-12
     if early_rows.all() or not early_rows.any():
-        raise ValueError(f"the study needs budgets on both sides of {split_frac} up to {max_frac}; it has "
-                         f"{sorted(g['frac_reviewed'].unique())}")
-    early = g[early_rows].groupby("rep")["gain"].agg(lambda v: float(np.mean(v.to_numpy())))  # NaN stays NaN
+        raise ValueError(
+            f"the study needs budgets on both sides of {split_frac} up to {max_frac}; it has "
+            f"{sorted(g['frac_reviewed'].unique())}"
+        )
+    early = (
+        g[early_rows].groupby("rep")["gain"].agg(lambda v: float(np.mean(v.to_numpy())))
+    )  # NaN stays NaN
     late = g[~early_rows].groupby("rep")["gain"].agg(lambda v: float(np.mean(v.to_numpy())))
     out = pd.DataFrame({"early": early, "late": late}).reset_index()
     out["early_larger"] = (out["early"] > out["late"]).to_numpy()  # NaN compares False
     return out
 
 
-def beats_on_area(study: pd.DataFrame, challenger: str, rivals, *, max_frac: float,
-                  column: str = "err") -> pd.Series:
+def beats_on_area(
+    study: pd.DataFrame, challenger: str, rivals, *, max_frac: float, column: str = "err"
+) -> pd.Series:
     """C5: per rep, True when ``challenger``'s mean ``column`` over the budgets in (0, max_frac]
     (:func:`error_area`) is strictly below every rival's. A NaN (a failed fit in the range) on
     either side counts as a loss for the challenger."""
     missing = [p for p in [challenger, *rivals] if p not in set(study["policy"])]
     if missing:
-        raise ValueError(f"policies {missing} are not in this study; it has {sorted(set(study['policy']))}")
+        raise ValueError(
+            f"policies {missing} are not in this study; it has {sorted(set(study['policy']))}"
+        )
     wide = _wide(study, column, max_frac)
-    area = wide.groupby(level="rep").mean().where(~wide.isna().groupby(level="rep").any())  # a failed fit: NaN
+    area = (
+        wide.groupby(level="rep").mean().where(~wide.isna().groupby(level="rep").any())
+    )  # a failed fit: NaN
     ok = np.ones(len(area), dtype=bool)
     for r in rivals:
         ok &= (area[challenger] < area[r]).to_numpy()  # NaN compares False
@@ -427,4 +587,6 @@ def smallest_proportion(counts: dict[str, tuple[int, int]], level: float = 0.95)
     high = min(iv.high for iv in ivs.values())
     n_units = sum(int(n) for _, n in counts.values())
     names = ", ".join(counts)
-    return Interval(est, low, high, f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each", n_units)
+    return Interval(
+        est, low, high, f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each", n_units
+    )

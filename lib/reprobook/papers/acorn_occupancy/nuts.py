@@ -43,11 +43,26 @@ from typing import NamedTuple
 import numpy as np
 
 from .fit import default_init
-from .likelihood import (N_PARAMS, PARAM_NAMES, _check_data, _check_params, _log_prior_xp, _parts_xp,
-                         log_posterior, mean_occupancy)
+from .likelihood import (
+    N_PARAMS,
+    PARAM_NAMES,
+    _check_data,
+    _check_params,
+    _log_prior_xp,
+    _parts_xp,
+    log_posterior,
+    mean_occupancy,
+)
 from .simulate import Survey
 
-__all__ = ["CHAIN_METHODS", "NutsData", "NutsResult", "make_nuts_data", "log_posterior_jax", "run_nuts"]
+__all__ = [
+    "CHAIN_METHODS",
+    "NutsData",
+    "NutsResult",
+    "make_nuts_data",
+    "log_posterior_jax",
+    "run_nuts",
+]
 
 #: The values of numpyro's ``MCMC(chain_method=...)`` accepted here ("parallel" falls back to
 #: "sequential", with numpyro's warning, when there are fewer devices than chains).
@@ -90,7 +105,9 @@ def make_nuts_data(survey: Survey, reviewed, labels) -> NutsData:
     r, y = _check_data(survey, reviewed, labels)
     _, jnp = _jax()
     f64 = lambda a: jnp.asarray(np.asarray(a, dtype=np.float64))  # noqa: E731
-    return NutsData(x=f64(survey.x), w=f64(survey.w), s=f64(survey.s), reviewed=f64(r), labels=f64(y))
+    return NutsData(
+        x=f64(survey.x), w=f64(survey.w), s=f64(survey.s), reviewed=f64(r), labels=f64(y)
+    )
 
 
 def log_posterior_jax(u, data: NutsData):
@@ -102,7 +119,9 @@ def log_posterior_jax(u, data: NutsData):
     import jax.numpy as jnp
 
     u = jnp.asarray(u)
-    p = _parts_xp(jnp, jax.nn.log_sigmoid, u, data.x, data.w, data.s, data.reviewed > 0.5, data.labels)
+    p = _parts_xp(
+        jnp, jax.nn.log_sigmoid, u, data.x, data.w, data.s, data.reviewed > 0.5, data.labels
+    )
     return jnp.sum(jnp.logaddexp(p["A"], p["B"])) + _log_prior_xp(jnp, u)
 
 
@@ -138,8 +157,10 @@ class NutsResult:
         import pandas as pd
 
         flat = self.flat
-        rows = {n: (flat[:, j].mean(), flat[:, j].std(ddof=1), self.r_hat[j], self.ess[j])
-                for j, n in enumerate(PARAM_NAMES)}
+        rows = {
+            n: (flat[:, j].mean(), flat[:, j].std(ddof=1), self.r_hat[j], self.ess[j])
+            for j, n in enumerate(PARAM_NAMES)
+        }
         pb = self.psi_bar.ravel()
         rows["psi_bar"] = (pb.mean(), pb.std(ddof=1), self.psi_bar_r_hat, self.psi_bar_ess)
         return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "sd", "r_hat", "ess"])
@@ -159,12 +180,25 @@ def _diagnostics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if x.shape[1] < 4:
         nan = np.full(x.shape[2:], np.nan)
         return nan, nan.copy()
-    return np.asarray(split_gelman_rubin(x), dtype=float), np.asarray(effective_sample_size(x), dtype=float)
+    return np.asarray(split_gelman_rubin(x), dtype=float), np.asarray(
+        effective_sample_size(x), dtype=float
+    )
 
 
-def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_samples: int = 500,
-             num_chains: int = 1, seed: int = 0, init=None, chain_method: str = "sequential",
-             target_accept_prob: float = 0.8, max_tree_depth: int = 10) -> NutsResult:
+def run_nuts(
+    survey: Survey,
+    reviewed,
+    labels,
+    *,
+    num_warmup: int = 500,
+    num_samples: int = 500,
+    num_chains: int = 1,
+    seed: int = 0,
+    init=None,
+    chain_method: str = "sequential",
+    target_accept_prob: float = 0.8,
+    max_tree_depth: int = 10,
+) -> NutsResult:
     """Sample p(u | data) with NUTS (Hoffman & Gelman 2014) in NumPyro, in float64.
 
     ``potential_fn`` is ``-log_posterior_jax``. Every chain starts at ``init`` (an (8,) u, e.g.
@@ -202,13 +236,17 @@ def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_sam
         jitter[0] = 0.0
         starts = u0 + jitter
     else:
-        raise ValueError(f"init must have shape ({N_PARAMS},) or (num_chains, {N_PARAMS}) = "
-                         f"({num_chains}, {N_PARAMS}), got {init_arr.shape}")
+        raise ValueError(
+            f"init must have shape ({N_PARAMS},) or (num_chains, {N_PARAMS}) = "
+            f"({num_chains}, {N_PARAMS}), got {init_arr.shape}"
+        )
 
     start_lp = np.array([log_posterior(u, survey, r, y) for u in starts])
     if not np.all(np.isfinite(start_lp)):
-        raise ValueError("the log posterior is not finite at the start of chain(s) "
-                         f"{np.flatnonzero(~np.isfinite(start_lp)).tolist()}")
+        raise ValueError(
+            "the log posterior is not finite at the start of chain(s) "
+            f"{np.flatnonzero(~np.isfinite(start_lp)).tolist()}"
+        )
 
     jax, jnp = _jax()
     from numpyro.infer import MCMC, NUTS
@@ -218,23 +256,49 @@ def run_nuts(survey: Survey, reviewed, labels, *, num_warmup: int = 500, num_sam
     def potential(u):
         return -log_posterior_jax(u, data)
 
-    kernel = NUTS(potential_fn=potential, target_accept_prob=float(target_accept_prob),
-                  max_tree_depth=max_tree_depth)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method=chain_method, progress_bar=False)
+    kernel = NUTS(
+        potential_fn=potential,
+        target_accept_prob=float(target_accept_prob),
+        max_tree_depth=max_tree_depth,
+    )
+    mcmc = MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
     init_params = jnp.asarray(starts[0] if num_chains == 1 else starts)
-    mcmc.run(jax.random.PRNGKey(seed), init_params=init_params, extra_fields=("accept_prob", "num_steps"))
-    draws = np.asarray(mcmc.get_samples(group_by_chain=True), dtype=float).reshape(num_chains, num_samples, N_PARAMS)
+    mcmc.run(
+        jax.random.PRNGKey(seed), init_params=init_params, extra_fields=("accept_prob", "num_steps")
+    )
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True), dtype=float).reshape(
+        num_chains, num_samples, N_PARAMS
+    )
     extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
     seconds = time.perf_counter() - t0
 
-    psi_bar = np.stack([mean_occupancy(d[:, 0], d[:, 1], survey.x) for d in draws])  # a chain at a time
+    psi_bar = np.stack(
+        [mean_occupancy(d[:, 0], d[:, 1], survey.x) for d in draws]
+    )  # a chain at a time
     r_hat, ess = _diagnostics(draws)
     pb_r_hat, pb_ess = _diagnostics(psi_bar[..., None])
-    return NutsResult(draws=draws, beta1=draws[..., 1].copy(), psi_bar=psi_bar, r_hat=r_hat, ess=ess,
-                      psi_bar_r_hat=float(pb_r_hat[0]), psi_bar_ess=float(pb_ess[0]),
-                      num_divergences=int(extra["diverging"].sum()),
-                      accept_prob=float(extra["accept_prob"].mean()),
-                      mean_num_steps=float(extra["num_steps"].mean()), seconds=seconds,
-                      num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                      chain_method=chain_method, seed=seed)
+    return NutsResult(
+        draws=draws,
+        beta1=draws[..., 1].copy(),
+        psi_bar=psi_bar,
+        r_hat=r_hat,
+        ess=ess,
+        psi_bar_r_hat=float(pb_r_hat[0]),
+        psi_bar_ess=float(pb_ess[0]),
+        num_divergences=int(extra["diverging"].sum()),
+        accept_prob=float(extra["accept_prob"].mean()),
+        mean_num_steps=float(extra["num_steps"].mean()),
+        seconds=seconds,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method=chain_method,
+        seed=seed,
+    )

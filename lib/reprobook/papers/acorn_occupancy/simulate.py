@@ -46,27 +46,51 @@ class Preset:
         if int(self.n_units) != self.n_units or self.n_units < 1:
             raise ValueError(f"n_units must be a positive integer, got {self.n_units!r}")
         if len(self.beta) != 2 or len(self.alpha) != 2:
-            raise ValueError(f"beta and alpha must be (intercept, slope) pairs, got {self.beta!r}, {self.alpha!r}")
+            raise ValueError(
+                f"beta and alpha must be (intercept, slope) pairs, got {self.beta!r}, {self.alpha!r}"
+            )
         if not (self.sigma0 > 0 and self.sigma1 > 0):
             raise ValueError(f"sigma0 and sigma1 must be > 0, got {self.sigma0!r}, {self.sigma1!r}")
         if not self.mu1 > self.mu0:
-            raise ValueError(f"mu1 must exceed mu0 (label-switching constraint), got mu0={self.mu0}, mu1={self.mu1}")
+            raise ValueError(
+                f"mu1 must exceed mu0 (label-switching constraint), got mu0={self.mu0}, mu1={self.mu1}"
+            )
         if self.score_family not in SCORE_FAMILIES:
-            raise ValueError(f"score_family must be one of {SCORE_FAMILIES}, got {self.score_family!r}")
+            raise ValueError(
+                f"score_family must be one of {SCORE_FAMILIES}, got {self.score_family!r}"
+            )
         if self.score_family == "student_t":
             if self.df is None or not self.df > 0:
                 raise ValueError(f"score_family='student_t' needs df > 0, got df={self.df!r}")
         elif self.df is not None:
-            raise ValueError(f"df is only used with score_family='student_t', got df={self.df!r} with 'normal'")
+            raise ValueError(
+                f"df is only used with score_family='student_t', got df={self.df!r} with 'normal'"
+            )
 
 
 # Camera traps: well separated scores (AUROC ~ .99), capture rate ~ 38%.
-CAMERA = Preset(n_sites=120, n_units=20, beta=(-0.3, 1.0), alpha=(-0.5, 0.4),
-                mu0=-2.5, sigma0=1.0, mu1=1.5, sigma1=1.2)
+CAMERA = Preset(
+    n_sites=120,
+    n_units=20,
+    beta=(-0.3, 1.0),
+    alpha=(-0.5, 0.4),
+    mu0=-2.5,
+    sigma0=1.0,
+    mu1=1.5,
+    sigma1=1.2,
+)
 # Bioacoustics: overlapping scores (AUROC ~ .85), call rate ~ 8%. beta was not set for this
 # preset; the camera preset's beta is reused (ASSUMED).
-BIOACOUSTIC = Preset(n_sites=100, n_units=60, beta=(-0.3, 1.0), alpha=(-2.5, 0.5),
-                     mu0=-2.0, sigma0=1.0, mu1=0.0, sigma1=1.5)
+BIOACOUSTIC = Preset(
+    n_sites=100,
+    n_units=60,
+    beta=(-0.3, 1.0),
+    alpha=(-2.5, 0.5),
+    mu0=-2.0,
+    sigma0=1.0,
+    mu1=0.0,
+    sigma1=1.5,
+)
 PRESETS: dict[str, Preset] = {
     "camera": CAMERA,
     "bioacoustic": BIOACOUSTIC,
@@ -96,13 +120,21 @@ class Survey:
     def n_units(self) -> int:
         return int(self.s.shape[1])
 
-    def site(self, i: int) -> "Survey":
+    def site(self, i: int) -> Survey:
         """Site ``i`` alone, as a one-site Survey (arrays are views)."""
         if not 0 <= int(i) < self.n_sites:
             raise IndexError(f"site index {i} out of range for {self.n_sites} sites")
         sl = slice(int(i), int(i) + 1)
-        return Survey(x=self.x[sl], w=self.w[sl], z=self.z[sl], y=self.y[sl], s=self.s[sl],
-                      psi=self.psi[sl], theta=self.theta[sl], preset=self.preset)
+        return Survey(
+            x=self.x[sl],
+            w=self.w[sl],
+            z=self.z[sl],
+            y=self.y[sl],
+            s=self.s[sl],
+            psi=self.psi[sl],
+            theta=self.theta[sl],
+            preset=self.preset,
+        )
 
 
 def simulate(preset: Preset, rng: np.random.Generator) -> Survey:
@@ -114,7 +146,9 @@ def simulate(preset: Preset, rng: np.random.Generator) -> Survey:
     if not isinstance(preset, Preset):
         raise TypeError(f"preset must be a Preset, got {type(preset).__name__}")
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+        raise TypeError(
+            f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     n, k = int(preset.n_sites), int(preset.n_units)
     if n < 2:
         raise ValueError("n_sites must be >= 2 to standardise the habitat covariate")

@@ -11,26 +11,7 @@ Modules: sphere geometry and input checks (:mod:`.geometry`), the arithmetic and
 notebooks' profiles (:mod:`.config`).
 """
 
-from .geometry import (
-    angle,
-    check_profile,
-    exp_map,
-    karcher_field,
-    karcher_objective,
-    log_map,
-    riemannian_gradient,
-    riemannian_hessian,
-    unwhiten,
-    whiten,
-)
-from .rules import (
-    AngularMeanInfo,
-    angular_mean,
-    angular_mean_info,
-    arithmetic_mean,
-    fibonacci_sphere,
-    grid_angular_mean,
-)
+from . import agreement, config, generators, geometry, intervals, rules
 from .agreement import (
     BatchShortfall,
     hyperplane_mc,
@@ -50,6 +31,18 @@ from .generators import (
     type_profile,
     vmf_voters,
 )
+from .geometry import (
+    angle,
+    check_profile,
+    exp_map,
+    karcher_field,
+    karcher_objective,
+    log_map,
+    riemannian_gradient,
+    riemannian_hessian,
+    unwhiten,
+    whiten,
+)
 from .intervals import (
     WorstGroup,
     bootstrap_shortfall_slope,
@@ -57,4 +50,11 @@ from .intervals import (
     worst_group_interval,
     worst_ratio_gap,
 )
-from . import agreement, config, generators, geometry, intervals, rules
+from .rules import (
+    AngularMeanInfo,
+    angular_mean,
+    angular_mean_info,
+    arithmetic_mean,
+    fibonacci_sphere,
+    grid_angular_mean,
+)

@@ -40,7 +40,7 @@ _CHUNK_ELEMENTS = 1 << 20  # pair scores per chunk of batches (float64: 8 MB per
 def long_run_agreement(theta, thetas) -> np.ndarray:
     """Expected agreement of each voter with theta under rotation-invariant item differences (n,).
 
-        E[A_i] = 1 - angle(theta, theta_i) / pi      (the random-hyperplane identity)
+    E[A_i] = 1 - angle(theta, theta_i) / pi      (the random-hyperplane identity)
     """
     U, _ = check_profile(thetas)
     t = check_direction(theta, U.shape[1])
@@ -51,11 +51,17 @@ def _check_batches(X, d: int) -> np.ndarray:
     """X as a float array (m, d) or (B, m, d) with m >= 2 and matching d."""
     A = np.asarray(X, dtype=float)
     if A.ndim not in (2, 3):
-        raise ValueError(f"X must be one batch of shape (m, d) or a stack of batches (B, m, d); got shape {A.shape}")
+        raise ValueError(
+            f"X must be one batch of shape (m, d) or a stack of batches (B, m, d); got shape {A.shape}"
+        )
     if A.shape[-1] != d:
-        raise ValueError(f"the items of X have dimension {A.shape[-1]} but the scoring vectors have dimension d = {d}")
+        raise ValueError(
+            f"the items of X have dimension {A.shape[-1]} but the scoring vectors have dimension d = {d}"
+        )
     if A.shape[-2] < 2:
-        raise ValueError(f"a batch needs at least m = 2 items to contain a pair; got m = {A.shape[-2]}")
+        raise ValueError(
+            f"a batch needs at least m = 2 items to contain a pair; got m = {A.shape[-2]}"
+        )
     if A.ndim == 3 and A.shape[0] < 1:
         raise ValueError("X holds no batches (B = 0)")
     if not np.all(np.isfinite(A)):
@@ -107,7 +113,9 @@ def long_run_ratio(theta, thetas, alphas, atol: float = 1e-12) -> np.ndarray:
     ang = angle(t[None, :], U)
     slack = np.pi * (1.0 - a)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(slack > 0, ang / np.where(slack > 0, slack, 1.0), np.where(ang <= atol, 0.0, np.inf))
+        r = np.where(
+            slack > 0, ang / np.where(slack > 0, slack, 1.0), np.where(ang <= atol, 0.0, np.inf)
+        )
     return r
 
 
@@ -146,7 +154,11 @@ def per_batch_shortfall(theta, thetas, alphas, X, tol: float = 1e-12) -> BatchSh
 
 
 def hyperplane_mc(
-    theta_a, theta_b, n_pairs: int, rng: np.random.Generator | int | None = None, chunk: int = 1 << 20
+    theta_a,
+    theta_b,
+    n_pairs: int,
+    rng: np.random.Generator | int | None = None,
+    chunk: int = 1 << 20,
 ) -> tuple[float, float]:
     """Monte Carlo of P[sign<theta_a, x - x'> != sign<theta_b, x - x'>] for Gaussian items.
 

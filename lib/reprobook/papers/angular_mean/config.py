@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from reprobook.core.resources import Resources
 
 __all__ = ["LongRunIPConfig", "PerBatchIPConfig", "DisagreementSweepConfig", "PROFILES", "resolve"]
@@ -31,26 +32,48 @@ __all__ = ["LongRunIPConfig", "PerBatchIPConfig", "DisagreementSweepConfig", "PR
 class LongRunIPConfig:
     """C1 (the angular mean satisfies long-run IP) and C2 (the arithmetic mean is majoritarian)."""
 
-    n_profiles: int = 500  # random profiles; n, d and the concentration cycle through the grids below
+    n_profiles: int = (
+        500  # random profiles; n, d and the concentration cycle through the grids below
+    )
     n_voters: tuple[int, ...] = (2, 3, 4, 5, 6)  # numbers of voter types (cycled)
     dims: tuple[int, ...] = (2, 3, 5, 10)  # item dimensions d (cycled)
-    concentrations: tuple[float, ...] = (0.3, 1.0)  # Dirichlet concentrations of the shares (cycled)
-    ip_tol: float = 1e-3  # radians: angle(theta*, u_i) above pi (1 - alpha_i) by more is a violation
-    n_random_starts: int = 8  # random starts of the Riemannian descent (besides the mean and each u_i)
+    concentrations: tuple[float, ...] = (
+        0.3,
+        1.0,
+    )  # Dirichlet concentrations of the shares (cycled)
+    ip_tol: float = (
+        1e-3  # radians: angle(theta*, u_i) above pi (1 - alpha_i) by more is a violation
+    )
+    n_random_starts: int = (
+        8  # random starts of the Riemannian descent (besides the mean and each u_i)
+    )
     max_iter: int = 300  # descent steps per start
     tol: float = 1e-12  # stationarity residual |sum_i alpha_i Log(u_i)| at which a start stops
     n_grid_profiles: int = 60  # profiles in d = 2 and d = 3 also minimised by brute force on a grid
     grid_circle: int = 20_001  # grid points on the circle (d = 2)
     grid_sphere: int = 40_000  # Fibonacci-lattice points on S^2 (d = 3)
     mc_dim: int = 5  # dimension of the random-hyperplane identity check
-    mc_angles: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)  # angles between the two vectors (units of pi)
+    mc_angles: tuple[float, ...] = (
+        0.05,
+        0.25,
+        0.5,
+        0.75,
+        0.95,
+    )  # angles between the two vectors (units of pi)
     mc_pairs: int = 200_000  # Gaussian item pairs per angle
     mc_profiles: int = 20  # profiles whose E[A_i] is also estimated from Gaussian batches
     mc_batches: int = 500  # Gaussian batches per such profile
     mc_batch_size: int = 20  # items per batch
     example_alphas: tuple[float, ...] = (0.6, 0.4)  # shares of the two-group example
     example_separation: float = 0.9  # angle between the two groups (units of pi)
-    example_separations: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)  # the example swept (units of pi)
+    example_separations: tuple[float, ...] = (
+        0.5,
+        0.7,
+        0.8,
+        0.9,
+        0.95,
+        0.99,
+    )  # the example swept (units of pi)
 
 
 @dataclass(frozen=True)
@@ -75,16 +98,42 @@ class DisagreementSweepConfig:
     """C5: the rules agree for homogeneous voters; the angular mean wins under high disagreement."""
 
     d: int = 5  # item dimension of the synthetic sweep
-    separations: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # type separation (units of pi)
+    separations: tuple[float, ...] = (
+        0.1,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+    )  # type separation (units of pi)
     share_vectors: tuple[tuple[float, ...], ...] = ((0.7, 0.3), (0.5, 0.3, 0.2))  # type shares
     n_reps: int = 30  # random planes (and voter clouds) per separation and share vector
     kappa: float = 50.0  # von Mises-Fisher concentration of individual voters around their type
-    voters_per_type: int = 20  # individual voters drawn per type (per-voter share: type share / count)
-    cloud_separations: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)  # separations of the voter clouds (units of
+    voters_per_type: int = (
+        20  # individual voters drawn per type (per-voter share: type share / count)
+    )
+    cloud_separations: tuple[float, ...] = (
+        0.1,
+        0.3,
+        0.5,
+        0.7,
+        0.9,
+    )  # separations of the voter clouds (units of
     #   pi); C5 is scored at the largest, C6 at the smallest
     cloud_reps: int = 30  # voter clouds (random plane and draws) per separation and share vector
-    tables: tuple[str, ...] = ("wine", "diabetes", "breast_cancer")  # scikit-learn tables (semi-synthetic)
-    table_separations: tuple[float, ...] = (0.1, 0.5, 0.9)  # type separations on the tables (units of pi)
+    tables: tuple[str, ...] = (
+        "wine",
+        "diabetes",
+        "breast_cancer",
+    )  # scikit-learn tables (semi-synthetic)
+    table_separations: tuple[float, ...] = (
+        0.1,
+        0.5,
+        0.9,
+    )  # type separations on the tables (units of pi)
     table_reps: int = 5  # random planes per table and separation
     table_batch_size: int = 20  # rows per batch of table items
     table_n_batches: int = 200  # batches of table items per profile

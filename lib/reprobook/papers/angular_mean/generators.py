@@ -19,7 +19,7 @@ Angles are in radians.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -84,7 +84,9 @@ def type_profile(
     d = _check_int(d, "d", 2)
     a = np.asarray(alphas, dtype=float)
     if a.ndim != 1 or a.size < 1:
-        raise ValueError(f"alphas must be a nonempty 1-D sequence of type shares; got shape {a.shape}")
+        raise ValueError(
+            f"alphas must be a nonempty 1-D sequence of type shares; got shape {a.shape}"
+        )
     if not 0.0 <= separation <= np.pi:
         raise ValueError(f"separation must be an angle in [0, pi] radians; got {separation!r}")
     gen = as_generator(rng)
@@ -116,7 +118,9 @@ def vmf_voters(
     C, _ = check_profile(centres)
     k, d = C.shape
     if not (np.isfinite(kappa) and kappa > 0):
-        raise ValueError(f"kappa must be a finite concentration > 0 (kappa -> 0 is uniform); got {kappa!r}")
+        raise ValueError(
+            f"kappa must be a finite concentration > 0 (kappa -> 0 is uniform); got {kappa!r}"
+        )
     counts = np.atleast_1d(np.asarray(n_per_type))
     if counts.size == 1:
         counts = np.repeat(counts, k)
@@ -132,7 +136,10 @@ def vmf_voters(
     counts = counts.astype(int)
     gen = as_generator(rng)
     thetas = np.concatenate(
-        [vonmises_fisher(C[t], float(kappa)).rvs(int(counts[t]), random_state=gen).reshape(-1, d) for t in range(k)]
+        [
+            vonmises_fisher(C[t], float(kappa)).rvs(int(counts[t]), random_state=gen).reshape(-1, d)
+            for t in range(k)
+        ]
     )
     labels = np.repeat(np.arange(k), counts)
     if type_alphas is None:
@@ -178,7 +185,7 @@ def gaussian_batches(
     return Z @ half
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_table(name: str) -> np.ndarray:
     from sklearn import datasets
 
@@ -206,7 +213,9 @@ def table_items(name: str) -> np.ndarray:
     return _load_table(name).copy()
 
 
-def table_batches(name: str, n_batches: int, m: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+def table_batches(
+    name: str, n_batches: int, m: int, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
     """Batches (n_batches, m, d) of m distinct rows each, drawn uniformly without replacement
     from :func:`table_items` (independently across batches). Requires m <= number of rows."""
     X = table_items(name)

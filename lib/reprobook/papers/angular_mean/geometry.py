@@ -98,7 +98,9 @@ def check_direction(theta, d: int | None = None, name: str = "theta") -> np.ndar
     if t.ndim != 1:
         raise ValueError(f"{name} must be a 1-D vector of shape (d,); got shape {t.shape}")
     if d is not None and t.size != d:
-        raise ValueError(f"{name} has dimension {t.size} but the voters' vectors have dimension d = {d}")
+        raise ValueError(
+            f"{name} has dimension {t.size} but the voters' vectors have dimension d = {d}"
+        )
     if t.size < 2:
         raise ValueError(f"the item dimension d must be >= 2; {name} has dimension {t.size}")
     if not np.all(np.isfinite(t)):
@@ -199,7 +201,9 @@ def karcher_objective(v, thetas, alphas) -> float | np.ndarray:
     single = V.ndim == 1
     V2 = unit(np.atleast_2d(V))
     if V2.shape[-1] != U.shape[1]:
-        raise ValueError(f"v has dimension {V2.shape[-1]} but the voters' vectors have dimension d = {U.shape[1]}")
+        raise ValueError(
+            f"v has dimension {V2.shape[-1]} but the voters' vectors have dimension d = {U.shape[1]}"
+        )
     f = _distances(V2, U) ** 2 @ a  # (S,)
     return float(f[0]) if single else f
 
@@ -259,7 +263,9 @@ def _hessian(V: np.ndarray, U: np.ndarray, a: np.ndarray) -> np.ndarray:
     tc = np.where(np.isfinite(tc), tc, -1e12)  # at an antipode: a concave kink, -inf curvature
     P = np.eye(d)[None] - V[:, :, None] * V[:, None, :]  # (S, d, d)
     B = tc @ a  # (S,)
-    A = np.matmul(np.swapaxes(E * (a * (1.0 - tc))[:, :, None], 1, 2), E)  # sum_i a_i (1 - tc_i) e_i e_i^T
+    A = np.matmul(
+        np.swapaxes(E * (a * (1.0 - tc))[:, :, None], 1, 2), E
+    )  # sum_i a_i (1 - tc_i) e_i e_i^T
     return A + B[:, None, None] * P
 
 
@@ -302,7 +308,9 @@ def whiten(thetas, cov) -> np.ndarray:
     half, _ = _sqrtm_psd(cov)
     T = np.atleast_2d(np.asarray(thetas, dtype=float))
     if T.shape[-1] != half.shape[0]:
-        raise ValueError(f"thetas have dimension {T.shape[-1]} but cov is {half.shape[0]} x {half.shape[0]}")
+        raise ValueError(
+            f"thetas have dimension {T.shape[-1]} but cov is {half.shape[0]} x {half.shape[0]}"
+        )
     out = T @ half  # half is symmetric
     return out if np.asarray(thetas).ndim == 2 else out[0]
 
@@ -312,5 +320,7 @@ def unwhiten(v, cov) -> np.ndarray:
     _, inv_half = _sqrtm_psd(cov)
     V = np.asarray(v, dtype=float)
     if V.shape[-1] != inv_half.shape[0]:
-        raise ValueError(f"v has dimension {V.shape[-1]} but cov is {inv_half.shape[0]} x {inv_half.shape[0]}")
+        raise ValueError(
+            f"v has dimension {V.shape[-1]} but cov is {inv_half.shape[0]} x {inv_half.shape[0]}"
+        )
     return V @ inv_half

@@ -25,14 +25,21 @@ from reprobook.core.stats import Interval, TInterval, t_interval
 from .agreement import long_run_agreement
 from .geometry import as_generator
 
-__all__ = ["shortfall_slope", "bootstrap_shortfall_slope", "worst_ratio_gap", "WorstGroup",
-           "worst_group_interval"]
+__all__ = [
+    "shortfall_slope",
+    "bootstrap_shortfall_slope",
+    "worst_ratio_gap",
+    "WorstGroup",
+    "worst_group_interval",
+]
 
 
 def _check_sizes(batch_sizes) -> np.ndarray:
     m = np.asarray(batch_sizes, dtype=float).reshape(-1)
     if m.size < 2 or not np.all(np.isfinite(m)) or np.any(m < 2) or np.unique(m).size != m.size:
-        raise ValueError(f"batch_sizes must be at least two distinct batch sizes m >= 2; got {list(batch_sizes)!r}")
+        raise ValueError(
+            f"batch_sizes must be at least two distinct batch sizes m >= 2; got {list(batch_sizes)!r}"
+        )
     return m
 
 
@@ -46,16 +53,25 @@ def shortfall_slope(batch_sizes, mean_shortfall) -> tuple[float, float, np.ndarr
     m = _check_sizes(batch_sizes)
     s = np.asarray(mean_shortfall, dtype=float).reshape(-1)
     if s.shape != m.shape or np.any(s < 0) or not np.all(np.isfinite(s)):
-        raise ValueError(f"mean_shortfall must hold one finite value >= 0 per batch size ({m.size}); got {s.tolist()}")
+        raise ValueError(
+            f"mean_shortfall must hold one finite value >= 0 per batch size ({m.size}); got {s.tolist()}"
+        )
     used = s > 0
     if used.sum() < 2:
-        raise ValueError(f"only {int(used.sum())} batch size(s) have a positive shortfall: a slope needs two")
+        raise ValueError(
+            f"only {int(used.sum())} batch size(s) have a positive shortfall: a slope needs two"
+        )
     b, c = np.polyfit(np.log(m[used]), np.log(s[used]), 1)
     return float(b), float(c), used
 
 
-def bootstrap_shortfall_slope(batch_sizes, shortfalls: Sequence, n_resamples: int = 2000, level: float = 0.95,
-                              rng: np.random.Generator | int | None = None) -> Interval:
+def bootstrap_shortfall_slope(
+    batch_sizes,
+    shortfalls: Sequence,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    rng: np.random.Generator | int | None = None,
+) -> Interval:
     """The slope of :func:`shortfall_slope` with a stratified percentile bootstrap interval.
 
     ``shortfalls[k]`` holds the per-batch shortfalls (B_k,) at ``batch_sizes[k]``. Each resample
@@ -67,15 +83,23 @@ def bootstrap_shortfall_slope(batch_sizes, shortfalls: Sequence, n_resamples: in
     """
     m = _check_sizes(batch_sizes)
     if len(shortfalls) != m.size:
-        raise ValueError(f"shortfalls must hold one array per batch size ({m.size}); got {len(shortfalls)}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 100:
+        raise ValueError(
+            f"shortfalls must hold one array per batch size ({m.size}); got {len(shortfalls)}"
+        )
+    if (
+        isinstance(n_resamples, bool)
+        or not isinstance(n_resamples, (int, np.integer))
+        or n_resamples < 100
+    ):
         raise ValueError(f"n_resamples must be an integer >= 100; got {n_resamples!r}")
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1); got {level!r}")
     values = [np.asarray(v, dtype=float).reshape(-1) for v in shortfalls]
     for k, v in enumerate(values):
         if v.size < 2 or np.any(v < 0) or not np.all(np.isfinite(v)):
-            raise ValueError(f"shortfalls[{k}] must hold at least two finite values >= 0; got {v.size} values")
+            raise ValueError(
+                f"shortfalls[{k}] must hold at least two finite values >= 0; got {v.size} values"
+            )
     slope, _, _ = shortfall_slope(m, [v.mean() for v in values])
     gen = as_generator(rng)
     means = np.empty((n_resamples, m.size))  # (R, K) resampled mean shortfall per size
@@ -94,12 +118,19 @@ def bootstrap_shortfall_slope(batch_sizes, shortfalls: Sequence, n_resamples: in
     slopes = (sxy / np.where(sxx > 0, sxx, 1.0))[ok & (sxx > 0)]
     dropped = n_resamples - slopes.size
     if dropped >= (1 - level) / 2 * n_resamples:
-        raise ValueError(f"{dropped} of {n_resamples} resamples had fewer than two sizes with a positive shortfall: "
-                         "too few batches for a bootstrap of the slope")
+        raise ValueError(
+            f"{dropped} of {n_resamples} resamples had fewer than two sizes with a positive shortfall: "
+            "too few batches for a bootstrap of the slope"
+        )
     low, high = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2])
     n = int(sum(v.size for v in values))
-    return Interval(slope, float(low), float(high),
-                    f"percentile bootstrap {level:.0%}, {n_resamples} resamples of {n} batches", n)
+    return Interval(
+        slope,
+        float(low),
+        float(high),
+        f"percentile bootstrap {level:.0%}, {n_resamples} resamples of {n} batches",
+        n,
+    )
 
 
 def worst_ratio_gap(thetas, alphas, labels, rule_a, rule_b) -> float:
@@ -114,11 +145,15 @@ def worst_ratio_gap(thetas, alphas, labels, rule_a, rule_b) -> float:
     lab = np.asarray(labels).reshape(-1)
     a = np.asarray(alphas, dtype=float).reshape(-1)
     if U.ndim != 2 or lab.size != U.shape[0]:
-        raise ValueError(f"labels must give one type per voter ({U.shape[0]} voters); got {lab.size}")
+        raise ValueError(
+            f"labels must give one type per voter ({U.shape[0]} voters); got {lab.size}"
+        )
     types = np.arange(a.size)
     if not np.array_equal(np.unique(lab), types) or np.any(a <= 0):
-        raise ValueError(f"labels must use every type 0..{a.size - 1} and every share must be > 0; "
-                         f"got labels {np.unique(lab).tolist()}, shares {a.tolist()}")
+        raise ValueError(
+            f"labels must use every type 0..{a.size - 1} and every share must be > 0; "
+            f"got labels {np.unique(lab).tolist()}, shares {a.tolist()}"
+        )
 
     def worst(v) -> float:
         agree = long_run_agreement(v, U)
@@ -137,8 +172,9 @@ class WorstGroup:
     by_group: dict[str, TInterval]
 
 
-def worst_group_interval(values_by_group: Mapping[str, Sequence[float]], worst: str = "min",
-                         level: float = 0.95) -> WorstGroup:
+def worst_group_interval(
+    values_by_group: Mapping[str, Sequence[float]], worst: str = "min", level: float = 0.95
+) -> WorstGroup:
     """The smallest (``worst="min"``) or largest (``"max"``) of the group means mu_g, with a
     simultaneous interval.
 
@@ -158,7 +194,18 @@ def worst_group_interval(values_by_group: Mapping[str, Sequence[float]], worst: 
     pick = min if worst == "min" else max
     group = pick(by, key=lambda g: by[g].mean)
     n = sum(t.n for t in by.values())
-    method = (f"{'smallest' if worst == 'min' else 'largest'} of {len(by)} group means, Student-t {each:.1%} "
-              f"each (Bonferroni, {level:.0%} together), {n} units")
-    return WorstGroup(Interval(by[group].mean, pick(t.low for t in by.values()), pick(t.high for t in by.values()),
-                               method, n), group, by)
+    method = (
+        f"{'smallest' if worst == 'min' else 'largest'} of {len(by)} group means, Student-t {each:.1%} "
+        f"each (Bonferroni, {level:.0%} together), {n} units"
+    )
+    return WorstGroup(
+        Interval(
+            by[group].mean,
+            pick(t.low for t in by.values()),
+            pick(t.high for t in by.values()),
+            method,
+            n,
+        ),
+        group,
+        by,
+    )

@@ -123,7 +123,9 @@ def _circle_exact(U: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return t[inside], vals[inside], int(lo.size)
 
 
-def _starts(U: np.ndarray, a: np.ndarray, n_random: int, max_voter_starts: int | None, rng) -> np.ndarray:
+def _starts(
+    U: np.ndarray, a: np.ndarray, n_random: int, max_voter_starts: int | None, rng
+) -> np.ndarray:
     """Starting points (S, d): the normalised arithmetic mean (when nonzero), the directions of
     the voters with the largest shares, and ``n_random`` uniform points on the sphere."""
     d = U.shape[1]
@@ -142,7 +144,9 @@ def _starts(U: np.ndarray, a: np.ndarray, n_random: int, max_voter_starts: int |
     return np.array(rows, dtype=float)
 
 
-def _descend(U: np.ndarray, a: np.ndarray, V0: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+def _descend(
+    U: np.ndarray, a: np.ndarray, V0: np.ndarray, max_iter: int, tol: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Riemannian descent from each row of V0 (S, d); returns (endpoints (S, d), iterations (S,)).
 
     Each step moves along a geodesic, v <- Exp_v(t D), with D the Karcher field
@@ -238,7 +242,9 @@ def angular_mean_info(
     if method == "auto":
         method = "circle" if d == 2 else "descent"
     if method == "circle" and d != 2:
-        raise ValueError(f"method 'circle' is exact only in dimension d = 2; got d = {d} (use 'descent')")
+        raise ValueError(
+            f"method 'circle' is exact only in dimension d = 2; got d = {d} (use 'descent')"
+        )
     if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
         raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}")
     if not (isinstance(n_random_starts, (int, np.integer)) and n_random_starts >= 0):
@@ -310,7 +316,9 @@ def fibonacci_sphere(n_points: int) -> np.ndarray:
     return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
 
 
-def grid_angular_mean(thetas, alphas, n_grid: int = 20_001, chunk: int = 4096) -> tuple[np.ndarray, float]:
+def grid_angular_mean(
+    thetas, alphas, n_grid: int = 20_001, chunk: int = 4096
+) -> tuple[np.ndarray, float]:
     """Brute-force minimum of f over a grid: n_grid equally spaced angles on the circle (d = 2) or
     a Fibonacci lattice of n_grid points on S^2 (d = 3). Returns (direction (d,), f(direction)).
 

@@ -6,6 +6,7 @@ generators (:mod:`.instances`), private Neyman-Pearson testing (:mod:`.testing`,
 and the notebooks' profiles (:mod:`.config`).
 """
 
+from . import config, instances, testing
 from .divergences import (
     CHI2,
     DIVERGENCES,
@@ -22,13 +23,13 @@ from .divergences import (
 )
 from .mechanisms import (
     DPTables,
-    dp_tables,
     LPResult,
     SPRResult,
     best_over_all_partitions,
     best_over_contiguous_partitions,
     binary_mechanism,
     block_gain_matrix,
+    dp_tables,
     is_ldp,
     likelihood_order,
     mechanism_value,
@@ -40,4 +41,3 @@ from .mechanisms import (
     staircase_lp,
     staircase_lp_budget,
 )
-from . import config, instances, testing

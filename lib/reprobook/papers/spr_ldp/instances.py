@@ -111,7 +111,9 @@ def sparse_alternative(
     return p0, _normalise(p1)
 
 
-def with_ties_and_zeros(p0: np.ndarray, p1: np.ndarray, rng: np.random.Generator | int | None = None) -> Pair:
+def with_ties_and_zeros(
+    p0: np.ndarray, p1: np.ndarray, rng: np.random.Generator | int | None = None
+) -> Pair:
     """Edit a pair (k >= 4) so that it has every awkward case at once; returns k + 1 symbols.
 
     Four distinct random symbols x1..x4 are changed: p0(x1) = 0 (so L(x1) = inf),
@@ -123,7 +125,9 @@ def with_ties_and_zeros(p0: np.ndarray, p1: np.ndarray, rng: np.random.Generator
     p1 = np.asarray(p1, dtype=float).copy()
     k = p0.size
     if k < 4 or p1.size != k:
-        raise ValueError(f"with_ties_and_zeros needs two vectors of one length k >= 4, got {p0.size} and {p1.size}")
+        raise ValueError(
+            f"with_ties_and_zeros needs two vectors of one length k >= 4, got {p0.size} and {p1.size}"
+        )
     gen = as_generator(rng)
     x1, x2, x3, x4 = gen.choice(k, size=4, replace=False)
     p0[x1] = 0.0

@@ -164,11 +164,17 @@ def _check_pair(p0: ArrayLike, p1: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     for name, p in (("p0", p0), ("p1", p1)):
         arr = np.asarray(p, dtype=float)
         if arr.ndim != 1:
-            raise ValueError(f"{name} must be a 1-D probability vector, got an array of shape {arr.shape}")
+            raise ValueError(
+                f"{name} must be a 1-D probability vector, got an array of shape {arr.shape}"
+            )
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} has non-finite entries (nan or inf); probabilities must be finite")
+            raise ValueError(
+                f"{name} has non-finite entries (nan or inf); probabilities must be finite"
+            )
         if np.any(arr < 0):
-            raise ValueError(f"{name} has negative entries (min {arr.min():.3g}); probabilities must be >= 0")
+            raise ValueError(
+                f"{name} has negative entries (min {arr.min():.3g}); probabilities must be >= 0"
+            )
         total = float(arr.sum())
         if abs(total - 1.0) > _SUM_TOL:
             raise ValueError(f"{name} sums to {total!r}, not 1 (tolerance {_SUM_TOL:g})")
@@ -191,7 +197,9 @@ def _check_eps(eps: float) -> float:
     if not math.isfinite(eps) or eps <= 0:
         raise ValueError(f"eps must be finite and > 0, got eps={eps!r}")
     if eps > EPS_MAX:
-        raise ValueError(f"eps={eps!r} is too large: e^eps overflows float64 (allowed 0 < eps <= {EPS_MAX:g})")
+        raise ValueError(
+            f"eps={eps!r} is too large: e^eps overflows float64 (allowed 0 < eps <= {EPS_MAX:g})"
+        )
     return eps
 
 
@@ -279,7 +287,11 @@ def spr_mechanism_matrix(blocks: Sequence[Sequence[int]], eps: float, k: int) ->
 
 
 def spr_value(
-    p0: ArrayLike, p1: ArrayLike, blocks: Sequence[Sequence[int]], eps: float, divergence: str | Divergence = "kl"
+    p0: ArrayLike,
+    p1: ArrayLike,
+    blocks: Sequence[Sequence[int]],
+    eps: float,
+    divergence: str | Divergence = "kl",
 ) -> float:
     """Value of RR over the given blocks through the block decomposition: sum_j g(a_j, b_j) / Z_l."""
     p0, p1 = _check_pair(p0, p1)
@@ -313,7 +325,6 @@ def _result(
         value_by_blocks=value_by_blocks,
         order=order,
     )
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -418,7 +429,9 @@ def optimal_mechanism(
 # --- plain evaluation of a mechanism -------------------------------------------------------------
 
 
-def mechanism_value(Q: ArrayLike, p0: ArrayLike, p1: ArrayLike, divergence: str | Divergence = "kl") -> float:
+def mechanism_value(
+    Q: ArrayLike, p0: ArrayLike, p1: ArrayLike, divergence: str | Divergence = "kl"
+) -> float:
     """D_f(Q^T p1 || Q^T p0) computed directly from a k x m mechanism matrix Q."""
     p0, p1 = _check_pair(p0, p1)
     Q = np.asarray(Q, dtype=float)
@@ -457,7 +470,9 @@ def _staircase_columns(k: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
     return bits, cols
 
 
-def _column_utilities(bits: np.ndarray, p0: np.ndarray, p1: np.ndarray, eps: float, div: Divergence) -> np.ndarray:
+def _column_utilities(
+    bits: np.ndarray, p0: np.ndarray, p1: np.ndarray, eps: float, div: Divergence
+) -> np.ndarray:
     """mu(s_S) = persp_f(1 + c P1(S), 1 + c P0(S)) for every column, shape (n,)."""
     a = bits @ p0  # (n,) P0(S)
     b = bits @ p1  # (n,) P1(S)
@@ -521,7 +536,9 @@ def staircase_lp(
         options={"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol},
     )
     if res.status != 0:
-        return LPResult(math.nan, np.zeros((k, 0)), [], np.zeros(0), int(res.status), str(res.message), n)
+        return LPResult(
+            math.nan, np.zeros((k, 0)), [], np.zeros(0), int(res.status), str(res.message), n
+        )
     theta = res.x[:n]
     used = np.flatnonzero(theta > 1e-12)
     value = float(mu[used] @ theta[used])
@@ -531,7 +548,9 @@ def staircase_lp(
 
 
 @functools.lru_cache(maxsize=64)
-def _restricted_vertices(k: int, eps: float, ell: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+def _restricted_vertices(
+    k: int, eps: float, ell: int
+) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """Basic feasible solutions with at most ``ell`` staircase columns.
 
     For every set T of at most ell columns that are linearly independent, solve
@@ -587,7 +606,9 @@ def staircase_lp_budget(
     k = p0.size
     _check_lp_size(k, BUDGET_LP_MAX_K, "the budget LP")
     if max_outputs is None:
-        raise ValueError("the budget LP needs max_outputs, a positive integer; staircase_lp solves the unrestricted case")
+        raise ValueError(
+            "the budget LP needs max_outputs, a positive integer; staircase_lp solves the unrestricted case"
+        )
     ell = _check_budget(max_outputs, k)
     n_choices = sum(math.comb((1 << k) - 1, s) for s in range(1, ell + 1))
     if n_choices > BUDGET_LP_MAX_CHOICES:
@@ -624,7 +645,9 @@ def staircase_lp_budget(
     best_T, best_theta = best_T[keep], best_theta[keep]
     Q = cols[:, best_T] * best_theta[None, :]  # (k, m)
     subsets = [tuple(int(x) for x in np.flatnonzero(bits[s])) for s in best_T]
-    return LPResult(best_val, Q, subsets, best_theta, 0, f"best of {n_lps} restricted problems", n, n_lps)
+    return LPResult(
+        best_val, Q, subsets, best_theta, 0, f"best of {n_lps} restricted problems", n, n_lps
+    )
 
 
 # --- brute force over partitions ---------------------------------------------------------------
@@ -729,7 +752,9 @@ def best_over_contiguous_partitions(
     order = likelihood_order(p0, p1)
     masks = np.arange(1 << (k - 1), dtype=np.int64)
     cuts = (masks[:, None] >> np.arange(k - 1)) & 1  # (2^(k-1), k-1): cut after sorted position i
-    labels = np.concatenate([np.zeros((masks.size, 1), dtype=np.int64), np.cumsum(cuts, axis=1)], axis=1)
+    labels = np.concatenate(
+        [np.zeros((masks.size, 1), dtype=np.int64), np.cumsum(cuts, axis=1)], axis=1
+    )
     value, row = _best_labelled(labels, p0[order], p1[order], eps, div, ell)
     blocks = [[int(order[i]) for i in np.flatnonzero(row == j)] for j in range(int(row.max()) + 1)]
     return _result(value, blocks, eps, div, k, order=order)
@@ -738,7 +763,9 @@ def best_over_contiguous_partitions(
 # --- baselines -------------------------------------------------------------------------------
 
 
-def binary_mechanism(p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str | Divergence = "kl") -> SPRResult:
+def binary_mechanism(
+    p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str | Divergence = "kl"
+) -> SPRResult:
     """Kairouz et al.'s binary mechanism: blocks {x : L(x) >= 1} and {x : L(x) < 1}, 2-ary RR.
 
     Symbols with p0 = p1 = 0 join the first block. If one side is empty the mechanism is the
@@ -754,7 +781,9 @@ def binary_mechanism(p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str |
     return _result(spr_value(p0, p1, blocks, eps, div), blocks, eps, div, k)
 
 
-def randomized_response(p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str | Divergence = "kl") -> SPRResult:
+def randomized_response(
+    p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str | Divergence = "kl"
+) -> SPRResult:
     """k-ary randomized response on the raw alphabet (singleton blocks, in label order)."""
     p0, p1 = _check_pair(p0, p1)
     eps = _check_eps(eps)

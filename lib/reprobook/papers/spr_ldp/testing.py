@@ -73,11 +73,15 @@ def output_laws(Q: ArrayLike, p0: ArrayLike, p1: ArrayLike) -> tuple[np.ndarray,
     p0 = np.asarray(p0, dtype=float)
     p1 = np.asarray(p1, dtype=float)
     if Q.ndim != 2 or Q.shape[0] != p0.size or p0.shape != p1.shape:
-        raise ValueError(f"Q must be k x m with k = len(p0) = len(p1); got Q {Q.shape}, p0 {p0.shape}, p1 {p1.shape}")
+        raise ValueError(
+            f"Q must be k x m with k = len(p0) = len(p1); got Q {Q.shape}, p0 {p0.shape}, p1 {p1.shape}"
+        )
     return Q.T @ p0, Q.T @ p1
 
 
-def privatize(x: ArrayLike, Q: ArrayLike, rng: np.random.Generator | int | None = None) -> np.ndarray:
+def privatize(
+    x: ArrayLike, Q: ArrayLike, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
     """Y_i ~ Q(. | x_i) for each input x_i (inverse-CDF sampling of each row), shape of x."""
     gen = as_generator(rng)
     x = np.asarray(x, dtype=np.int64)
@@ -87,7 +91,9 @@ def privatize(x: ArrayLike, Q: ArrayLike, rng: np.random.Generator | int | None 
     return np.minimum(y, cdf.shape[1] - 1)
 
 
-def sample_counts(M: ArrayLike, n: int, reps: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+def sample_counts(
+    M: ArrayLike, n: int, reps: int, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
     """Output counts of ``reps`` independent samples of size n from M, shape (reps, m)."""
     gen = as_generator(rng)
     M = np.asarray(M, dtype=float)
@@ -118,7 +124,9 @@ def stein_dispersion(M0: ArrayLike, M1: ArrayLike) -> float:
     return float(M0 @ (llr - mean) ** 2)
 
 
-def strassen_log_beta(M0: ArrayLike, M1: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> np.ndarray:
+def strassen_log_beta(
+    M0: ArrayLike, M1: ArrayLike, n: ArrayLike, alpha: float = 0.05
+) -> np.ndarray:
     """Second-order approximation of log beta_n: -(n D - sqrt(n V) z_{1-alpha} + (1/2) log n).
 
     Drops the O(1) term, so it is a guide to the shape of beta_n, not a bound.
@@ -298,10 +306,18 @@ def repeated_exponents(
     (repeats, len(ns)); nan where a run could not estimate beta_n. The runs share ``rng``'s
     stream one after the other, so they are independent and the whole is reproducible."""
     if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 2:
-        raise ValueError(f"repeats must be an integer >= 2 (an interval needs two repetitions), got {repeats!r}")
+        raise ValueError(
+            f"repeats must be an integer >= 2 (an interval needs two repetitions), got {repeats!r}"
+        )
     gen = as_generator(rng)
-    return np.stack([type_two_errors(M0, M1, ns, alpha=alpha, reps=reps, rng=gen, min_misses=min_misses,
-                                     method=method).exponent for _ in range(int(repeats))])
+    return np.stack(
+        [
+            type_two_errors(
+                M0, M1, ns, alpha=alpha, reps=reps, rng=gen, min_misses=min_misses, method=method
+            ).exponent
+            for _ in range(int(repeats))
+        ]
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -334,15 +350,19 @@ def stein_gap_shares(
     if not 0 <= min_relative_gap < 1:
         raise ValueError(f"min_relative_gap must lie in [0, 1), got {min_relative_gap!r}")
     if set(stein) != set(exponents):
-        raise ValueError(f"stein and exponents must name the same mechanisms; got {sorted(stein)} and {sorted(exponents)}")
+        raise ValueError(
+            f"stein and exponents must name the same mechanisms; got {sorted(stein)} and {sorted(exponents)}"
+        )
     e = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in exponents.items()}
     sizes = {v.size for v in e.values()}
     if len(sizes) != 1 or sizes.pop() < 2 or not all(np.all(np.isfinite(v)) for v in e.values()):
-        raise ValueError("every mechanism needs the same number (>= 2) of finite exponents, one per repetition")
+        raise ValueError(
+            "every mechanism needs the same number (>= 2) of finite exponents, one per repetition"
+        )
     names = list(stein)
     scored, close = [], []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             hi, lo = (a, b) if stein[a] >= stein[b] else (b, a)
             gap = float(stein[hi] - stein[lo])
             rel = gap / float(stein[hi]) if stein[hi] > 0 else 0.0
@@ -352,8 +372,9 @@ def stein_gap_shares(
     return scored, close
 
 
-def smallest_mean_interval(values_by_group: Mapping[str, ArrayLike], level: float = 0.95
-                           ) -> tuple[Interval, str, dict[str, TInterval]]:
+def smallest_mean_interval(
+    values_by_group: Mapping[str, ArrayLike], level: float = 0.95
+) -> tuple[Interval, str, dict[str, TInterval]]:
     """The smallest group mean min_g mu_g with a simultaneous interval.
 
     Each group's Student-t interval [l_g, h_g] is taken at level 1 - (1 - level) / G
@@ -369,5 +390,14 @@ def smallest_mean_interval(values_by_group: Mapping[str, ArrayLike], level: floa
     worst = min(by, key=lambda g: by[g].mean)
     n = sum(t.n for t in by.values())
     method = f"smallest of {len(by)} means, Student-t {each:.2%} each (Bonferroni, {level:.0%} together), {n} units"
-    return (Interval(by[worst].mean, min(t.low for t in by.values()), min(t.high for t in by.values()), method, n),
-            worst, by)
+    return (
+        Interval(
+            by[worst].mean,
+            min(t.low for t in by.values()),
+            min(t.high for t in by.values()),
+            method,
+            n,
+        ),
+        worst,
+        by,
+    )

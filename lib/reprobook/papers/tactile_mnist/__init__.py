@@ -15,11 +15,13 @@ prediction, and the reward is the base reward minus the prediction loss.
 
 import warnings as _warnings
 
-with _warnings.catch_warnings():  # ap_gym imports datasets, whose tqdm.auto warns in a notebook without ipywidgets
+with (
+    _warnings.catch_warnings()
+):  # ap_gym imports datasets, whose tqdm.auto warns in a notebook without ipywidgets
     _warnings.filterwarnings("ignore", message="IProgress not found")
     from . import config, envs, evaluate, model, policies, tactile
 from .envs import DigitsDataset, interface_report, make_digits_glimpse_env, make_glimpse_env
-from .tactile import TactileDigitEnv, height_map, height_map_volume, triangulated_volume
-from .policies import POLICIES, Trajectories, make_policy, rollout
-from .model import GlimpsePredictor, TrajectoryDataModule, predict_logits, train_predictor
 from .evaluate import accuracy_by_step, growth_check, ordering_check, t_interval
+from .model import GlimpsePredictor, TrajectoryDataModule, predict_logits, train_predictor
+from .policies import POLICIES, Trajectories, make_policy, rollout
+from .tactile import TactileDigitEnv, height_map, height_map_volume, triangulated_volume

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from reprobook.core.resources import Resources
 
 __all__ = ["InterfaceConfig", "StrategyConfig", "TouchConfig", "PROFILES", "resolve"]
@@ -71,9 +72,14 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "touching_digits": {
         "reduced": TouchConfig(),
-        "full": TouchConfig(digits_train_episodes=20_000, digits_test_episodes=2_000,
-                            tactile_train_episodes=20_000, tactile_test_episodes=2_000,
-                            sensor_resolution=64, epochs=50),
+        "full": TouchConfig(
+            digits_train_episodes=20_000,
+            digits_test_episodes=2_000,
+            tactile_train_episodes=20_000,
+            tactile_test_episodes=2_000,
+            sensor_resolution=64,
+            epochs=50,
+        ),
     },
 }
 

@@ -34,7 +34,8 @@ one policy in one seed, for each policy.
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -42,9 +43,20 @@ from numpy.typing import ArrayLike
 from reprobook.core.stats import Interval as CoreInterval
 from reprobook.core.stats import t_interval as core_t_interval
 
-__all__ = ["accuracy_by_step", "Accuracy", "final_and_mean_accuracy", "Interval", "t_interval", "largest_step_drop",
-           "ordering_check", "growth_check", "policy_accuracy", "paired_differences", "final_minus_average",
-           "smallest_mean_interval"]
+__all__ = [
+    "accuracy_by_step",
+    "Accuracy",
+    "final_and_mean_accuracy",
+    "Interval",
+    "t_interval",
+    "largest_step_drop",
+    "ordering_check",
+    "growth_check",
+    "policy_accuracy",
+    "paired_differences",
+    "final_minus_average",
+    "smallest_mean_interval",
+]
 
 
 def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -53,12 +65,16 @@ def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np
     if logits.ndim != 3 or 0 in logits.shape:
         raise ValueError(f"logits must be a non-empty array (E, T, C), got shape {logits.shape}")
     if labels.shape != (logits.shape[0],):
-        raise ValueError(f"labels must have shape ({logits.shape[0]},) to match logits (E, T, C), got {labels.shape}")
+        raise ValueError(
+            f"labels must have shape ({logits.shape[0]},) to match logits (E, T, C), got {labels.shape}"
+        )
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"labels must be integers (class indices), got dtype {labels.dtype}")
     if labels.min() < 0 or labels.max() >= logits.shape[2]:
-        raise ValueError(f"labels must lie in [0, {logits.shape[2]}) (C = logits.shape[2]), "
-                         f"got the range [{labels.min()}, {labels.max()}]")
+        raise ValueError(
+            f"labels must lie in [0, {logits.shape[2]}) (C = logits.shape[2]), "
+            f"got the range [{labels.min()}, {labels.max()}]"
+        )
     if not np.all(np.isfinite(logits)):
         raise ValueError("logits have non-finite entries (nan or inf)")
     return logits, labels
@@ -108,12 +124,17 @@ def largest_step_drop(curve: ArrayLike) -> float:
 def _per_seed(values: ArrayLike, name: str) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 2:
-        raise ValueError(f"{name}: need a 1-D array of at least 2 per-seed values, got shape {v.shape}")
+        raise ValueError(
+            f"{name}: need a 1-D array of at least 2 per-seed values, got shape {v.shape}"
+        )
     return v
 
 
-def ordering_check(final_by_policy: Mapping[str, ArrayLike], order: Sequence[str] = ("gradient", "raster", "random"),
-                   level: float = 0.9) -> dict:
+def ordering_check(
+    final_by_policy: Mapping[str, ArrayLike],
+    order: Sequence[str] = ("gradient", "raster", "random"),
+    level: float = 0.9,
+) -> dict:
     """C2: are the policies' final-step accuracies (one value per seed) ordered as ``order``
     (best first), with the level-``level`` t-intervals of neighbours not overlapping?
 
@@ -123,17 +144,28 @@ def ordering_check(final_by_policy: Mapping[str, ArrayLike], order: Sequence[str
     neighbouring pairs "a > b" whose means are ordered and intervals separated (C2 counts them)}."""
     missing = [p for p in order if p not in final_by_policy]
     if missing or len(order) < 2:
-        raise ValueError(f"order must name at least 2 policies, all in final_by_policy; missing {missing}, "
-                         f"have {sorted(final_by_policy)}")
+        raise ValueError(
+            f"order must name at least 2 policies, all in final_by_policy; missing {missing}, "
+            f"have {sorted(final_by_policy)}"
+        )
     intervals = {p: t_interval(_per_seed(final_by_policy[p], p), level) for p in order}
     means = [intervals[p].mean for p in order]
     gaps = [intervals[a].low - intervals[b].high for a, b in zip(order[:-1], order[1:])]
     ordered = all(x > y for x, y in zip(means[:-1], means[1:]))
     separated = all(g > 0 for g in gaps)
-    pairs = [f"{a} > {b}" for (a, b), g in zip(zip(order[:-1], order[1:]), gaps)
-             if intervals[a].mean > intervals[b].mean and g > 0]
-    return {"intervals": intervals, "ordered": ordered, "separated": separated, "holds": ordered and separated,
-            "gaps": gaps, "pairs_held": pairs}
+    pairs = [
+        f"{a} > {b}"
+        for (a, b), g in zip(zip(order[:-1], order[1:]), gaps)
+        if intervals[a].mean > intervals[b].mean and g > 0
+    ]
+    return {
+        "intervals": intervals,
+        "ordered": ordered,
+        "separated": separated,
+        "holds": ordered and separated,
+        "gaps": gaps,
+        "pairs_held": pairs,
+    }
 
 
 def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:
@@ -153,33 +185,51 @@ def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:
         if arr.ndim == 1:
             arr = arr[None]
         if arr.ndim != 2 or arr.shape[1] < 2:
-            raise ValueError(f"{p}: curves must be (S, T) or (T,) with T >= 2, got shape {np.shape(c)}")
+            raise ValueError(
+                f"{p}: curves must be (S, T) or (T,) with T >= 2, got shape {np.shape(c)}"
+            )
         if length is None:
             length = arr.shape[1]
         elif arr.shape[1] != length:
             raise ValueError(f"{p}: curves have {arr.shape[1]} steps, others {length}")
         avg = arr.mean(axis=0)
         pooled.append(avg)
-        per[p] = {"final": float(avg[-1]), "mean": float(avg.mean()), "mean_below_final": bool(avg.mean() < avg[-1]),
-                  "largest_drop": largest_step_drop(avg), "curve": avg}
-    return {"policies": per, "all_below": all(v["mean_below_final"] for v in per.values()),
-            "largest_drop": max(v["largest_drop"] for v in per.values()),
-            "pooled_largest_drop": largest_step_drop(np.mean(pooled, axis=0))}
+        per[p] = {
+            "final": float(avg[-1]),
+            "mean": float(avg.mean()),
+            "mean_below_final": bool(avg.mean() < avg[-1]),
+            "largest_drop": largest_step_drop(avg),
+            "curve": avg,
+        }
+    return {
+        "policies": per,
+        "all_below": all(v["mean_below_final"] for v in per.values()),
+        "largest_drop": max(v["largest_drop"] for v in per.values()),
+        "pooled_largest_drop": largest_step_drop(np.mean(pooled, axis=0)),
+    }
 
 
-def paired_differences(final_by_policy: Mapping[str, ArrayLike], pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+def paired_differences(
+    final_by_policy: Mapping[str, ArrayLike], pairs: Sequence[tuple[str, str]]
+) -> dict[str, np.ndarray]:
     """{"a - b": final_a[s] - final_b[s] over seeds s} for each pair (a, b): the per-seed paired
     differences of C2 (seed s trains and tests every policy with the same seeds)."""
     if not pairs:
-        raise ValueError("pairs is empty; give (better, worse) policy pairs such as ('gradient', 'raster')")
+        raise ValueError(
+            "pairs is empty; give (better, worse) policy pairs such as ('gradient', 'raster')"
+        )
     out = {}
     for a, b in pairs:
         missing = [p for p in (a, b) if p not in final_by_policy]
         if missing:
-            raise ValueError(f"pair ({a}, {b}): no per-seed values for {missing}; have {sorted(final_by_policy)}")
+            raise ValueError(
+                f"pair ({a}, {b}): no per-seed values for {missing}; have {sorted(final_by_policy)}"
+            )
         va, vb = _per_seed(final_by_policy[a], a), _per_seed(final_by_policy[b], b)
         if va.shape != vb.shape:
-            raise ValueError(f"pair ({a}, {b}): {va.size} and {vb.size} seeds; paired differences need the same seeds")
+            raise ValueError(
+                f"pair ({a}, {b}): {va.size} and {vb.size} seeds; paired differences need the same seeds"
+            )
         out[f"{a} - {b}"] = va - vb
     return out
 
@@ -193,12 +243,16 @@ def final_minus_average(curves_by_policy: Mapping[str, ArrayLike]) -> dict[str, 
     for p, c in curves_by_policy.items():
         arr = np.asarray(c, dtype=float)
         if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 2:
-            raise ValueError(f"{p}: curves must be (S, T) with S >= 2 seeds and T >= 2 steps, got shape {arr.shape}")
+            raise ValueError(
+                f"{p}: curves must be (S, T) with S >= 2 seeds and T >= 2 steps, got shape {arr.shape}"
+            )
         out[p] = arr[:, -1] - arr.mean(axis=1)
     return out
 
 
-def smallest_mean_interval(values_by_name: Mapping[str, ArrayLike], level: float = 0.95) -> tuple[CoreInterval, dict]:
+def smallest_mean_interval(
+    values_by_name: Mapping[str, ArrayLike], level: float = 0.95
+) -> tuple[CoreInterval, dict]:
     """The smallest of m means over seeds, with a simultaneous interval (see the module docstring).
 
     Each name's mean gets a Student-t interval at level 1 - (1 - level) / m; returns
@@ -213,14 +267,30 @@ def smallest_mean_interval(values_by_name: Mapping[str, ArrayLike], level: float
     if len(sizes) != 1:
         raise ValueError(f"every name needs the same number of seeds, got {sorted(sizes)}")
     n = sizes.pop()
-    smallest = CoreInterval(min(iv.mean for iv in per.values()), min(iv.low for iv in per.values()),
-                            min(iv.high for iv in per.values()),
-                            f"smallest of {len(per)} means, Student-t {each:.2%} each over {n} seeds ({level:.0%} together)", n)
+    smallest = CoreInterval(
+        min(iv.mean for iv in per.values()),
+        min(iv.low for iv in per.values()),
+        min(iv.high for iv in per.values()),
+        f"smallest of {len(per)} means, Student-t {each:.2%} each over {n} seeds ({level:.0%} together)",
+        n,
+    )
     return smallest, per
 
 
-def policy_accuracy(name: str, train_env, test_env, *, max_step: float, num_classes: int, n_train: int,
-                    n_test: int, seed: int, test_seed: int, model_seed: int, epochs: int):
+def policy_accuracy(
+    name: str,
+    train_env,
+    test_env,
+    *,
+    max_step: float,
+    num_classes: int,
+    n_train: int,
+    n_test: int,
+    seed: int,
+    test_seed: int,
+    model_seed: int,
+    epochs: int,
+):
     """One strategy end to end: roll ``name`` out ``n_train`` times in ``train_env`` (episodes
     from ``seed``), train a predictor on those roll-outs (``model_seed``, ``epochs``), and return
     its accuracy against step on ``n_test`` fresh roll-outs in ``test_env`` (from ``test_seed``),

@@ -37,10 +37,20 @@ from reprobook.core import make_trainer
 
 from .policies import Trajectories
 
-__all__ = ["GlimpsePredictor", "TrajectoryDataModule", "build_predictor", "fit_predictor", "train_predictor",
-           "predict_logits", "trajectory_tensors", "CURVE_COLUMNS"]
+__all__ = [
+    "GlimpsePredictor",
+    "TrajectoryDataModule",
+    "build_predictor",
+    "fit_predictor",
+    "train_predictor",
+    "predict_logits",
+    "trajectory_tensors",
+    "CURVE_COLUMNS",
+]
 
-MLP_MAX_PIXELS = 64  # images with at most 8 x 8 = 64 pixels go through the MLP, larger ones through the CNN
+MLP_MAX_PIXELS = (
+    64  # images with at most 8 x 8 = 64 pixels go through the MLP, larger ones through the CNN
+)
 CURVE_COLUMNS = ("train_loss", "val_loss", "val_final_accuracy")
 
 
@@ -51,7 +61,12 @@ def _check_positive_int(name: str, value, minimum: int = 1) -> int:
 
 
 def _check_positive_float(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
@@ -76,10 +91,14 @@ class _TinyCNN(nn.Module):
     def __init__(self, channels: int, embed: int):
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(channels, 8, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(4), nn.Flatten(),
-            nn.Linear(16 * 16, embed), nn.ReLU(),
+            nn.Conv2d(channels, 8, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(4),
+            nn.Flatten(),
+            nn.Linear(16 * 16, embed),
+            nn.ReLU(),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -94,9 +113,20 @@ class GlimpsePredictor(L.LightningModule):
     training loss of each epoch, the validation loss and the validation final-step accuracy, so a
     model loaded from a checkpoint still has its training curve."""
 
-    def __init__(self, image_shape: tuple[int, int, int], pos_dim: int, num_classes: int, *, hidden: int = 64,
-                 embed: int = 32, mlp_hidden: int = 64, lr: float = 3e-3, weight_decay: float = 1e-4,
-                 epochs: int = 1, seed: int = 0):
+    def __init__(
+        self,
+        image_shape: tuple[int, int, int],
+        pos_dim: int,
+        num_classes: int,
+        *,
+        hidden: int = 64,
+        embed: int = 32,
+        mlp_hidden: int = 64,
+        lr: float = 3e-3,
+        weight_decay: float = 1e-4,
+        epochs: int = 1,
+        seed: int = 0,
+    ):
         super().__init__()
         if len(tuple(image_shape)) != 3:
             raise ValueError(f"image_shape must be (H, W, C), got {image_shape!r}")
@@ -105,7 +135,12 @@ class GlimpsePredictor(L.LightningModule):
             raise ValueError(f"image_shape must be positive, got {image_shape!r}")
         _check_positive_int("pos_dim", pos_dim)
         _check_positive_int("num_classes", num_classes, 2)
-        for name, value in (("hidden", hidden), ("embed", embed), ("mlp_hidden", mlp_hidden), ("epochs", epochs)):
+        for name, value in (
+            ("hidden", hidden),
+            ("embed", embed),
+            ("mlp_hidden", mlp_hidden),
+            ("epochs", epochs),
+        ):
             _check_positive_int(name, value)
         _check_positive_float("lr", lr)
         if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
@@ -121,8 +156,13 @@ class GlimpsePredictor(L.LightningModule):
             if self.uses_cnn:
                 self.encoder = _TinyCNN(c, embed)
             else:
-                self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(h * w * c, mlp_hidden), nn.ReLU(),
-                                             nn.Linear(mlp_hidden, embed), nn.ReLU())
+                self.encoder = nn.Sequential(
+                    nn.Flatten(),
+                    nn.Linear(h * w * c, mlp_hidden),
+                    nn.ReLU(),
+                    nn.Linear(mlp_hidden, embed),
+                    nn.ReLU(),
+                )
             self.gru = nn.GRU(embed + pos_dim + 1, hidden, batch_first=True)
             self.head = nn.Linear(hidden, num_classes)
         self.register_buffer("curve", torch.full((epochs, len(CURVE_COLUMNS)), float("nan")))
@@ -134,7 +174,9 @@ class GlimpsePredictor(L.LightningModule):
     def set_input_stats(self, images: np.ndarray | torch.Tensor) -> None:
         """mu, sigma := the per-channel mean and standard deviation of ``images`` (..., H, W, C);
         a channel with sigma < 1e-6 keeps sigma = 1."""
-        x = torch.as_tensor(np.asarray(images), dtype=torch.float64).reshape(-1, self.image_shape[2])
+        x = torch.as_tensor(np.asarray(images), dtype=torch.float64).reshape(
+            -1, self.image_shape[2]
+        )
         if x.shape[0] == 0:
             raise ValueError("set_input_stats needs at least one image")
         mean, std = x.mean(dim=0), x.std(dim=0, correction=0)
@@ -142,15 +184,21 @@ class GlimpsePredictor(L.LightningModule):
         self.image_mean.copy_(mean.float())
         self.image_std.copy_(std.float())
 
-    def forward(self, images: torch.Tensor, positions: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, images: torch.Tensor, positions: torch.Tensor, time: torch.Tensor
+    ) -> torch.Tensor:
         """images (B, T, H, W, C), positions (B, T, d), time (B, T) -> logits (B, T, num_classes)."""
         if images.dim() != 5 or tuple(images.shape[2:]) != self.image_shape:
-            raise ValueError(f"images must be (B, T, {', '.join(map(str, self.image_shape))}), "
-                             f"got {tuple(images.shape)}")
+            raise ValueError(
+                f"images must be (B, T, {', '.join(map(str, self.image_shape))}), "
+                f"got {tuple(images.shape)}"
+            )
         b, t = images.shape[:2]
         if tuple(positions.shape) != (b, t, self.pos_dim) or tuple(time.shape) != (b, t):
-            raise ValueError(f"positions must be ({b}, {t}, {self.pos_dim}) and time ({b}, {t}), "
-                             f"got {tuple(positions.shape)} and {tuple(time.shape)}")
+            raise ValueError(
+                f"positions must be ({b}, {t}, {self.pos_dim}) and time ({b}, {t}), "
+                f"got {tuple(positions.shape)} and {tuple(time.shape)}"
+            )
         x = ((images - self.image_mean) / self.image_std).reshape(b * t, *self.image_shape)
         if self.uses_cnn:
             x = x.permute(0, 3, 1, 2)  # (N, C, H, W)
@@ -187,7 +235,9 @@ class GlimpsePredictor(L.LightningModule):
         logits = self(batch["images"], batch["positions"], batch["time"])
         losses = self.step_losses(logits, batch["labels"])
         correct = (logits[:, -1].argmax(-1) == batch["labels"]).float()
-        self._val.append((float(losses.sum()), losses.numel(), float(correct.sum()), correct.numel()))
+        self._val.append(
+            (float(losses.sum()), losses.numel(), float(correct.sum()), correct.numel())
+        )
 
     def on_validation_epoch_start(self):
         self._val = []
@@ -232,7 +282,9 @@ class TrajectoryDataModule(L.LightningDataModule):
     when the fraction is positive). Training batches are reshuffled every epoch by a
     ``torch.Generator`` seeded with ``seed``; the last partial batch is kept; no workers."""
 
-    def __init__(self, trajs: Trajectories, batch_size: int = 32, val_fraction: float = 0.1, seed: int = 0):
+    def __init__(
+        self, trajs: Trajectories, batch_size: int = 32, val_fraction: float = 0.1, seed: int = 0
+    ):
         super().__init__()
         _check_positive_int("batch_size", batch_size)
         if not (isinstance(val_fraction, (int, float)) and 0 <= val_fraction < 1):
@@ -241,20 +293,26 @@ class TrajectoryDataModule(L.LightningDataModule):
         n = len(trajs)
         n_val = 0 if val_fraction == 0 else max(1, int(round(val_fraction * n)))
         if n - n_val < 1:
-            raise ValueError(f"{n} episodes leave none for training with val_fraction={val_fraction}")
+            raise ValueError(
+                f"{n} episodes leave none for training with val_fraction={val_fraction}"
+            )
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
         self.val_index, self.train_index = perm[:n_val].sort().values, perm[n_val:].sort().values
         self.batch_size, self.seed = batch_size, seed
 
     def _loader(self, index: torch.Tensor, shuffle: bool) -> torch.utils.data.DataLoader:
         if shuffle:
-            sampler = torch.utils.data.RandomSampler(range(len(index)),
-                                                     generator=torch.Generator().manual_seed(self.seed))
+            sampler = torch.utils.data.RandomSampler(
+                range(len(index)), generator=torch.Generator().manual_seed(self.seed)
+            )
         else:
             sampler = torch.utils.data.SequentialSampler(range(len(index)))
-        batches = torch.utils.data.BatchSampler(sampler, batch_size=self.batch_size, drop_last=False)
-        return torch.utils.data.DataLoader(_EpisodeBatches(self.tensors, index), sampler=batches, batch_size=None,
-                                           num_workers=0)
+        batches = torch.utils.data.BatchSampler(
+            sampler, batch_size=self.batch_size, drop_last=False
+        )
+        return torch.utils.data.DataLoader(
+            _EpisodeBatches(self.tensors, index), sampler=batches, batch_size=None, num_workers=0
+        )
 
     def train_dataloader(self):
         return self._loader(self.train_index, shuffle=True)
@@ -270,22 +328,42 @@ def _check_labels(trajs: Trajectories, num_classes: int) -> None:
         raise TypeError(f"trajs must be Trajectories (from rollout), got {type(trajs).__name__}")
     labels = np.asarray(trajs.labels)
     if labels.min() < 0 or labels.max() >= num_classes:
-        raise ValueError(f"labels must lie in [0, {num_classes}), got the range [{labels.min()}, {labels.max()}]")
+        raise ValueError(
+            f"labels must lie in [0, {num_classes}), got the range [{labels.min()}, {labels.max()}]"
+        )
 
 
-def build_predictor(trajs: Trajectories, num_classes: int, epochs: int = 30, seed: int = 0, lr: float = 3e-3,
-                    **model_kwargs) -> GlimpsePredictor:
+def build_predictor(
+    trajs: Trajectories,
+    num_classes: int,
+    epochs: int = 30,
+    seed: int = 0,
+    lr: float = 3e-3,
+    **model_kwargs,
+) -> GlimpsePredictor:
     """An untrained :class:`GlimpsePredictor` shaped for ``trajs`` (image shape, position
     dimension), with a training curve of ``epochs`` rows; ``model_kwargs`` go to its constructor.
     With :func:`fit_predictor`, the ``build`` and ``train`` of ``core.load_or_train``."""
     _check_positive_int("num_classes", num_classes, 2)
     _check_labels(trajs, num_classes)
-    return GlimpsePredictor(tuple(trajs.images.shape[2:]), trajs.positions.shape[-1], num_classes, lr=lr,
-                            epochs=epochs, seed=seed, **model_kwargs)
+    return GlimpsePredictor(
+        tuple(trajs.images.shape[2:]),
+        trajs.positions.shape[-1],
+        num_classes,
+        lr=lr,
+        epochs=epochs,
+        seed=seed,
+        **model_kwargs,
+    )
 
 
-def fit_predictor(model: GlimpsePredictor, trajs: Trajectories, seed: int = 0, batch_size: int = 32,
-                  val_fraction: float = 0.1) -> GlimpsePredictor:
+def fit_predictor(
+    model: GlimpsePredictor,
+    trajs: Trajectories,
+    seed: int = 0,
+    batch_size: int = 32,
+    val_fraction: float = 0.1,
+) -> GlimpsePredictor:
     """Train ``model`` in place for ``model.hparams.epochs`` epochs on ``trajs`` with
     :func:`reprobook.core.make_trainer` (quiet, deterministic; CPU here), after setting its input
     standardisation from the training episodes' images. The split and the batch order come from
@@ -293,9 +371,14 @@ def fit_predictor(model: GlimpsePredictor, trajs: Trajectories, seed: int = 0, b
     if not isinstance(model, GlimpsePredictor):
         raise TypeError(f"model must be a GlimpsePredictor, got {type(model).__name__}")
     _check_labels(trajs, model.num_classes)
-    if tuple(trajs.images.shape[2:]) != model.image_shape or trajs.positions.shape[-1] != model.pos_dim:
-        raise ValueError(f"trajs have images {tuple(trajs.images.shape[2:])} and positions of dimension "
-                         f"{trajs.positions.shape[-1]}; the model expects {model.image_shape} and {model.pos_dim}")
+    if (
+        tuple(trajs.images.shape[2:]) != model.image_shape
+        or trajs.positions.shape[-1] != model.pos_dim
+    ):
+        raise ValueError(
+            f"trajs have images {tuple(trajs.images.shape[2:])} and positions of dimension "
+            f"{trajs.positions.shape[-1]}; the model expects {model.image_shape} and {model.pos_dim}"
+        )
     data = TrajectoryDataModule(trajs, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
     model.set_input_stats(trajs.images[data.train_index.numpy()])
     trainer = make_trainer(max_epochs=int(model.hparams.epochs), num_sanity_val_steps=0)
@@ -304,8 +387,16 @@ def fit_predictor(model: GlimpsePredictor, trajs: Trajectories, seed: int = 0, b
     return model
 
 
-def train_predictor(trajs: Trajectories, num_classes: int, epochs: int = 30, seed: int = 0, batch_size: int = 32,
-                    lr: float = 3e-3, val_fraction: float = 0.1, **model_kwargs) -> GlimpsePredictor:
+def train_predictor(
+    trajs: Trajectories,
+    num_classes: int,
+    epochs: int = 30,
+    seed: int = 0,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    val_fraction: float = 0.1,
+    **model_kwargs,
+) -> GlimpsePredictor:
     """A :class:`GlimpsePredictor` trained for ``epochs`` epochs on ``trajs``:
     :func:`build_predictor` then :func:`fit_predictor`. Weights, the split and the batch order
     come from ``seed`` alone, so two calls give identical weights on one machine with the same
@@ -316,7 +407,9 @@ def train_predictor(trajs: Trajectories, num_classes: int, epochs: int = 30, see
 
 
 @torch.no_grad()
-def predict_logits(model: GlimpsePredictor, trajs: Trajectories, batch_size: int = 1024) -> np.ndarray:
+def predict_logits(
+    model: GlimpsePredictor, trajs: Trajectories, batch_size: int = 1024
+) -> np.ndarray:
     """Logits (E, T, C) of ``model`` on every step of ``trajs`` (eval mode, no gradient)."""
     if not isinstance(model, GlimpsePredictor):
         raise TypeError(f"model must be a GlimpsePredictor, got {type(model).__name__}")
@@ -328,7 +421,12 @@ def predict_logits(model: GlimpsePredictor, trajs: Trajectories, batch_size: int
     out = []
     for start in range(0, len(trajs), batch_size):
         sl = slice(start, start + batch_size)
-        out.append(model(tensors["images"][sl].to(device), tensors["positions"][sl].to(device),
-                         tensors["time"][sl].to(device)).cpu())
+        out.append(
+            model(
+                tensors["images"][sl].to(device),
+                tensors["positions"][sl].to(device),
+                tensors["time"][sl].to(device),
+            ).cpu()
+        )
     model.train(was_training)
     return torch.cat(out).numpy()

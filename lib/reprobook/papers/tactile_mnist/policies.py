@@ -28,15 +28,28 @@ ap_gym's CircleSquare-v0: the unit-ball-projected action times ``max_step_length
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 __all__ = [
-    "IMAGE_KEYS", "POSITION_KEYS", "TIME_KEY", "ObservationKeys", "detect_keys", "inner_action_space",
-    "Policy", "RandomPolicy", "RasterPolicy", "GradientPolicy", "raster_waypoints", "make_policy", "POLICIES",
-    "Trajectories", "rollout",
+    "IMAGE_KEYS",
+    "POSITION_KEYS",
+    "TIME_KEY",
+    "ObservationKeys",
+    "detect_keys",
+    "inner_action_space",
+    "Policy",
+    "RandomPolicy",
+    "RasterPolicy",
+    "GradientPolicy",
+    "raster_waypoints",
+    "make_policy",
+    "POLICIES",
+    "Trajectories",
+    "rollout",
 ]
 
 IMAGE_KEYS: tuple[str, ...] = ("glimpse", "sensor_img")  # the image keys the adapter knows
@@ -65,7 +78,9 @@ class ObservationKeys:
         if image.ndim == 2:  # (H, W): one channel
             image = image[..., None]
         if image.ndim != 3:
-            raise ValueError(f"observation[{self.image!r}] must be an image (H, W, C), got shape {image.shape}")
+            raise ValueError(
+                f"observation[{self.image!r}] must be an image (H, W, C), got shape {image.shape}"
+            )
         pos = np.asarray(obs[self.position], dtype=np.float32).reshape(-1)
         return image, pos, float(np.asarray(obs[self.time]))
 
@@ -81,8 +96,10 @@ def _keys_of(obj: Any) -> list[str]:
         return list(obj.spaces)
     if isinstance(obj, Mapping):
         return list(obj)
-    raise TypeError(f"expected an environment, a Dict observation space or an observation dict, "
-                    f"got {type(obj).__name__}")
+    raise TypeError(
+        f"expected an environment, a Dict observation space or an observation dict, "
+        f"got {type(obj).__name__}"
+    )
 
 
 def detect_keys(obj: Any) -> ObservationKeys:
@@ -97,12 +114,16 @@ def detect_keys(obj: Any) -> ObservationKeys:
     if len(images) != 1:
         problems.append(f"exactly one image key of {IMAGE_KEYS} (found {images or 'none'})")
     if len(positions) != 1:
-        problems.append(f"exactly one position key of {POSITION_KEYS} (found {positions or 'none'})")
+        problems.append(
+            f"exactly one position key of {POSITION_KEYS} (found {positions or 'none'})"
+        )
     if TIME_KEY not in keys:
         problems.append(f"the key {TIME_KEY!r}")
     if problems:
-        raise ValueError(f"observation keys {sorted(keys)} do not follow the convention: need "
-                         + "; ".join(problems))
+        raise ValueError(
+            f"observation keys {sorted(keys)} do not follow the convention: need "
+            + "; ".join(problems)
+        )
     return ObservationKeys(images[0], positions[0])
 
 
@@ -119,9 +140,14 @@ def inner_action_space(env: Any):
         if isinstance(outer, gym.spaces.Dict) and "action" in outer.spaces:
             space = outer["action"]
     if not isinstance(space, gym.spaces.Box):
-        raise ValueError(f"the environment's inner action space must be a gymnasium Box, got {space!r}; "
-                         "expected env.inner_action_space or env.action_space['action']")
-    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))) or len(space.shape) != 1:
+        raise ValueError(
+            f"the environment's inner action space must be a gymnasium Box, got {space!r}; "
+            "expected env.inner_action_space or env.action_space['action']"
+        )
+    if (
+        not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+        or len(space.shape) != 1
+    ):
         raise ValueError(f"the inner action space must be a bounded 1-D Box, got {space}")
     return space
 
@@ -144,8 +170,10 @@ class Policy:
         if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
             raise ValueError(f"action_space must be a 1-D gymnasium Box, got {action_space!r}")
         if action_space.shape[0] < 2:
-            raise ValueError(f"the inner action must have at least 2 components (planar movement), "
-                             f"got shape {action_space.shape}")
+            raise ValueError(
+                f"the inner action must have at least 2 components (planar movement), "
+                f"got shape {action_space.shape}"
+            )
         self.action_space = action_space
         self.low = np.asarray(action_space.low, dtype=np.float64)
         self.high = np.asarray(action_space.high, dtype=np.float64)
@@ -201,7 +229,9 @@ def raster_waypoints(budget: float, n_rows: int | None = None) -> tuple[np.ndarr
     fit. Returns (waypoints (2n, 2), n, a).
     """
     if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
-        raise ValueError(f"budget (path length available) must be a positive finite number, got {budget!r}")
+        raise ValueError(
+            f"budget (path length available) must be a positive finite number, got {budget!r}"
+        )
 
     def length(n: int) -> float:
         return 2 * n - 2 / n
@@ -212,7 +242,9 @@ def raster_waypoints(budget: float, n_rows: int | None = None) -> tuple[np.ndarr
             n += 1
     else:
         if isinstance(n_rows, bool) or not isinstance(n_rows, int) or n_rows < 2:
-            raise ValueError(f"n_rows must be an integer >= 2 or None (sized from the budget), got {n_rows!r}")
+            raise ValueError(
+                f"n_rows must be an integer >= 2 or None (sized from the budget), got {n_rows!r}"
+            )
         n = n_rows
     a = min(1.0, budget / length(n))
     centres = a * (-1 + (2 * np.arange(n) + 1) / n)
@@ -239,17 +271,27 @@ class RasterPolicy(Policy):
 
     name = "raster"
 
-    def __init__(self, action_space, max_step: float, step_limit: int = 16, n_rows: int | None = None,
-                 keys: ObservationKeys | None = None):
+    def __init__(
+        self,
+        action_space,
+        max_step: float,
+        step_limit: int = 16,
+        n_rows: int | None = None,
+        keys: ObservationKeys | None = None,
+    ):
         super().__init__(action_space, keys)
         if not (isinstance(max_step, (int, float)) and math.isfinite(max_step) and max_step > 0):
-            raise ValueError(f"max_step (largest move per step, in normalised position units) must be positive, "
-                             f"got {max_step!r}")
+            raise ValueError(
+                f"max_step (largest move per step, in normalised position units) must be positive, "
+                f"got {max_step!r}"
+            )
         if isinstance(step_limit, bool) or not isinstance(step_limit, int) or step_limit < 2:
             raise ValueError(f"step_limit must be an integer >= 2, got {step_limit!r}")
         self.max_step = float(max_step)
         self.step_limit = step_limit
-        self.pattern, self.n_rows, self.half_width = raster_waypoints((step_limit - 1) * self.max_step, n_rows)
+        self.pattern, self.n_rows, self.half_width = raster_waypoints(
+            (step_limit - 1) * self.max_step, n_rows
+        )
         self.waypoints = self.pattern.copy()
         self.index = 0
 
@@ -312,15 +354,25 @@ class GradientPolicy(Policy):
     name = "gradient"
     EXPLORE = ("random", "centre")
 
-    def __init__(self, action_space, explore: str = "random", row_axis: int = 1, invert: bool = False,
-                 flat_tol: float = 1e-3, centre_tol: float = 1e-3, max_step: float | None = None,
-                 keys: ObservationKeys | None = None):
+    def __init__(
+        self,
+        action_space,
+        explore: str = "random",
+        row_axis: int = 1,
+        invert: bool = False,
+        flat_tol: float = 1e-3,
+        centre_tol: float = 1e-3,
+        max_step: float | None = None,
+        keys: ObservationKeys | None = None,
+    ):
         super().__init__(action_space, keys)
         if explore not in self.EXPLORE:
             raise ValueError(f"explore must be one of {self.EXPLORE}, got {explore!r}")
         if row_axis not in (0, 1):
-            raise ValueError(f"row_axis (the position coordinate that image rows run along) must be 0 or 1, "
-                             f"got {row_axis!r}")
+            raise ValueError(
+                f"row_axis (the position coordinate that image rows run along) must be 0 or 1, "
+                f"got {row_axis!r}"
+            )
         for name, value in (("flat_tol", flat_tol), ("centre_tol", centre_tol)):
             if not (isinstance(value, (int, float)) and value >= 0):
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")
@@ -377,7 +429,9 @@ class GradientPolicy(Policy):
 POLICIES: tuple[str, ...] = ("random", "raster", "gradient")
 
 
-def make_policy(name: str, env: Any, max_step: float, step_limit: int = 16, **kwargs: Any) -> Policy:
+def make_policy(
+    name: str, env: Any, max_step: float, step_limit: int = 16, **kwargs: Any
+) -> Policy:
     """A policy by name ("random", "raster", "gradient") for ``env``'s inner action space and keys.
     ``max_step`` is the env's largest move per step in normalised position units (0.2 in
     CircleSquare-v0); extra keyword arguments go to the policy's constructor."""
@@ -421,12 +475,20 @@ class Trajectories:
         if self.images.ndim != 5:
             raise ValueError(f"images must be (E, T, H, W, C), got shape {self.images.shape}")
         e, t = self.images.shape[:2]
-        for name, ndim in (("positions", 3), ("time", 2), ("labels", 1), ("actions", 3), ("base_rewards", 2),
-                           ("rewards", 2)):
+        for name, ndim in (
+            ("positions", 3),
+            ("time", 2),
+            ("labels", 1),
+            ("actions", 3),
+            ("base_rewards", 2),
+            ("rewards", 2),
+        ):
             arr = getattr(self, name)
-            if arr.ndim != ndim or arr.shape[:min(ndim, 2)] != (e, t)[:min(ndim, 2)]:
-                raise ValueError(f"{name} must have {ndim} dimensions starting with {(e, t)[:min(ndim, 2)]} "
-                                 f"(E, T of images), got shape {arr.shape}")
+            if arr.ndim != ndim or arr.shape[: min(ndim, 2)] != (e, t)[: min(ndim, 2)]:
+                raise ValueError(
+                    f"{name} must have {ndim} dimensions starting with {(e, t)[: min(ndim, 2)]} "
+                    f"(E, T of images), got shape {arr.shape}"
+                )
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -435,22 +497,34 @@ class Trajectories:
     def n_steps(self) -> int:
         return int(self.images.shape[1])
 
-    def subset(self, index: Sequence[int] | np.ndarray | slice) -> "Trajectories":
+    def subset(self, index: Sequence[int] | np.ndarray | slice) -> Trajectories:
         """The episodes ``index`` (copies of the arrays)."""
-        pick = (lambda a: a[index].copy())
-        return Trajectories(pick(self.images), pick(self.positions), pick(self.time), pick(self.labels),
-                            pick(self.actions), pick(self.base_rewards), pick(self.rewards), self.keys,
-                            dict(self.meta))
+        pick = lambda a: a[index].copy()
+        return Trajectories(
+            pick(self.images),
+            pick(self.positions),
+            pick(self.time),
+            pick(self.labels),
+            pick(self.actions),
+            pick(self.base_rewards),
+            pick(self.rewards),
+            self.keys,
+            dict(self.meta),
+        )
 
 
 def _target_label(info: Mapping[str, Any]) -> int:
     try:
         target = np.asarray(info["prediction"]["target"])
     except (KeyError, TypeError):
-        raise ValueError("the step info has no info['prediction']['target']; rollout needs an ap_gym "
-                         "active-perception environment") from None
+        raise ValueError(
+            "the step info has no info['prediction']['target']; rollout needs an ap_gym "
+            "active-perception environment"
+        ) from None
     if target.ndim != 0 or not np.issubdtype(target.dtype, np.integer):
-        raise ValueError(f"rollout supports classification targets (a scalar integer label), got {target!r}")
+        raise ValueError(
+            f"rollout supports classification targets (a scalar integer label), got {target!r}"
+        )
     return int(target)
 
 
@@ -473,8 +547,10 @@ def rollout(env: Any, policy: Policy, n_episodes: int, seed: int) -> Trajectorie
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if not isinstance(policy, Policy):
-        raise TypeError(f"policy must be a Policy (RandomPolicy, RasterPolicy, GradientPolicy), "
-                        f"got {type(policy).__name__}")
+        raise TypeError(
+            f"policy must be a Policy (RandomPolicy, RasterPolicy, GradientPolicy), "
+            f"got {type(policy).__name__}"
+        )
     keys = detect_keys(env)
     if policy.keys is None:
         policy.keys = keys
@@ -482,8 +558,14 @@ def rollout(env: Any, policy: Policy, n_episodes: int, seed: int) -> Trajectorie
 
     vector = isinstance(env, gym.vector.VectorEnv)
     outer = env.single_action_space if vector else env.action_space
-    if not (isinstance(outer, gym.spaces.Dict) and "prediction" in outer.spaces and "action" in outer.spaces):
-        raise ValueError(f"the env's action space must be a Dict with 'action' and 'prediction', got {outer}")
+    if not (
+        isinstance(outer, gym.spaces.Dict)
+        and "prediction" in outer.spaces
+        and "action" in outer.spaces
+    ):
+        raise ValueError(
+            f"the env's action space must be a Dict with 'action' and 'prediction', got {outer}"
+        )
     pred_space = outer["prediction"]
     zero_logits = np.zeros(pred_space.shape, dtype=pred_space.dtype or np.float32)
     if vector:
@@ -496,19 +578,29 @@ def rollout(env: Any, policy: Policy, n_episodes: int, seed: int) -> Trajectorie
         rng = np.random.default_rng([POLICY_STREAM, seed, e])
         obs, _ = env.reset(seed=seed + e)
         policy.reset(obs, rng)
-        rows: dict[str, list] = {"images": [], "positions": [], "time": [], "actions": [], "base_rewards": [],
-                                 "rewards": []}
+        rows: dict[str, list] = {
+            "images": [],
+            "positions": [],
+            "time": [],
+            "actions": [],
+            "base_rewards": [],
+            "rewards": [],
+        }
         label = None
         done = False
         while not done:
             image, pos, time = keys.split(obs)
             action = policy.act(obs, rng)
-            obs, reward, terminated, truncated, info = env.step({"action": action, "prediction": zero_logits})
+            obs, reward, terminated, truncated, info = env.step(
+                {"action": action, "prediction": zero_logits}
+            )
             step_label = _target_label(info)
             if label is None:
                 label = step_label
             elif step_label != label:
-                raise ValueError(f"episode {e}: the target changed within the episode ({label} -> {step_label})")
+                raise ValueError(
+                    f"episode {e}: the target changed within the episode ({label} -> {step_label})"
+                )
             rows["images"].append(image)
             rows["positions"].append(pos)
             rows["time"].append(time)
@@ -521,28 +613,45 @@ def rollout(env: Any, policy: Policy, n_episodes: int, seed: int) -> Trajectorie
         if length is None:
             length = len(rows["time"])
         elif len(rows["time"]) != length:
-            raise ValueError(f"episode {e} lasted {len(rows['time'])} steps, episode 0 {length}: rollout needs "
-                             "a fixed step limit")
+            raise ValueError(
+                f"episode {e} lasted {len(rows['time'])} steps, episode 0 {length}: rollout needs "
+                "a fixed step limit"
+            )
         episodes.append(rows)
         labels.append(label)
 
-    return _stack_episodes(episodes, labels, keys, {"policy": policy.name, "seed": seed, "n_episodes": n_episodes})
+    return _stack_episodes(
+        episodes, labels, keys, {"policy": policy.name, "seed": seed, "n_episodes": n_episodes}
+    )
 
 
-def _stack_episodes(episodes: list[dict[str, list]], labels: list[int], keys: ObservationKeys,
-                    meta: dict[str, Any]) -> Trajectories:
+def _stack_episodes(
+    episodes: list[dict[str, list]], labels: list[int], keys: ObservationKeys, meta: dict[str, Any]
+) -> Trajectories:
     def stack(name: str, dtype) -> np.ndarray:
         return np.stack([np.asarray(ep[name], dtype=dtype) for ep in episodes])
 
     return Trajectories(
-        images=stack("images", np.float32), positions=stack("positions", np.float32), time=stack("time", np.float32),
-        labels=np.asarray(labels, dtype=np.int64), actions=stack("actions", np.float32),
-        base_rewards=stack("base_rewards", np.float64), rewards=stack("rewards", np.float64), keys=keys, meta=meta,
+        images=stack("images", np.float32),
+        positions=stack("positions", np.float32),
+        time=stack("time", np.float32),
+        labels=np.asarray(labels, dtype=np.int64),
+        actions=stack("actions", np.float32),
+        base_rewards=stack("base_rewards", np.float64),
+        rewards=stack("rewards", np.float64),
+        keys=keys,
+        meta=meta,
     )
 
 
-def _rollout_vector(env: Any, policy: Policy, n_episodes: int, seed: int, keys: ObservationKeys,
-                    zero_logits: np.ndarray) -> Trajectories:
+def _rollout_vector(
+    env: Any,
+    policy: Policy,
+    n_episodes: int,
+    seed: int,
+    keys: ObservationKeys,
+    zero_logits: np.ndarray,
+) -> Trajectories:
     """:func:`rollout` on a gymnasium VectorEnv (see there)."""
     import copy
 
@@ -556,8 +665,17 @@ def _rollout_vector(env: Any, policy: Policy, n_episodes: int, seed: int, keys: 
         rngs = [np.random.default_rng([POLICY_STREAM, seed, e]) for e in ids]
         policies = [copy.deepcopy(policy) for _ in range(n_envs)]
         obs, _ = env.reset(seed=seed + b)
-        rows = [{"images": [], "positions": [], "time": [], "actions": [], "base_rewards": [], "rewards": []}
-                for _ in range(n_envs)]
+        rows = [
+            {
+                "images": [],
+                "positions": [],
+                "time": [],
+                "actions": [],
+                "base_rewards": [],
+                "rewards": [],
+            }
+            for _ in range(n_envs)
+        ]
         singles = [{k: v[i] for k, v in obs.items()} for i in range(n_envs)]
         for pol, o, rng in zip(policies, singles, rngs):
             pol.reset(o, rng)
@@ -571,11 +689,15 @@ def _rollout_vector(env: Any, policy: Policy, n_episodes: int, seed: int, keys: 
                 rows[i]["positions"].append(pos)
                 rows[i]["time"].append(time)
                 rows[i]["actions"].append(actions[i])
-            obs, reward, terminated, truncated, info = env.step({"action": actions, "prediction": logits})
+            obs, reward, terminated, truncated, info = env.step(
+                {"action": actions, "prediction": logits}
+            )
             steps += 1
             target = np.asarray(info["prediction"]["target"])
             if target.shape != (n_envs,) or not np.issubdtype(target.dtype, np.integer):
-                raise ValueError(f"rollout supports classification targets (one integer label per env), got {target!r}")
+                raise ValueError(
+                    f"rollout supports classification targets (one integer label per env), got {target!r}"
+                )
             if batch_labels is None:
                 batch_labels = target.copy()
             elif not np.array_equal(target, batch_labels):
@@ -587,8 +709,10 @@ def _rollout_vector(env: Any, policy: Policy, n_episodes: int, seed: int, keys: 
             done = np.asarray(terminated) | np.asarray(truncated)
             if done.any():
                 if not done.all():
-                    raise ValueError(f"batch {b}: the environments ended at different steps; rollout needs a fixed "
-                                     "step limit")
+                    raise ValueError(
+                        f"batch {b}: the environments ended at different steps; rollout needs a fixed "
+                        "step limit"
+                    )
                 break
             if steps > 100_000:
                 raise RuntimeError("episode did not end within 100,000 steps")
@@ -596,10 +720,16 @@ def _rollout_vector(env: Any, policy: Policy, n_episodes: int, seed: int, keys: 
         if length is None:
             length = steps
         elif steps != length:
-            raise ValueError(f"batch {b} lasted {steps} steps, batch 0 {length}: rollout needs a fixed step limit")
+            raise ValueError(
+                f"batch {b} lasted {steps} steps, batch 0 {length}: rollout needs a fixed step limit"
+            )
         for i, e in enumerate(ids):
             if e < n_episodes:
                 episodes.append(rows[i])
                 labels.append(int(batch_labels[i]))
-    return _stack_episodes(episodes, labels, keys, {"policy": policy.name, "seed": seed, "n_episodes": n_episodes,
-                                                    "num_envs": n_envs})
+    return _stack_episodes(
+        episodes,
+        labels,
+        keys,
+        {"policy": policy.name, "seed": seed, "n_episodes": n_episodes, "num_envs": n_envs},
+    )

@@ -101,7 +101,9 @@ def project_to_unit_ball(a: ArrayLike) -> np.ndarray:
 def _check_height_field(h: ArrayLike, name: str = "h") -> np.ndarray:
     h = np.asarray(h, dtype=np.float64)
     if h.ndim != 2 or min(h.shape) < 2:
-        raise ValueError(f"{name} must be a 2-D array of heights with at least 2 x 2 nodes, got shape {h.shape}")
+        raise ValueError(
+            f"{name} must be a 2-D array of heights with at least 2 x 2 nodes, got shape {h.shape}"
+        )
     if not np.all(np.isfinite(h)) or np.any(h < 0):
         raise ValueError(f"{name} must hold finite, non-negative heights (mm)")
     return h
@@ -134,7 +136,9 @@ def height_map(
     """
     img = np.asarray(image8x8, dtype=np.float64)
     if img.ndim != 2 or min(img.shape) < 2:
-        raise ValueError(f"image8x8 must be a 2-D image (8 x 8 for the digits), got shape {img.shape}")
+        raise ValueError(
+            f"image8x8 must be a 2-D image (8 x 8 for the digits), got shape {img.shape}"
+        )
     if not np.all(np.isfinite(img)) or img.min() < 0 or img.max() > 1 + 1e-9:
         raise ValueError("image8x8 must hold values in [0, 1] (divide load_digits images by 16)")
     if not isinstance(size, (int, np.integer)) or size < 8:
@@ -181,7 +185,9 @@ def _boundary_ring(n_rows: int, n_cols: int) -> np.ndarray:
     return np.array([i * n_cols + j for i, j in left + bottom + right + top], dtype=np.int64)
 
 
-def height_map_mesh(h: ArrayLike, footprint_cm: float = FOOTPRINT_CM) -> tuple[np.ndarray, np.ndarray]:
+def height_map_mesh(
+    h: ArrayLike, footprint_cm: float = FOOTPRINT_CM
+) -> tuple[np.ndarray, np.ndarray]:
     """The closed solid under a height field, as a triangle mesh (vertices in cm, faces).
 
     Top: the node grid at z = h / 10 cm, each cell split into two triangles along its
@@ -218,7 +224,9 @@ def height_map_mesh(h: ArrayLike, footprint_cm: float = FOOTPRINT_CM) -> tuple[n
         bottom_ring = ring
     centre = sum(len(v) for v in vertices)
     vertices.append(np.array([[0.0, 0.0, 0.0]]))
-    faces.append(np.stack([np.full(len(bottom_ring), centre), np.roll(bottom_ring, -1), bottom_ring], 1))
+    faces.append(
+        np.stack([np.full(len(bottom_ring), centre), np.roll(bottom_ring, -1), bottom_ring], 1)
+    )
     return np.concatenate(vertices), np.concatenate(faces).astype(np.int64)
 
 
@@ -233,7 +241,9 @@ def mesh_volume(vertices: ArrayLike, faces: ArrayLike) -> float:
     if v.ndim != 2 or v.shape[1] != 3:
         raise ValueError(f"vertices must have shape (V, 3), got {v.shape}")
     if fc.ndim != 2 or fc.shape[1] != 3 or not np.issubdtype(fc.dtype, np.integer):
-        raise ValueError(f"faces must be an integer array of shape (F, 3), got {fc.shape} {fc.dtype}")
+        raise ValueError(
+            f"faces must be an integer array of shape (F, 3), got {fc.shape} {fc.dtype}"
+        )
     if fc.size and (fc.min() < 0 or fc.max() >= len(v)):
         raise ValueError(f"faces index vertices outside [0, {len(v) - 1}]")
     p0, p1, p2 = v[fc[:, 0]], v[fc[:, 1]], v[fc[:, 2]]
@@ -327,15 +337,28 @@ class TactileDigitEnv(ActiveClassificationEnv):
         if not isinstance(step_limit, (int, np.integer)) or step_limit < 1:
             raise ValueError(f"step_limit must be a positive integer, got {step_limit!r}")
         if not isinstance(sensor_resolution, (int, np.integer)) or sensor_resolution < 2:
-            raise ValueError(f"sensor_resolution must be an integer >= 2, got {sensor_resolution!r}")
+            raise ValueError(
+                f"sensor_resolution must be an integer >= 2, got {sensor_resolution!r}"
+            )
         if not isinstance(height_map_size, (int, np.integer)) or height_map_size < 8:
             raise ValueError(f"height_map_size must be an integer >= 8, got {height_map_size!r}")
-        positive = dict(relief_mm=relief_mm, press_mm=press_mm, gel_cm=gel_cm, cell_cm=cell_cm, footprint_cm=footprint_cm)
+        positive = dict(
+            relief_mm=relief_mm,
+            press_mm=press_mm,
+            gel_cm=gel_cm,
+            cell_cm=cell_cm,
+            footprint_cm=footprint_cm,
+        )
         for name, value in positive.items():
             if not (math.isfinite(float(value)) and value > 0):
                 raise ValueError(f"{name} must be positive, got {value!r}")
-        non_negative = dict(smooth_cm=smooth_cm, max_rotation=max_rotation, max_offset_cm=max_offset_cm,
-                            jitter_rad=jitter_rad, jitter_cm=jitter_cm)
+        non_negative = dict(
+            smooth_cm=smooth_cm,
+            max_rotation=max_rotation,
+            max_offset_cm=max_offset_cm,
+            jitter_rad=jitter_rad,
+            jitter_cm=jitter_cm,
+        )
         for name, value in non_negative.items():
             if not (math.isfinite(float(value)) and value >= 0):
                 raise ValueError(f"{name} must be non-negative, got {value!r}")
@@ -348,17 +371,29 @@ class TactileDigitEnv(ActiveClassificationEnv):
         elif not isinstance(dataset, DigitsDataset):
             raise TypeError(f"dataset must be a DigitsDataset, got {type(dataset).__name__}")
 
-        super().__init__(num_classes=10, inner_action_space=gym.spaces.Box(-1.0, 1.0, (3,), np.float32))
+        super().__init__(
+            num_classes=10, inner_action_space=gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+        )
         self.dataset = dataset
         self.step_limit = int(step_limit)
         self.sensor_resolution = int(sensor_resolution)
         self.height_map_size = int(height_map_size)
-        self.relief_mm, self.smooth_cm, self.press_mm = float(relief_mm), float(smooth_cm), float(press_mm)
-        self.gel_cm, self.cell_cm, self.footprint_cm = float(gel_cm), float(cell_cm), float(footprint_cm)
+        self.relief_mm, self.smooth_cm, self.press_mm = (
+            float(relief_mm),
+            float(smooth_cm),
+            float(press_mm),
+        )
+        self.gel_cm, self.cell_cm, self.footprint_cm = (
+            float(gel_cm),
+            float(cell_cm),
+            float(footprint_cm),
+        )
         self.max_rotation, self.max_offset_cm = float(max_rotation), float(max_offset_cm)
         self.jitter_rad, self.jitter_cm = float(jitter_rad), float(jitter_cm)
         self.render_mode = render_mode
-        self.sensor_range_cm = self.cell_cm / 2 - self.gel_cm / 2  # R: |s| <= R keeps the gel in the cell
+        self.sensor_range_cm = (
+            self.cell_cm / 2 - self.gel_cm / 2
+        )  # R: |s| <= R keeps the gel in the cell
         self.max_step_cm = max_step_length_cm()
         self.max_step_norm = self.max_step_cm / self.sensor_range_cm  # 3 / 5 = 0.6 by default
         s = self.sensor_resolution
@@ -371,7 +406,9 @@ class TactileDigitEnv(ActiveClassificationEnv):
         )
         # gel sample offsets (cm) of the pixel centres, row 0 towards +y
         k = (np.arange(s) + 0.5) / s * 2.0 - 1.0
-        self._gel_dx, self._gel_dy = np.meshgrid((self.gel_cm / 2) * k, -(self.gel_cm / 2) * k)  # (S, S) each
+        self._gel_dx, self._gel_dy = np.meshgrid(
+            (self.gel_cm / 2) * k, -(self.gel_cm / 2) * k
+        )  # (S, S) each
         self._t: int | None = None
         self._done = False
         self._index = self._label = None
@@ -385,8 +422,13 @@ class TactileDigitEnv(ActiveClassificationEnv):
 
     def digit_height_map(self, index: int) -> np.ndarray:
         """The height field (mm) of digit ``index`` of the split (:func:`height_map`)."""
-        return height_map(self.dataset.images8[index], self.height_map_size, self.relief_mm, self.smooth_cm,
-                          self.footprint_cm)
+        return height_map(
+            self.dataset.images8[index],
+            self.height_map_size,
+            self.relief_mm,
+            self.smooth_cm,
+            self.footprint_cm,
+        )
 
     def surface(self, x_cm: np.ndarray, y_cm: np.ndarray) -> np.ndarray:
         """Height (mm) of the current scene at cell points (cm): the placed digit, 0 elsewhere.
@@ -434,11 +476,15 @@ class TactileDigitEnv(ActiveClassificationEnv):
         if "index" in options:
             index = int(options["index"])
             if not 0 <= index < len(self.dataset):
-                raise ValueError(f"options['index'] must be in [0, {len(self.dataset) - 1}], got {options['index']!r}")
+                raise ValueError(
+                    f"options['index'] must be in [0, {len(self.dataset) - 1}], got {options['index']!r}"
+                )
         if "sensor_xy" in options:
             xy = np.asarray(options["sensor_xy"], dtype=np.float64)
             if xy.shape != (2,) or not np.all(np.abs(xy) <= 1):
-                raise ValueError(f"options['sensor_xy'] must be 2 numbers in [-1, 1], got {options['sensor_xy']!r}")
+                raise ValueError(
+                    f"options['sensor_xy'] must be 2 numbers in [-1, 1], got {options['sensor_xy']!r}"
+                )
         self._index, self._label = index, int(self.dataset.labels[index])
         self._h = self.digit_height_map(index)
         self._theta, self._offset = float(theta), offset.astype(np.float64)
@@ -453,7 +499,9 @@ class TactileDigitEnv(ActiveClassificationEnv):
         if self._t is None:
             raise RuntimeError("call reset() before step()")
         if self._done:
-            raise RuntimeError(f"the episode ended at the step limit ({self.step_limit}); call reset()")
+            raise RuntimeError(
+                f"the episode ended at the step limit ({self.step_limit}); call reset()"
+            )
         a = np.asarray(action, dtype=np.float64)
         if a.shape != (3,) or not np.all(np.isfinite(a)):
             raise ValueError(f"the inner action must be 3 finite numbers, got shape {a.shape}")

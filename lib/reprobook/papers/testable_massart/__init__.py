@@ -9,4 +9,5 @@ sign(z - t)), ``tester`` (the moment-matching tester, calibrated under the Gauss
 polynomial regression, the Chow-vector halfspace, the constant hypothesis, the tester-learner)
 and ``config`` (the notebooks' profiles).
 """
+
 from . import config, data, hermite, learners, sandwich, tester

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from reprobook.core.resources import Resources
 
 __all__ = ["SandwichingConfig", "MomentTesterConfig", "TesterLearnerConfig", "PROFILES", "resolve"]
@@ -26,17 +27,37 @@ __all__ = ["SandwichingConfig", "MomentTesterConfig", "TesterLearnerConfig", "PR
 class SandwichingConfig:
     """C1: sandwiching polynomials for sign(z - t) by linear programming."""
 
-    thresholds: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # thresholds t (bias gamma = Phi(-|t|))
+    thresholds: tuple[float, ...] = (
+        0.0,
+        0.5,
+        1.0,
+        1.5,
+        2.0,
+        2.5,
+        3.0,
+    )  # thresholds t (bias gamma = Phi(-|t|))
     degrees: tuple[int, ...] = (2, 4, 6, 8, 10, 12, 14, 16)  # polynomial degrees k
-    grid_points: int = 1001  # LP constraint points on [-R, R], R = max(8, |t| + 6), before refinement
-    refine: int = 8  # exchange rounds: violations on a 40x finer check grid are added and the LP re-solved
-    valid_tol: float = 1e-5  # a sandwich is valid when its off-grid violation on [-R, R] is at most this
+    grid_points: int = (
+        1001  # LP constraint points on [-R, R], R = max(8, |t| + 6), before refinement
+    )
+    refine: int = (
+        8  # exchange rounds: violations on a 40x finer check grid are added and the LP re-solved
+    )
+    valid_tol: float = (
+        1e-5  # a sandwich is valid when its off-grid violation on [-R, R] is at most this
+    )
     ratio_targets: tuple[float, ...] = (30.0, 10.0)  # G / gamma levels for the degree-needed plot
-    cf_thresholds: tuple[float, ...] = tuple(0.5 * i for i in range(17))  # thresholds of the closed-form sweep (t up to 8)
+    cf_thresholds: tuple[float, ...] = tuple(
+        0.5 * i for i in range(17)
+    )  # thresholds of the closed-form sweep (t up to 8)
     cf_max_degree: int = 4000  # largest degree of the closed-form sweep
     cf_ratio: float = 2.0  # constant-factor multiplicative error G <= cf_ratio * gamma (C1)
     cf_slope_from: float = 2.0  # C1's slope is fitted over thresholds t >= this
-    eps_ratios: tuple[float, ...] = (1.0, 0.5, 0.25)  # G <= eps * gamma: the degree this reading needs
+    eps_ratios: tuple[float, ...] = (
+        1.0,
+        0.5,
+        0.25,
+    )  # G <= eps * gamma: the degree this reading needs
     example_t: float = 1.0  # threshold of the drawn example
     example_degrees: tuple[int, ...] = (4, 12)  # degrees of the drawn example
 
@@ -52,8 +73,15 @@ class MomentTesterConfig:
     check_reps: int = 400  # fresh Gaussian samples for the acceptance rate (C2)
     score_reps: int = 80  # samples per alternative and of the grid at n (C3)
     alt_reps: int = 20  # samples per alternative at the smaller sample sizes (the power curves)
-    sample_sizes: tuple[int, ...] = (1000, 3000, 10_000, 20_000)  # n of the power curves (the largest is n)
-    null_reps_small: int = 100  # Monte Carlo null draws calibrating the threshold at each smaller sample size
+    sample_sizes: tuple[int, ...] = (
+        1000,
+        3000,
+        10_000,
+        20_000,
+    )  # n of the power curves (the largest is n)
+    null_reps_small: int = (
+        100  # Monte Carlo null draws calibrating the threshold at each smaller sample size
+    )
 
 
 @dataclass(frozen=True)
@@ -64,18 +92,28 @@ class TesterLearnerConfig:
     n: int = 2000  # training samples
     n_test: int = 50_000  # test samples (error against the noisy labels; opt = E[eta])
     thresholds: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)  # halfspace thresholds t
-    noises: tuple[str, ...] = ("boundary_band", "minority_side", "random_flips")  # Massart noise models
+    noises: tuple[str, ...] = (
+        "boundary_band",
+        "minority_side",
+        "random_flips",
+    )  # Massart noise models
     eta_max: float = 0.4  # largest flip probability
     eta_low: float = 0.05  # flip probability away from the boundary band
     flip_eta: float = 0.1  # flip probability of the random-flips control (the easy case)
     band: float = 0.5  # half-width of the boundary band
     degrees: tuple[int, ...] = (1, 3)  # degrees of the L1 regression learners
-    eps: float = 0.03  # target excess error; the constant hypothesis is used when the minority is rarer
-    solver: str = "dual"  # L1 regression: "dual" (HiGHS on the LP dual, about 7x faster) or "sklearn"
+    eps: float = (
+        0.03  # target excess error; the constant hypothesis is used when the minority is rarer
+    )
+    solver: str = (
+        "dual"  # L1 regression: "dual" (HiGHS on the LP dual, about 7x faster) or "sklearn"
+    )
     test_degree: int = 4  # degree of the tester's moments
     null_reps: int = 100  # Gaussian samples to calibrate the tester at n
     seeds: int = 5  # repetitions (data seeds) of the learner comparison; C4's interval is over them
-    soundness_reps: int = 2  # repetitions per non-Gaussian marginal in the soundness runs (shown, not scored)
+    soundness_reps: int = (
+        2  # repetitions per non-Gaussian marginal in the soundness runs (shown, not scored)
+    )
     cost_dims: tuple[int, ...] = (2, 5, 10, 20)  # dimensions of the cost illustration
     cost_degrees: tuple[int, ...] = (2, 3, 4)  # degrees of the cost illustration
     cost_n: int = 5000  # samples in the cost illustration
@@ -105,8 +143,14 @@ PROFILES: dict[str, dict[str, Any]] = {
     "moment_tester": {
         "reduced": MomentTesterConfig(),
         "full": MomentTesterConfig(
-            d=20, degree=4, n=1_000_000, check_reps=1000, score_reps=200, alt_reps=200,
-            sample_sizes=(10_000, 100_000, 1_000_000), null_reps_small=1000,
+            d=20,
+            degree=4,
+            n=1_000_000,
+            check_reps=1000,
+            score_reps=200,
+            alt_reps=200,
+            sample_sizes=(10_000, 100_000, 1_000_000),
+            null_reps_small=1000,
         ),
     },
     # The learner's L1 regression is one linear program with n rows and C(d + k, k) columns (HiGHS);
@@ -114,9 +158,18 @@ PROFILES: dict[str, dict[str, Any]] = {
     "tester_learner": {
         "reduced": TesterLearnerConfig(),
         "full": TesterLearnerConfig(
-            d=10, n=20_000, n_test=1_000_000, thresholds=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5),
-            degrees=(1, 2, 3), null_reps=1000, seeds=20, soundness_reps=20, cost_dims=(2, 5, 10, 20, 50),
-            cost_degrees=(2, 3, 4, 5, 6), cost_n=100_000, cost_max_features=2_000_000,
+            d=10,
+            n=20_000,
+            n_test=1_000_000,
+            thresholds=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5),
+            degrees=(1, 2, 3),
+            null_reps=1000,
+            seeds=20,
+            soundness_reps=20,
+            cost_dims=(2, 5, 10, 20, 50),
+            cost_degrees=(2, 3, 4, 5, 6),
+            cost_n=100_000,
+            cost_max_features=2_000_000,
         ),
     },
 }

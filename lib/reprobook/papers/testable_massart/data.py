@@ -110,7 +110,9 @@ def _check_X(X: ArrayLike, d: int | None = None) -> np.ndarray:
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array (n, d), got an array of shape {X.shape}")
     if d is not None and X.shape[1] != d:
-        raise ValueError(f"X has {X.shape[1]} columns but the halfspace lives in d = {d} dimensions")
+        raise ValueError(
+            f"X has {X.shape[1]} columns but the halfspace lives in d = {d} dimensions"
+        )
     if not np.all(np.isfinite(X)):
         raise ValueError("X has non-finite entries (nan or inf); every feature must be finite")
     return X
@@ -136,7 +138,9 @@ def _slab_removed_coordinate(n: int, a: float, rng: np.random.Generator) -> np.n
     return out / math.sqrt(var)
 
 
-def sample_marginal(name: str, n: int, d: int, rng: np.random.Generator | int, **params: Any) -> np.ndarray:
+def sample_marginal(
+    name: str, n: int, d: int, rng: np.random.Generator | int, **params: Any
+) -> np.ndarray:
     """n i.i.d. draws (n, d) from the named marginal; every coordinate has mean 0 and variance 1.
 
     The coordinates are independent; only "slab_removed" treats the first one differently.
@@ -189,7 +193,9 @@ def sample_marginal(name: str, n: int, d: int, rng: np.random.Generator | int, *
     if name == "slab_removed":
         a = _check_real(p["a"], "a")
         if not 0 <= a <= 3:
-            raise ValueError(f"slab_removed needs 0 <= a <= 3 (the slab |x_1| < a is removed), got a={a!r}")
+            raise ValueError(
+                f"slab_removed needs 0 <= a <= 3 (the slab |x_1| < a is removed), got a={a!r}"
+            )
         X = gen.standard_normal((n, d))
         X[:, 0] = _slab_removed_coordinate(n, a, gen)
         return X
@@ -368,7 +374,9 @@ def massart_labels(
     h = halfspace(w, t)
     z = h.margin(X)
     if not callable(eta_fn):
-        raise ValueError(f"eta_fn must be a noise model or a function (z, t) -> eta, got {eta_fn!r}")
+        raise ValueError(
+            f"eta_fn must be a noise model or a function (z, t) -> eta, got {eta_fn!r}"
+        )
     eta = np.asarray(eta_fn(z, h.t), dtype=float)
     if eta.shape != z.shape:
         eta = np.broadcast_to(eta, z.shape).astype(float)
@@ -389,7 +397,9 @@ def _gaussian_projection_mean(g: Callable[[float], float], cuts: list[float]) ->
     total = 0.0
     for lo, hi in zip(edges[:-1], edges[1:]):
         if hi > lo:
-            val, _ = integrate.quad(lambda z: g(z) * stats.norm.pdf(z), lo, hi, epsabs=1e-13, epsrel=1e-11, limit=200)
+            val, _ = integrate.quad(
+                lambda z: g(z) * stats.norm.pdf(z), lo, hi, epsabs=1e-13, epsrel=1e-11, limit=200
+            )
             total += val
     return float(total)
 
@@ -507,4 +517,6 @@ def massart_problem(
     X = sample_marginal(marginal, n, d, gen, **(marginal_params or {}))
     y, eta = massart_labels(X, h.w, h.t, noise, gen)
     f = h.predict(X)
-    return Problem(X=X, y=y, eta=eta, w=h.w, t=h.t, opt=float(eta.mean()), f=f, noise=noise, marginal=marginal)
+    return Problem(
+        X=X, y=y, eta=eta, w=h.w, t=h.t, opt=float(eta.mean()), f=f, noise=noise, marginal=marginal
+    )

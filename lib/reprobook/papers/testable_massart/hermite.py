@@ -119,7 +119,9 @@ def _check_X(X: ArrayLike, name: str = "X") -> np.ndarray:
     """X as a finite float64 array of shape (n, d) with n >= 1 and d >= 1."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"{name} must be a 2-d array of shape (n, d) with n, d >= 1, got shape {X.shape}")
+        raise ValueError(
+            f"{name} must be a 2-d array of shape (n, d) with n, d >= 1, got shape {X.shape}"
+        )
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name} must be finite; it holds NaN or infinite entries")
     return X
@@ -129,7 +131,9 @@ def _check_indices(indices: ArrayLike, d: int) -> np.ndarray:
     """Validate user multi-indices: non-negative ints of shape (m, d)."""
     A = np.asarray(indices)
     if A.ndim != 2 or A.shape[1] != d:
-        raise ValueError(f"indices must have shape (m, d) with d = {d} (the columns of X), got shape {A.shape}")
+        raise ValueError(
+            f"indices must have shape (m, d) with d = {d} (the columns of X), got shape {A.shape}"
+        )
     if A.size and (not np.issubdtype(A.dtype, np.integer) or A.min() < 0):
         raise ValueError("indices must be non-negative integers (exponents of each coordinate)")
     return A.astype(np.int64)
@@ -163,7 +167,9 @@ def _plan(X: ArrayLike, degree: int, include_constant: bool, indices):
     return X, A, degree, cols
 
 
-def _block_features(Xb: np.ndarray, degree: int, cols: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def _block_features(
+    Xb: np.ndarray, degree: int, cols: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
     """H_a for one block of rows: gather-and-multiply over the (at most |a|) non-trivial factors."""
     nb, d = Xb.shape
     table = hermite_1d(Xb, degree).reshape(nb, d * (degree + 1))  # (nb, d * (degree + 1))

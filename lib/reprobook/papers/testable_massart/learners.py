@@ -71,7 +71,9 @@ def _check_Xy(X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 def _check_X(X: ArrayLike, d: int) -> np.ndarray:
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[1] != d:
-        raise ValueError(f"X must be a 2-D array with d = {d} columns (as in fit), got shape {X.shape}")
+        raise ValueError(
+            f"X must be a 2-D array with d = {d} columns (as in fit), got shape {X.shape}"
+        )
     return X
 
 
@@ -173,7 +175,11 @@ def l1_regression(
         raise ValueError(f"F must be (n, m) and y (n,); got F {F.shape} and y {y.shape}")
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight, dtype=float)
-        if sample_weight.shape != y.shape or not np.all(np.isfinite(sample_weight)) or np.any(sample_weight < 0):
+        if (
+            sample_weight.shape != y.shape
+            or not np.all(np.isfinite(sample_weight))
+            or np.any(sample_weight < 0)
+        ):
             raise ValueError(f"sample_weight must be finite, non-negative and of shape {y.shape}")
     if solver == "sklearn":
         from sklearn.linear_model import QuantileRegressor
@@ -328,11 +334,19 @@ class TesterLearner:
     """
 
     def __init__(
-        self, tester: Any, degree: int, eps: float, *, solver: str = "sklearn", class_weight: str | None = None
+        self,
+        tester: Any,
+        degree: int,
+        eps: float,
+        *,
+        solver: str = "sklearn",
+        class_weight: str | None = None,
     ):
         for method in ("accepts", "statistic"):
             if not callable(getattr(tester, method, None)):
-                raise ValueError(f"tester must have methods statistic(X) and accepts(X); {tester!r} lacks {method}")
+                raise ValueError(
+                    f"tester must have methods statistic(X) and accepts(X); {tester!r} lacks {method}"
+                )
         if not (isinstance(eps, (int, float, np.floating)) and 0 <= float(eps) <= 0.5):
             raise ValueError(f"eps must be a number in [0, 1/2], got {eps!r}")
         self.tester = tester
@@ -365,8 +379,10 @@ def worst_per_seed(seeds: ArrayLike, values: ArrayLike) -> dict[int, float]:
     seeds = np.asarray(seeds)
     values = np.asarray(values, dtype=float)
     if seeds.ndim != 1 or values.shape != seeds.shape or seeds.size == 0:
-        raise ValueError(f"seeds and values must be non-empty 1-D arrays of one length, got shapes "
-                         f"{seeds.shape} and {values.shape}")
+        raise ValueError(
+            f"seeds and values must be non-empty 1-D arrays of one length, got shapes "
+            f"{seeds.shape} and {values.shape}"
+        )
     if not np.all(np.isfinite(values)):
         raise ValueError("values must be finite")
     return {int(s): float(values[seeds == s].max()) for s in np.unique(seeds)}

@@ -87,21 +87,29 @@ def _sign(z: np.ndarray, t: float) -> np.ndarray:
     return np.where(z >= t, 1.0, -1.0)
 
 
-def lp_grid(t: float, grid_points: int = 3001, radius: float | None = None) -> tuple[np.ndarray, float]:
+def lp_grid(
+    t: float, grid_points: int = 3001, radius: float | None = None
+) -> tuple[np.ndarray, float]:
     """The finite LP grid and its radius R.
 
     ``grid_points`` equally spaced points on [-R, R] (R = radius or max(8, |t| + 6)), plus t and
     t - 1e-9 (the two sides of the jump), plus the pins +-(R + 2) and +-(R + 4). Sorted, unique.
     """
     t = _check_t(t)
-    if isinstance(grid_points, bool) or not isinstance(grid_points, (int, np.integer)) or grid_points < 3:
+    if (
+        isinstance(grid_points, bool)
+        or not isinstance(grid_points, (int, np.integer))
+        or grid_points < 3
+    ):
         raise ValueError(f"grid_points must be an integer >= 3, got {grid_points!r}")
     if radius is None:
         R = max(8.0, abs(t) + 6.0)
     else:
         R = float(radius)
         if not math.isfinite(R) or R <= abs(t):
-            raise ValueError(f"radius must be finite and larger than |t| = {abs(t)}, got {radius!r}")
+            raise ValueError(
+                f"radius must be finite and larger than |t| = {abs(t)}, got {radius!r}"
+            )
     pins = [t, t - JUMP_OFFSET, R + 2, -(R + 2), R + 4, -(R + 4)]
     z = np.unique(np.concatenate([np.linspace(-R, R, int(grid_points)), pins]))
     return z, R
@@ -265,7 +273,11 @@ def sandwich(
     """
     t = _check_t(t)
     degree = _check_degree(degree)
-    if isinstance(tail_points, bool) or not isinstance(tail_points, (int, np.integer)) or tail_points < 0:
+    if (
+        isinstance(tail_points, bool)
+        or not isinstance(tail_points, (int, np.integer))
+        or tail_points < 0
+    ):
         raise ValueError(f"tail_points must be an integer >= 0, got {tail_points!r}")
     if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
         raise ValueError(f"refine must be an integer >= 0, got {refine!r}")
@@ -289,6 +301,7 @@ def sandwich(
     seconds = 0.0
     rounds = 0
     failed_rounds = 0
+    n_prev = z.size  # the constraint count before the last refinement
     while True:
         sz = _far_scale(z, R, degree)
         A = np.vstack([V / sz[:, None], Vt])
@@ -368,7 +381,9 @@ def sandwich_table(ts: Iterable[float], degrees: Iterable[int], **kw) -> list[Sa
     return [sandwich(t, k, **kw) for t in ts for k in degrees]
 
 
-def degree_needed(results: Sequence[SandwichResult], ratio_target: float) -> dict[float, int | None]:
+def degree_needed(
+    results: Sequence[SandwichResult], ratio_target: float
+) -> dict[float, int | None]:
     """For each t in ``results``: the smallest degree with G(t, k) / gamma <= ratio_target (None if none)."""
     target = float(ratio_target)
     if not math.isfinite(target) or target <= 0:
@@ -390,8 +405,14 @@ CLOSED_FORM_MAX_DEGREE = 10_000  # the Hermite recurrence stays accurate for |t|
 
 
 def _check_closed_form_degree(degree, name: str) -> int:
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 0 <= degree <= CLOSED_FORM_MAX_DEGREE:
-        raise ValueError(f"{name} must be an integer in [0, {CLOSED_FORM_MAX_DEGREE}], got {degree!r}")
+    if (
+        isinstance(degree, bool)
+        or not isinstance(degree, (int, np.integer))
+        or not 0 <= degree <= CLOSED_FORM_MAX_DEGREE
+    ):
+        raise ValueError(
+            f"{name} must be an integer in [0, {CLOSED_FORM_MAX_DEGREE}], got {degree!r}"
+        )
     return int(degree)
 
 
@@ -416,7 +437,9 @@ def christoffel_gap(t: ArrayLike, degree: int) -> np.ndarray:
     return 2.0 / np.sum(h * h, axis=-1)
 
 
-def degree_needed_closed_form(ts: ArrayLike, ratio_target: float, max_degree: int) -> dict[float, int | None]:
+def degree_needed_closed_form(
+    ts: ArrayLike, ratio_target: float, max_degree: int
+) -> dict[float, int | None]:
     """For each threshold t, the smallest even degree k <= max_degree with
     christoffel_gap(t, k) / bias(t) <= ratio_target (None when none is), from one Hermite
     recurrence up to max_degree / 2."""

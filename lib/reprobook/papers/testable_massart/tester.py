@@ -57,7 +57,9 @@ def _check_int(value, name: str, minimum: int) -> int:
 
 def _check_rng(rng) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (numpy.random.default_rng(seed)), got {type(rng).__name__}")
+        raise TypeError(
+            f"rng must be a numpy.random.Generator (numpy.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     return rng
 
 
@@ -153,8 +155,15 @@ def chi2_calibration(d: int, degree: int, n: int, quantile: float = 0.99) -> Cal
     stats = np.empty(0)
     stats.flags.writeable = False
     df = n_features(d, degree, include_constant=False)
-    return Calibration(threshold=float(chi2.ppf(quantile, df)), null_statistics=stats, d=d, degree=degree, n=n,
-                       quantile=quantile, method="chi2")
+    return Calibration(
+        threshold=float(chi2.ppf(quantile, df)),
+        null_statistics=stats,
+        d=d,
+        degree=degree,
+        n=n,
+        quantile=quantile,
+        method="chi2",
+    )
 
 
 class MomentTester:
@@ -166,8 +175,10 @@ class MomentTester:
 
     def __init__(self, calibration: Calibration):
         if not isinstance(calibration, Calibration):
-            raise TypeError("MomentTester needs a Calibration (from calibrate(...) or chi2_calibration(...)), "
-                            f"got {type(calibration).__name__}")
+            raise TypeError(
+                "MomentTester needs a Calibration (from calibrate(...) or chi2_calibration(...)), "
+                f"got {type(calibration).__name__}"
+            )
         self.calibration = calibration
 
     @property
@@ -182,7 +193,9 @@ class MomentTester:
         X = np.asarray(X, dtype=np.float64)
         cal = self.calibration
         if X.ndim != 2:
-            raise ValueError(f"X must be a 2-d array of shape (n, d) = ({cal.n}, {cal.d}), got shape {X.shape}")
+            raise ValueError(
+                f"X must be a 2-d array of shape (n, d) = ({cal.n}, {cal.d}), got shape {X.shape}"
+            )
         if X.shape[1] != cal.d:
             raise ValueError(
                 f"X has dimension d = {X.shape[1]}, but the tester was calibrated for d = {cal.d}; "
@@ -235,7 +248,9 @@ def population_statistic(atoms: ArrayLike, weights: ArrayLike, degree: int) -> f
     return float(np.dot(means, means))
 
 
-def time_statistic(d: int, degree: int, n: int, rng: np.random.Generator, repeats: int = 3) -> float:
+def time_statistic(
+    d: int, degree: int, n: int, rng: np.random.Generator, repeats: int = 3
+) -> float:
     """Median wall time (seconds) of ``moment_statistic`` on one Gaussian sample of shape (n, d)."""
     d = _check_int(d, "d", 1)
     degree = _check_int(degree, "degree", 1)
@@ -268,11 +283,18 @@ def smallest_rate_interval(counts, level: float = 0.95) -> Interval:
         try:
             k, n = pair
         except (TypeError, ValueError):
-            raise ValueError(f"counts[{name!r}] must be a pair (successes, n), got {pair!r}") from None
+            raise ValueError(
+                f"counts[{name!r}] must be a pair (successes, n), got {pair!r}"
+            ) from None
         intervals[name] = proportion_interval(k, n, level=each)
     estimate = min(iv.estimate for iv in intervals.values())
     low = min(iv.low for iv in intervals.values())
     high = min(iv.high for iv in intervals.values())
     n_min = min(iv.n for iv in intervals.values())
-    return Interval(estimate, low, high,
-                    f"smallest of {len(items)} rates, Clopper-Pearson {each:.2%} each ({level:.0%} together)", n_min)
+    return Interval(
+        estimate,
+        low,
+        high,
+        f"smallest of {len(items)} rates, Clopper-Pearson {each:.2%} each ({level:.0%} together)",
+        n_min,
+    )

@@ -37,7 +37,9 @@ def _check_radius(eps: float, alpha: float | None, steps: int) -> None:
     """Validate an attack's radius, step size and number of steps."""
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if alpha is not None and not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+    if alpha is not None and not (
+        isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0
+    ):
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
@@ -124,7 +126,10 @@ def _module_device(module: nn.Module) -> torch.device:
 def _predict(classifier: nn.Module, x: torch.Tensor, batch_size: int) -> torch.Tensor:
     """argmax_c logits(x)_c, batched, for x (N, C, H, W) -> LongTensor (N,) on the CPU."""
     device = _module_device(classifier)
-    out = [classifier(x[i : i + batch_size].to(device)).argmax(dim=1).cpu() for i in range(0, len(x), batch_size)]
+    out = [
+        classifier(x[i : i + batch_size].to(device)).argmax(dim=1).cpu()
+        for i in range(0, len(x), batch_size)
+    ]
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
 
 
@@ -143,16 +148,23 @@ def _attack(
     """The body of :func:`robust_accuracy`: (clean_ok (N,) bool, x_adv (N, C, H, W)) on the CPU."""
     import warnings
 
-    with warnings.catch_warnings():  # ART imports tqdm.auto, which warns in a kernel without ipywidgets
+    with (
+        warnings.catch_warnings()
+    ):  # ART imports tqdm.auto, which warns in a kernel without ipywidgets
         warnings.simplefilter("ignore")
-        from art.attacks.evasion import AutoProjectedGradientDescent, ProjectedGradientDescentPyTorch
+        from art.attacks.evasion import (
+            AutoProjectedGradientDescent,
+            ProjectedGradientDescentPyTorch,
+        )
         from art.estimators.classification import PyTorchClassifier
 
     classifier.eval()
     with torch.no_grad():
         n_classes = int(classifier(x[:1].to(device)).shape[1])
     if int(y.min()) < 0 or int(y.max()) >= n_classes:
-        raise ValueError(f"labels must lie in [0, {n_classes - 1}] (the classifier's {n_classes} classes)")
+        raise ValueError(
+            f"labels must lie in [0, {n_classes - 1}] (the classifier's {n_classes} classes)"
+        )
     clean_ok = _predict(classifier, x, batch_size) == y
     x_adv = x.clone()
     # Only clean-correct images can count as robust, so only they are attacked (the rest keep x).
@@ -196,7 +208,9 @@ def _attack(
         adv = attacker.generate(x=x[attacked].numpy(), y=y[attacked].numpy())
     finally:
         np.random.set_state(state)
-    x_adv[attacked] = torch.from_numpy(np.asarray(adv, dtype=np.float32)).reshape(len(attacked), *x.shape[1:])
+    x_adv[attacked] = torch.from_numpy(np.asarray(adv, dtype=np.float32)).reshape(
+        len(attacked), *x.shape[1:]
+    )
     return clean_ok, x_adv
 
 
@@ -275,14 +289,18 @@ def robust_accuracy(
     was_training = classifier.training
     try:
         with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-            clean_ok, x_adv = _attack(classifier, x, y, attack, eps, steps, batch_size, seed, restarts, device)
+            clean_ok, x_adv = _attack(
+                classifier, x, y, attack, eps, steps, batch_size, seed, restarts, device
+            )
             adv_ok = _predict(classifier, x_adv, batch_size) == y  # still in eval mode
     finally:
         classifier.train(was_training)
 
     max_linf = float((x_adv - x).abs().max()) if x.numel() else 0.0
     if max_linf > eps + 1e-6:
-        raise RuntimeError(f"the {attack} attack left the eps-ball: max |x_adv - x| = {max_linf} > eps = {eps}")
+        raise RuntimeError(
+            f"the {attack} attack left the eps-ball: max |x_adv - x| = {max_linf} > eps = {eps}"
+        )
     if float(x_adv.min()) < -1e-6 or float(x_adv.max()) > 1 + 1e-6:
         raise RuntimeError(f"the {attack} attack left the box [0, 1]")
     return {

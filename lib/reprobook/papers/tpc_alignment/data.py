@@ -31,10 +31,27 @@ import numpy as np
 import torch
 
 __all__ = [
-    "SHAPES", "COLOURS", "COLOUR_RGB", "SIZES", "POSITIONS", "FILLS", "BACKGROUNDS", "DISTRACTORS",
-    "NONCORE", "ATTRIBUTES", "HARD_NEGATIVE_ATTRS", "CLASS_NAMES", "PROMPT_TEMPLATES",
-    "Vocabulary", "VOCAB", "ShapesCaptions", "generate", "class_prompts", "caption_relevance",
-    "parse_caption", "ShapesCaptionsDataModule",
+    "SHAPES",
+    "COLOURS",
+    "COLOUR_RGB",
+    "SIZES",
+    "POSITIONS",
+    "FILLS",
+    "BACKGROUNDS",
+    "DISTRACTORS",
+    "NONCORE",
+    "ATTRIBUTES",
+    "HARD_NEGATIVE_ATTRS",
+    "CLASS_NAMES",
+    "PROMPT_TEMPLATES",
+    "Vocabulary",
+    "VOCAB",
+    "ShapesCaptions",
+    "generate",
+    "class_prompts",
+    "caption_relevance",
+    "parse_caption",
+    "ShapesCaptionsDataModule",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -46,8 +63,14 @@ COLOURS: tuple[str, ...] = ("red", "orange", "yellow", "green", "cyan", "blue", 
 #: RGB in [0, 1] of each colour (well separated on a dark background).
 COLOUR_RGB = np.array(
     [
-        [0.92, 0.12, 0.12], [1.00, 0.55, 0.05], [0.95, 0.92, 0.10], [0.12, 0.78, 0.18],
-        [0.10, 0.85, 0.92], [0.18, 0.32, 1.00], [0.62, 0.18, 0.88], [0.95, 0.95, 0.95],
+        [0.92, 0.12, 0.12],
+        [1.00, 0.55, 0.05],
+        [0.95, 0.92, 0.10],
+        [0.12, 0.78, 0.18],
+        [0.10, 0.85, 0.92],
+        [0.18, 0.32, 1.00],
+        [0.62, 0.18, 0.88],
+        [0.95, 0.95, 0.95],
     ],
     dtype=np.float32,
 )
@@ -61,8 +84,13 @@ DISTRACTORS: tuple[str, ...] = ("none", "one", "two")  # value = number of distr
 NONCORE: tuple[str, ...] = ("size", "position", "fill", "background", "distractors")
 #: Every attribute and its value names.
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    "shape": SHAPES, "colour": COLOURS, "size": SIZES, "position": POSITIONS, "fill": FILLS,
-    "background": BACKGROUNDS, "distractors": DISTRACTORS,
+    "shape": SHAPES,
+    "colour": COLOURS,
+    "size": SIZES,
+    "position": POSITIONS,
+    "fill": FILLS,
+    "background": BACKGROUNDS,
+    "distractors": DISTRACTORS,
 }
 #: ``hard_negative_attr`` indexes this tuple.
 HARD_NEGATIVE_ATTRS: tuple[str, ...] = ("shape", "colour", *NONCORE)
@@ -98,13 +126,29 @@ _SYNONYMS: dict[str, tuple[tuple[str, str], ...]] = {**_ADJECTIVES, **_PHRASES}
 
 # Caption openings; "{a}" is the article a/an chosen from the next word.
 _CORE_TEMPLATES: tuple[str, ...] = (
-    "{a}", "the", "a photo of {a}", "there is {a}", "an image of {a}", "a picture showing {a}",
+    "{a}",
+    "the",
+    "a photo of {a}",
+    "there is {a}",
+    "an image of {a}",
+    "a picture showing {a}",
 )
-_VIEW_TEMPLATES: tuple[str, ...] = ("{a}", "the", "", "there is {a}", "a photo of {a}", "an image of {a}")
+_VIEW_TEMPLATES: tuple[str, ...] = (
+    "{a}",
+    "the",
+    "",
+    "there is {a}",
+    "a photo of {a}",
+    "an image of {a}",
+)
 #: The zero-shot prompt templates (T = 6); "{c}" is the class name.
 PROMPT_TEMPLATES: tuple[str, ...] = (
-    "a photo of {a} {c}", "{a} {c}", "an image of {a} {c}", "a picture of the {c}",
-    "there is {a} {c}", "a drawing of {a} {c}",
+    "a photo of {a} {c}",
+    "{a} {c}",
+    "an image of {a} {c}",
+    "a picture of the {c}",
+    "there is {a} {c}",
+    "a drawing of {a} {c}",
 )
 
 _TEMPLATE_LEN = {t: len(t.split()) for t in (*_CORE_TEMPLATES, *_VIEW_TEMPLATES)}
@@ -154,7 +198,9 @@ class Vocabulary:
         seen = list(dict.fromkeys(w for w in words if w not in specials))
         for w in seen:
             if not w or " " in w or w != w.lower():
-                raise ValueError(f"vocabulary words must be non-empty lower-case without spaces, got {w!r}")
+                raise ValueError(
+                    f"vocabulary words must be non-empty lower-case without spaces, got {w!r}"
+                )
         self.words: list[str] = specials + seen
         self.index: dict[str, int] = {w: i for i, w in enumerate(self.words)}
 
@@ -178,7 +224,9 @@ class Vocabulary:
         for row, text in enumerate(texts):
             words = text.lower().split()
             if len(words) > max_len:
-                raise ValueError(f"caption {text!r} has {len(words)} words, more than max_len={max_len}")
+                raise ValueError(
+                    f"caption {text!r} has {len(words)} words, more than max_len={max_len}"
+                )
             try:
                 out[row, : len(words)] = [index[w] for w in words]
             except KeyError as err:
@@ -194,9 +242,13 @@ class Vocabulary:
         if tokens.dim() == 1:
             tokens = tokens[None]
         if tokens.dim() != 2:
-            raise ValueError(f"decode takes token ids of shape (n, L) or (L,), got {tuple(tokens.shape)}")
+            raise ValueError(
+                f"decode takes token ids of shape (n, L) or (L,), got {tuple(tokens.shape)}"
+            )
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= len(self)):
-            raise ValueError(f"token ids must lie in [0, {len(self)}), got [{int(tokens.min())}, {int(tokens.max())}]")
+            raise ValueError(
+                f"token ids must lie in [0, {len(self)}), got [{int(tokens.min())}, {int(tokens.max())}]"
+            )
         return [" ".join(self.words[i] for i in row if i != self.PAD) for row in tokens.tolist()]
 
 
@@ -254,17 +306,24 @@ class ShapesCaptions:
         x = self.images if idx is None else self.images[idx]
         return x.float().div_(255.0)
 
-    def subset(self, idx: torch.Tensor | Sequence[int]) -> "ShapesCaptions":
+    def subset(self, idx: torch.Tensor | Sequence[int]) -> ShapesCaptions:
         """The images at ``idx`` with their captions; ``spec`` records the subset's digest."""
         idx = torch.as_tensor(idx, dtype=torch.long).reshape(-1)
         if idx.numel() and (int(idx.min()) < -len(self) or int(idx.max()) >= len(self)):
-            raise IndexError(f"subset indices must lie in [0, {len(self)}), got [{int(idx.min())}, {int(idx.max())}]")
+            raise IndexError(
+                f"subset indices must lie in [0, {len(self)}), got [{int(idx.min())}, {int(idx.max())}]"
+            )
         pos = idx.tolist()
         digest = hashlib.sha256(np.asarray(pos, dtype=np.int64).tobytes()).hexdigest()[:16]
         return ShapesCaptions(
-            images=self.images[idx], attrs={k: v[idx] for k, v in self.attrs.items()}, labels=self.labels[idx],
-            captions=[self.captions[i] for i in pos], tokens=self.tokens[idx], stated=self.stated[idx],
-            hard_negatives=self.hard_negatives[idx], hard_negative_attr=self.hard_negative_attr[idx],
+            images=self.images[idx],
+            attrs={k: v[idx] for k, v in self.attrs.items()},
+            labels=self.labels[idx],
+            captions=[self.captions[i] for i in pos],
+            tokens=self.tokens[idx],
+            stated=self.stated[idx],
+            hard_negatives=self.hard_negatives[idx],
+            hard_negative_attr=self.hard_negative_attr[idx],
             spec={**self.spec, "subset": {"n": len(pos), "sha256": digest}},
             wrong=None if self.wrong is None else self.wrong[idx],
             said_values=None if self.said_values is None else self.said_values[idx],
@@ -272,19 +331,33 @@ class ShapesCaptions:
 
 
 # geometry, in units of the image side
-_POSITION_XY = np.array([[0.5, 0.5], [0.3, 0.3], [0.7, 0.3], [0.3, 0.7], [0.7, 0.7]], dtype=np.float32)
+_POSITION_XY = np.array(
+    [[0.5, 0.5], [0.3, 0.3], [0.7, 0.3], [0.3, 0.7], [0.7, 0.7]], dtype=np.float32
+)
 _SIZE_HALF = np.array([0.13, 0.22], dtype=np.float32)  # half extent of a small / large main object
 _JITTER = 0.03  # uniform jitter of the main object's centre
 _DISTRACTOR_HALF = 0.075
 _SLOTS = np.array(
-    [[0.1, 0.1], [0.5, 0.1], [0.9, 0.1], [0.1, 0.5], [0.9, 0.5], [0.1, 0.9], [0.5, 0.9], [0.9, 0.9]], dtype=np.float32
+    [
+        [0.1, 0.1],
+        [0.5, 0.1],
+        [0.9, 0.1],
+        [0.1, 0.5],
+        [0.9, 0.5],
+        [0.1, 0.9],
+        [0.5, 0.9],
+        [0.9, 0.9],
+    ],
+    dtype=np.float32,
 )
 _SLOT_JITTER = 0.015
 _MARGIN = 0.01
 _CHUNK = 4096  # images rendered at once (noise is drawn per chunk from its own seed)
 
 
-def _shape_masks(shape: np.ndarray, cx: np.ndarray, cy: np.ndarray, half: np.ndarray, size: int) -> np.ndarray:
+def _shape_masks(
+    shape: np.ndarray, cx: np.ndarray, cy: np.ndarray, half: np.ndarray, size: int
+) -> np.ndarray:
     """bool (n, S, S): pixels (centres) inside each object.
 
     With (u, w) = ((x - cx) / half, (y - cy) / half), y pointing down: circle u^2 + w^2 <= 1;
@@ -313,31 +386,52 @@ def _render(p: dict[str, np.ndarray], size: int, seed: int) -> np.ndarray:
     n = p["shape"].shape[0]
     out = np.empty((n, 3, size, size), dtype=np.uint8)
     grid = (np.arange(size, dtype=np.float32) + 0.5) / size
-    stripes = (np.floor((grid[None, :] + grid[:, None]) * size / 3.0) % 2 == 0)  # (S, S) diagonal bands
+    stripes = (
+        np.floor((grid[None, :] + grid[:, None]) * size / 3.0) % 2 == 0
+    )  # (S, S) diagonal bands
     for start in range(0, n, _CHUNK):
         sl = slice(start, min(n, start + _CHUNK))
         m = sl.stop - sl.start
         noise_rng = np.random.default_rng(np.random.SeedSequence([seed, 1, start // _CHUNK]))
         base = p["bg_level"][sl][:, None, None, None]
-        noise = noise_rng.random((m, 3, size, size), dtype=np.float32) * np.float32(0.3)  # U[0, 0.3)
-        img = base + noise * p["background"][sl][:, None, None, None].astype(np.float32)  # (m, 3, S, S)
+        noise = noise_rng.random((m, 3, size, size), dtype=np.float32) * np.float32(
+            0.3
+        )  # U[0, 0.3)
+        img = base + noise * p["background"][sl][:, None, None, None].astype(
+            np.float32
+        )  # (m, 3, S, S)
         for j in range(2):  # distractors (drawn first; they never overlap the main object)
-            mask = _shape_masks(p["d_shape"][sl, j], p["d_xy"][sl, j, 0], p["d_xy"][sl, j, 1],
-                                np.full(m, _DISTRACTOR_HALF, np.float32), size)
+            mask = _shape_masks(
+                p["d_shape"][sl, j],
+                p["d_xy"][sl, j, 0],
+                p["d_xy"][sl, j, 1],
+                np.full(m, _DISTRACTOR_HALF, np.float32),
+                size,
+            )
             mask &= (p["distractors"][sl] > j)[:, None, None]
             rgb = COLOUR_RGB[p["d_colour"][sl, j]][:, :, None, None]
             img = np.where(mask[:, None], rgb, img)
-        mask = _shape_masks(p["shape"][sl], p["xy"][sl, 0], p["xy"][sl, 1], _SIZE_HALF[p["size"][sl]], size)
+        mask = _shape_masks(
+            p["shape"][sl], p["xy"][sl, 0], p["xy"][sl, 1], _SIZE_HALF[p["size"][sl]], size
+        )
         rgb = COLOUR_RGB[p["colour"][sl]][:, :, None, None]  # (m, 3, 1, 1)
-        dark = (p["fill"][sl] == 1)[:, None, None] & ~stripes[None]  # (m, S, S) unlit bands of striped objects
+        dark = (p["fill"][sl] == 1)[:, None, None] & ~stripes[
+            None
+        ]  # (m, S, S) unlit bands of striped objects
         colour = np.where(dark[:, None], 0.3 * rgb, rgb)
         img = np.where(mask[:, None], colour, img)
         out[sl] = np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
     return out
 
 
-def _caption_words(values: dict[str, int], stated: Sequence[str], syn: dict[str, int],
-                   template: str, adj_swap: bool, order: tuple[int, ...]) -> list[str]:
+def _caption_words(
+    values: dict[str, int],
+    stated: Sequence[str],
+    syn: dict[str, int],
+    template: str,
+    adj_swap: bool,
+    order: tuple[int, ...],
+) -> list[str]:
     """The words of one caption: opening, adjectives, colour, shape, trailing phrases."""
     adjs = [_ADJECTIVES[a][values[a]][syn[a]] for a in ("size", "fill") if a in stated]
     if adj_swap:
@@ -352,16 +446,26 @@ def _caption_words(values: dict[str, int], stated: Sequence[str], syn: dict[str,
 
 def _draw_parameters(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     p: dict[str, np.ndarray] = {
-        "shape": rng.integers(0, len(SHAPES), n), "colour": rng.integers(0, len(COLOURS), n),
-        "size": rng.integers(0, 2, n), "position": rng.integers(0, len(POSITIONS), n),
-        "fill": rng.integers(0, 2, n), "background": rng.integers(0, 2, n), "distractors": rng.integers(0, 3, n),
+        "shape": rng.integers(0, len(SHAPES), n),
+        "colour": rng.integers(0, len(COLOURS), n),
+        "size": rng.integers(0, 2, n),
+        "position": rng.integers(0, len(POSITIONS), n),
+        "fill": rng.integers(0, 2, n),
+        "background": rng.integers(0, 2, n),
+        "distractors": rng.integers(0, 3, n),
     }
     half = _SIZE_HALF[p["size"]]
-    p["xy"] = _POSITION_XY[p["position"]] + rng.uniform(-_JITTER, _JITTER, (n, 2)).astype(np.float32)
+    p["xy"] = _POSITION_XY[p["position"]] + rng.uniform(-_JITTER, _JITTER, (n, 2)).astype(
+        np.float32
+    )
     p["bg_level"] = rng.uniform(0.04, 0.14, n).astype(np.float32)
-    slots = _SLOTS[None] + rng.uniform(-_SLOT_JITTER, _SLOT_JITTER, (n, len(_SLOTS), 2)).astype(np.float32)
+    slots = _SLOTS[None] + rng.uniform(-_SLOT_JITTER, _SLOT_JITTER, (n, len(_SLOTS), 2)).astype(
+        np.float32
+    )
     gap = np.abs(slots - p["xy"][:, None, :])  # (n, 8, 2)
-    free = (gap > (half + _DISTRACTOR_HALF + _MARGIN)[:, None, None]).any(axis=-1)  # boxes do not overlap
+    free = (gap > (half + _DISTRACTOR_HALF + _MARGIN)[:, None, None]).any(
+        axis=-1
+    )  # boxes do not overlap
     if (free.sum(axis=1) < 2).any():  # pragma: no cover - excluded by the geometry above
         raise RuntimeError("the layout left fewer than two free slots for distractors")
     score = np.where(free, rng.random((n, len(_SLOTS))), -1.0)
@@ -372,8 +476,16 @@ def _draw_parameters(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return p
 
 
-def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_mention: float = 0.5,
-             max_len: int = 16, p_wrong: float = 0.0) -> ShapesCaptions:
+def generate(
+    n: int,
+    seed: int,
+    *,
+    image_size: int = 32,
+    n_views: int = 5,
+    p_mention: float = 0.5,
+    max_len: int = 16,
+    p_wrong: float = 0.0,
+) -> ShapesCaptions:
     """``n`` images, each with ``n_views`` captions, deterministic under ``seed``.
 
     Image: a dark background (plain, or with uniform pixel noise in [0, 0.3]), a main object
@@ -427,11 +539,15 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
     else:
         wrong = np.zeros((n, k, len(NONCORE)), dtype=bool)
         wrong_shift = np.zeros((n, k, len(NONCORE)))
-    said_values = np.stack([p[a] for a in NONCORE], axis=-1)[:, None, :].repeat(k, axis=1).astype(np.int64)  # (N, K, 5)
+    said_values = (
+        np.stack([p[a] for a in NONCORE], axis=-1)[:, None, :].repeat(k, axis=1).astype(np.int64)
+    )  # (N, K, 5)
     for a_i, a in enumerate(NONCORE):
         m = len(ATTRIBUTES[a])
         shift = 1 + (wrong_shift[:, :, a_i] * (m - 1)).astype(np.int64)
-        said_values[:, :, a_i] = np.where(wrong[:, :, a_i], (said_values[:, :, a_i] + shift) % m, said_values[:, :, a_i])
+        said_values[:, :, a_i] = np.where(
+            wrong[:, :, a_i], (said_values[:, :, a_i] + shift) % m, said_values[:, :, a_i]
+        )
     said_l = said_values.tolist()
 
     attr_values = {a: p[a] for a in HARD_NEGATIVE_ATTRS}
@@ -446,7 +562,10 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
         for v in range(k):
             said = [a for a, s in zip(NONCORE, stated_l[i][v]) if s]
             if p_wrong > 0:  # the values this view states (wrong ones included)
-                values = {**{a: vals_list[a][i] for a in HARD_NEGATIVE_ATTRS}, **dict(zip(NONCORE, said_l[i][v]))}
+                values = {
+                    **{a: vals_list[a][i] for a in HARD_NEGATIVE_ATTRS},
+                    **dict(zip(NONCORE, said_l[i][v])),
+                }
             synd = dict(zip(NONCORE, syn_l[i][v]))
             swap, orde = bool(adj_swap[i, v]), _TRAILING_ORDERS[order[i, v]]
             # hard negative: one stated attribute (core or non-core) changed, same wording
@@ -463,7 +582,9 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
             room = max_len - max(len(body), len(body_neg))
             fits = [t for t in templates if _TEMPLATE_LEN[t] <= room]
             if not fits:
-                raise ValueError(f"a caption of {max_len - room} words does not fit max_len={max_len}")
+                raise ValueError(
+                    f"a caption of {max_len - room} words does not fit max_len={max_len}"
+                )
             template = fits[int(opening[i, v] * len(fits))]
             row.append(" ".join(_fill_opening(template, body) + body))
             negatives.append(" ".join(_fill_opening(template, body_neg) + body_neg))
@@ -471,15 +592,30 @@ def generate(n: int, seed: int, *, image_size: int = 32, n_views: int = 5, p_men
 
     tokens = VOCAB.encode([c for row in captions for c in row], max_len).reshape(n, k, max_len)
     hard = VOCAB.encode(negatives, max_len).reshape(n, k, max_len)
-    attrs = {a: torch.from_numpy(np.asarray(attr_values[a], dtype=np.int64)) for a in HARD_NEGATIVE_ATTRS}
+    attrs = {
+        a: torch.from_numpy(np.asarray(attr_values[a], dtype=np.int64)) for a in HARD_NEGATIVE_ATTRS
+    }
     labels = attrs["shape"] * len(COLOURS) + attrs["colour"]
-    spec = {"generator": "shapes_captions_v1", "n": n, "seed": seed, "image_size": image_size,
-            "n_views": n_views, "p_mention": float(p_mention), "max_len": max_len}
+    spec = {
+        "generator": "shapes_captions_v1",
+        "n": n,
+        "seed": seed,
+        "image_size": image_size,
+        "n_views": n_views,
+        "p_mention": float(p_mention),
+        "max_len": max_len,
+    }
     if p_wrong > 0:
         spec["p_wrong"] = float(p_wrong)
     return ShapesCaptions(
-        images=torch.from_numpy(images), attrs=attrs, labels=labels, captions=captions, tokens=tokens,
-        stated=torch.from_numpy(stated), hard_negatives=hard, hard_negative_attr=torch.from_numpy(neg_attr),
+        images=torch.from_numpy(images),
+        attrs=attrs,
+        labels=labels,
+        captions=captions,
+        tokens=tokens,
+        stated=torch.from_numpy(stated),
+        hard_negatives=hard,
+        hard_negative_attr=torch.from_numpy(neg_attr),
         spec=spec,
         wrong=torch.from_numpy(wrong) if p_wrong > 0 else None,
         said_values=torch.from_numpy(said_values) if p_wrong > 0 else None,
@@ -515,7 +651,9 @@ def caption_relevance(data: ShapesCaptions, *, include_own: bool = False) -> tor
         if data.said_values is None:
             same = (data.attrs[name][:, None] == data.attrs[name][None, :])[:, None, :]  # (N, 1, N)
         else:
-            same = data.said_values[:, :, a][:, :, None] == data.attrs[name][None, None, :]  # (N, K, N)
+            same = (
+                data.said_values[:, :, a][:, :, None] == data.attrs[name][None, None, :]
+            )  # (N, K, N)
         rel &= ~said[:, :, None] | same
     if include_own:
         rel[torch.arange(n), :, torch.arange(n)] = True
@@ -537,7 +675,12 @@ def parse_caption(text: str) -> dict[str, int | None]:
             raise ValueError(f"caption {text!r} must state exactly one {name}, found {len(hits)}")
         out[name] = hits[0]
     for name in NONCORE:
-        hits = {v for v, pair in enumerate(_SYNONYMS[name]) for phrase in pair if f" {phrase} " in padded}
+        hits = {
+            v
+            for v, pair in enumerate(_SYNONYMS[name])
+            for phrase in pair
+            if f" {phrase} " in padded
+        }
         if len(hits) > 1:
             raise ValueError(f"caption {text!r} states {name} more than once")
         out[name] = hits.pop() if hits else None
@@ -560,7 +703,11 @@ class _BatchView(torch.utils.data.Dataset):
 
     def __getitem__(self, idx: list[int]) -> dict[str, torch.Tensor]:
         index = torch.as_tensor(idx, dtype=torch.long)
-        return {"images": self.data.float_images(index), "tokens": self.data.tokens[index], "index": index}
+        return {
+            "images": self.data.float_images(index),
+            "tokens": self.data.tokens[index],
+            "index": index,
+        }
 
 
 class ShapesCaptionsDataModule(L.LightningDataModule):
@@ -572,7 +719,9 @@ class ShapesCaptionsDataModule(L.LightningDataModule):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if batch_size > len(train):
-            raise ValueError(f"batch_size={batch_size} exceeds the {len(train)} training images (drop_last)")
+            raise ValueError(
+                f"batch_size={batch_size} exceeds the {len(train)} training images (drop_last)"
+            )
         self.train_data = train
         self.batch_size = batch_size
         self.seed = seed
@@ -581,6 +730,9 @@ class ShapesCaptionsDataModule(L.LightningDataModule):
         gen = torch.Generator().manual_seed(self.seed)
         sampler = torch.utils.data.BatchSampler(
             torch.utils.data.RandomSampler(range(len(self.train_data)), generator=gen),
-            batch_size=self.batch_size, drop_last=True,
+            batch_size=self.batch_size,
+            drop_last=True,
         )
-        return torch.utils.data.DataLoader(_BatchView(self.train_data), sampler=sampler, batch_size=None, num_workers=0)
+        return torch.utils.data.DataLoader(
+            _BatchView(self.train_data), sampler=sampler, batch_size=None, num_workers=0
+        )

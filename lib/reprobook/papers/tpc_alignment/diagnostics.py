@@ -96,14 +96,22 @@ def default_relevance(N: int, K: int, device: torch.device | str | None = None) 
     return F.one_hot(own, N).bool()
 
 
-def _relevance(relevance: torch.Tensor | None, N: int, K: int, device: torch.device) -> torch.Tensor:
+def _relevance(
+    relevance: torch.Tensor | None, N: int, K: int, device: torch.device
+) -> torch.Tensor:
     """Validate a relevance matrix (N*K, N) bool (or build the default); every caption must be
     relevant to its own image."""
     if relevance is None:
         return default_relevance(N, K, device)
-    if not isinstance(relevance, torch.Tensor) or relevance.dtype != torch.bool or relevance.shape != (N * K, N):
+    if (
+        not isinstance(relevance, torch.Tensor)
+        or relevance.dtype != torch.bool
+        or relevance.shape != (N * K, N)
+    ):
         got = f"{_shape(relevance)} {getattr(relevance, 'dtype', '')}".strip()
-        raise ValueError(f"relevance must be a bool tensor of shape (N*K, N) = ({N * K}, {N}), got {got}")
+        raise ValueError(
+            f"relevance must be a bool tensor of shape (N*K, N) = ({N * K}, {N}), got {got}"
+        )
     relevance = relevance.to(device)
     own = torch.arange(N, device=device).repeat_interleave(K)
     if not bool(relevance[torch.arange(N * K, device=device), own].all()):
@@ -141,7 +149,9 @@ def consensus_leakage(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return (r * v[:, None, :]).sum(-1).pow(2)
 
 
-def text_to_image_ranks(v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None) -> torch.Tensor:
+def text_to_image_ranks(
+    v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None
+) -> torch.Tensor:
     """Rank of the best relevant image for each query: rank_ik = 1 + #{j irrelevant :
     q_ik . v_j > max_{j' relevant} q_ik . v_j'} over all N images. v (N, d), q (N, K, d),
     relevance (N*K, N) or None -> LongTensor (N, K) (1 = best)."""
@@ -159,7 +169,9 @@ def text_to_image_ranks(v: torch.Tensor, q: torch.Tensor, relevance: torch.Tenso
     return torch.cat(out).reshape(N, K)
 
 
-def image_to_text_ranks(v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None) -> torch.Tensor:
+def image_to_text_ranks(
+    v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None
+) -> torch.Tensor:
     """Rank of the best relevant caption for each image among all N*K captions:
     rank_i = 1 + #{captions m irrelevant to i : v_i . q_m > max_{m' relevant} v_i . q_m'}, where m is
     relevant to i iff relevance[m, i]. -> LongTensor (N,)."""
@@ -186,7 +198,9 @@ def rank_volatility(ranks: torch.Tensor) -> torch.Tensor:
     return torch.log1p(ranks.double()).std(dim=1, correction=0)
 
 
-def caption_retrieval(v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None) -> dict[str, float]:
+def caption_retrieval(
+    v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None
+) -> dict[str, float]:
     """Appendix B retrieval metrics.
 
     * ``t2i_r1``, ``t2i_r5``, ``t2i_r10``: fraction of the N*K queries with rank <= k
@@ -216,7 +230,9 @@ def _tau_rows(tau, n_rows: int, device) -> torch.Tensor | float:
     """A temperature as a float or an (n_rows, 1) column (from shape (n_rows,) or (N, K))."""
     if isinstance(tau, torch.Tensor) and tau.numel() != 1:
         if tau.numel() != n_rows:
-            raise ValueError(f"tau must be a scalar or hold one value per query ({n_rows}), got {tuple(tau.shape)}")
+            raise ValueError(
+                f"tau must be a scalar or hold one value per query ({n_rows}), got {tuple(tau.shape)}"
+            )
         tau = tau.reshape(n_rows, 1).to(device)
         if not bool((tau > 0).all()):
             raise ValueError("tau must be > 0")
@@ -247,7 +263,9 @@ def hard_negative_mass(
     """Section 3: m_i = (1/K) sum_k max_{j irrelevant} softmax_j(q_ik . v_j / tau0), the largest
     posterior a wrong image receives, averaged over captions. -> (N,)."""
     N, K = q.shape[:2]
-    out = [P.masked_fill(rel, 0.0).amax(dim=1) for P, rel in _posterior_chunks(v, q, tau0, relevance)]
+    out = [
+        P.masked_fill(rel, 0.0).amax(dim=1) for P, rel in _posterior_chunks(v, q, tau0, relevance)
+    ]
     return torch.cat(out).reshape(N, K).mean(dim=1)
 
 
@@ -269,7 +287,9 @@ def hard_negative_accuracy(v: torch.Tensor, q: torch.Tensor, q_neg: torch.Tensor
     _check_q(v, q)
     _check_q(v, q_neg, "q_neg")
     if q_neg.shape != q.shape:
-        raise ValueError(f"q_neg must have the shape of q {tuple(q.shape)}, got {tuple(q_neg.shape)}")
+        raise ValueError(
+            f"q_neg must have the shape of q {tuple(q.shape)}, got {tuple(q_neg.shape)}"
+        )
     pos = (q * v[:, None, :]).sum(-1)
     neg = (q_neg * v[:, None, :]).sum(-1)
     return float((pos > neg).double().mean())
@@ -319,7 +339,9 @@ def candidate_sets(
     return torch.cat(out)
 
 
-def expected_calibration_error(confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15) -> float:
+def expected_calibration_error(
+    confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15
+) -> float:
     """Top-label ECE = sum_b (|B_b| / n) |acc(B_b) - conf(B_b)| over n_bins equal-width bins of [0, 1],
     through torchmetrics' ``binary_calibration_error(confidence, correct, norm="l1")``.
 
@@ -328,21 +350,31 @@ def expected_calibration_error(confidence: torch.Tensor, correct: torch.Tensor, 
     [1 - 1/n_bins, 1] as usual (this moves a confidence by at most 6e-8).
     """
     confidence, correct = _check_conf(confidence, correct)
-    below_one = torch.nextafter(torch.ones((), dtype=confidence.dtype), torch.zeros((), dtype=confidence.dtype))
+    below_one = torch.nextafter(
+        torch.ones((), dtype=confidence.dtype), torch.zeros((), dtype=confidence.dtype)
+    )
     conf = confidence.clamp(max=below_one)
     return float(binary_calibration_error(conf, correct.long(), n_bins=n_bins, norm="l1"))
 
 
-def _check_conf(confidence: torch.Tensor, correct: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_conf(
+    confidence: torch.Tensor, correct: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     confidence = torch.as_tensor(confidence)
     correct = torch.as_tensor(correct)
     _check_pair("confidence", confidence, "correct", correct)
-    if not confidence.is_floating_point() or float(confidence.min()) < 0 or float(confidence.max()) > 1:
+    if (
+        not confidence.is_floating_point()
+        or float(confidence.min()) < 0
+        or float(confidence.max()) > 1
+    ):
         raise ValueError("confidence must be floats in [0, 1]")
     return confidence, correct.bool()
 
 
-def retrieval_calibration(v: torch.Tensor, q: torch.Tensor, tau_q, candidates: torch.Tensor) -> dict:
+def retrieval_calibration(
+    v: torch.Tensor, q: torch.Tensor, tau_q, candidates: torch.Tensor
+) -> dict:
     """Appendix B retrieval calibration on candidate sets (:func:`candidate_sets`).
 
     For query m = (i, k) with candidates j_0 = i, j_1, ..., j_{M-1}:
@@ -356,8 +388,14 @@ def retrieval_calibration(v: torch.Tensor, q: torch.Tensor, tau_q, candidates: t
     """
     _check_q(v, q)
     N, K, d = q.shape
-    if not isinstance(candidates, torch.Tensor) or candidates.ndim != 2 or candidates.shape[0] != N * K:
-        raise ValueError(f"candidates must have shape (N*K, M) = ({N * K}, M), got {_shape(candidates)}")
+    if (
+        not isinstance(candidates, torch.Tensor)
+        or candidates.ndim != 2
+        or candidates.shape[0] != N * K
+    ):
+        raise ValueError(
+            f"candidates must have shape (N*K, M) = ({N * K}, M), got {_shape(candidates)}"
+        )
     if candidates.shape[1] < 2:
         raise ValueError("candidates must hold the ground truth and at least one negative (M >= 2)")
     own = torch.arange(N, device=candidates.device).repeat_interleave(K)
@@ -395,11 +433,20 @@ def zero_shot_calibration(logits: torch.Tensor, labels: torch.Tensor, n_bins: in
     :func:`expected_calibration_error`); ``nll`` = mean -log p_y; ``brier`` = mean sum_c (p_c - 1[c = y])^2;
     plus ``confidence`` and ``correct`` per example.
     """
-    if not (isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.is_floating_point() and len(logits)):
-        raise ValueError(f"logits must be a non-empty float tensor of shape (B, C), got {_shape(logits)}")
+    if not (
+        isinstance(logits, torch.Tensor)
+        and logits.ndim == 2
+        and logits.is_floating_point()
+        and len(logits)
+    ):
+        raise ValueError(
+            f"logits must be a non-empty float tensor of shape (B, C), got {_shape(logits)}"
+        )
     labels = torch.as_tensor(labels, device=logits.device)
     if labels.shape != (logits.shape[0],) or labels.is_floating_point():
-        raise ValueError(f"labels must be integers of shape ({logits.shape[0]},), got {_shape(labels)}")
+        raise ValueError(
+            f"labels must be integers of shape ({logits.shape[0]},), got {_shape(labels)}"
+        )
     C = logits.shape[1]
     if int(labels.min()) < 0 or int(labels.max()) >= C:
         raise ValueError(f"labels must lie in [0, {C - 1}]")
@@ -417,7 +464,9 @@ def zero_shot_calibration(logits: torch.Tensor, labels: torch.Tensor, n_bins: in
     }
 
 
-def reliability_bins(confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15) -> dict[str, torch.Tensor]:
+def reliability_bins(
+    confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15
+) -> dict[str, torch.Tensor]:
     """Per-bin mean confidence, accuracy and count for reliability diagrams (n_bins equal-width bins
     [b/n, (b+1)/n), the last one closed, as :func:`expected_calibration_error`); empty bins have
     confidence and accuracy NaN. ECE = sum_b count_b / n |accuracy_b - confidence_b| (non-empty b).
@@ -443,7 +492,9 @@ def reliability_bins(confidence: torch.Tensor, correct: torch.Tensor, n_bins: in
 # ----------------------------------------------------------------------------- selective prediction
 
 
-def risk_coverage(uncertainty: torch.Tensor, error: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def risk_coverage(
+    uncertainty: torch.Tensor, error: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Risk-coverage curve: sort by uncertainty ascending (stable: ties keep their input order); at
     coverage m / n the risk is (errors among the m most certain) / m, m = 1..n. -> (coverage, risk),
     both (n,) float64."""

@@ -41,7 +41,9 @@ def test_set(data: ShapesCaptions) -> TestSet:
 
 
 @torch.no_grad()
-def per_image(model: DualEncoder, test: TestSet, emb: Embeddings | None = None) -> dict[str, torch.Tensor]:
+def per_image(
+    model: DualEncoder, test: TestSet, emb: Embeddings | None = None
+) -> dict[str, torch.Tensor]:
     """Per-image and per-caption quantities: ranks (N, K) of the first relevant image for each
     caption query c_hat_ik, leakage (N, K) against the consensus, cos(t, c) and cos(c_hat, c) (N, K),
     and u_hat (N, K) = 1 - (t . c_hat)^2."""
@@ -99,7 +101,9 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], how: str = "differenc
     if how not in ("difference", "ratio"):
         raise ValueError(f"how must be 'difference' or 'ratio', got {how!r}")
     if set(a) != set(b):
-        raise ValueError(f"the two arms must be measured on the same replicates, got {sorted(a)} and {sorted(b)}")
+        raise ValueError(
+            f"the two arms must be measured on the same replicates, got {sorted(a)} and {sorted(b)}"
+        )
     if not a:
         raise ValueError("no replicates given")
     out = []
@@ -123,7 +127,9 @@ def deciding_interval(intervals: Mapping[str, TInterval], bar: float) -> tuple[s
         raise ValueError("no intervals given")
     for name, iv in intervals.items():
         if not isinstance(iv, TInterval):
-            raise TypeError(f"interval {name!r} must be a TInterval (core.t_interval), got {type(iv).__name__}")
+            raise TypeError(
+                f"interval {name!r} must be a TInterval (core.t_interval), got {type(iv).__name__}"
+            )
     below = {k: iv for k, iv in intervals.items() if iv.high < bar}
     if below:
         name = min(below, key=lambda k: below[k].high)

@@ -27,8 +27,18 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "OBJECTIVES", "TPCConfig", "consensus_core", "disagreement", "CoreFilter", "residual",
-    "instance_temperature", "info_nce", "clip_loss", "draw_views", "core_target", "tpc_loss",
+    "OBJECTIVES",
+    "TPCConfig",
+    "consensus_core",
+    "disagreement",
+    "CoreFilter",
+    "residual",
+    "instance_temperature",
+    "info_nce",
+    "clip_loss",
+    "draw_views",
+    "core_target",
+    "tpc_loss",
 ]
 
 OBJECTIVES = ("tpc", "clip")
@@ -71,7 +81,9 @@ class TPCConfig:
             raise ValueError(f"consensus must be a bool, got {self.consensus!r}")
         views = tuple(self.views)
         if not views or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in views):
-            raise ValueError(f"views must be a non-empty tuple of integers >= 1, got {self.views!r}")
+            raise ValueError(
+                f"views must be a non-empty tuple of integers >= 1, got {self.views!r}"
+            )
         object.__setattr__(self, "views", views)
 
 
@@ -91,7 +103,9 @@ def disagreement(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     vectors; 0 exactly when every view is parallel to c_i."""
     _check_views(t)
     if c.shape != (t.shape[0], t.shape[2]):
-        raise ValueError(f"c must have shape (N, d) = {(t.shape[0], t.shape[2])}, got {tuple(c.shape)}")
+        raise ValueError(
+            f"c must have shape (N, d) = {(t.shape[0], t.shape[2])}, got {tuple(c.shape)}"
+        )
     dots = torch.einsum("nkd,nd->nk", t, c)  # (N, K)
     return (1.0 - dots.square()).mean(dim=1).clamp(0.0, 1.0)
 
@@ -122,14 +136,20 @@ def residual(t: torch.Tensor, c_hat: torch.Tensor) -> torch.Tensor:
     """r = t - (t . c_hat) c_hat, the part of t the core does not explain (orthogonal to a unit c_hat).
     Any leading shape (..., d)."""
     if t.shape != c_hat.shape:
-        raise ValueError(f"t and c_hat must have the same shape, got {tuple(t.shape)} and {tuple(c_hat.shape)}")
+        raise ValueError(
+            f"t and c_hat must have the same shape, got {tuple(t.shape)} and {tuple(c_hat.shape)}"
+        )
     return t - (t * c_hat).sum(dim=-1, keepdim=True) * c_hat
 
 
-def instance_temperature(u: torch.Tensor, tau0: float, gamma: float, tau_max_factor: float = 3.0) -> torch.Tensor:
+def instance_temperature(
+    u: torch.Tensor, tau0: float, gamma: float, tau_max_factor: float = 3.0
+) -> torch.Tensor:
     """tau_i = clamp(tau0 (1 + gamma u_i), tau0, tau_max_factor * tau0) (Sec. 4.3); same shape as u."""
     if not tau0 > 0 or not tau_max_factor >= 1:
-        raise ValueError(f"need tau0 > 0 and tau_max_factor >= 1, got tau0={tau0!r}, tau_max_factor={tau_max_factor!r}")
+        raise ValueError(
+            f"need tau0 > 0 and tau_max_factor >= 1, got tau0={tau0!r}, tau_max_factor={tau_max_factor!r}"
+        )
     return (tau0 * (1.0 + gamma * u)).clamp(min=tau0, max=tau_max_factor * tau0)
 
 
@@ -141,13 +161,17 @@ def info_nce(v: torch.Tensor, c: torch.Tensor, tau: torch.Tensor | float) -> tor
     v, c (B, d); tau a scalar or (B,). The sum (not the mean) of the two directions, as the paper
     writes L_core; with a scalar tau this is CLIP's loss times 2."""
     if v.dim() != 2 or v.shape != c.shape:
-        raise ValueError(f"v and c must both have shape (B, d), got {tuple(v.shape)} and {tuple(c.shape)}")
+        raise ValueError(
+            f"v and c must both have shape (B, d), got {tuple(v.shape)} and {tuple(c.shape)}"
+        )
     b = v.shape[0]
     tau = torch.as_tensor(tau, dtype=v.dtype, device=v.device)
     if tau.dim() == 0:
         tau = tau.expand(b)
     if tau.shape != (b,):
-        raise ValueError(f"tau must be a scalar or have shape (B,) = ({b},), got {tuple(tau.shape)}")
+        raise ValueError(
+            f"tau must be a scalar or have shape (B,) = ({b},), got {tuple(tau.shape)}"
+        )
     sim = v @ c.T  # (B, B): sim[i, j] = v_i . c_j
     target = torch.arange(b, device=v.device)
     image_to_text = F.cross_entropy(sim / tau[:, None], target)
@@ -160,14 +184,21 @@ def clip_loss(v: torch.Tensor, t_single: torch.Tensor, tau0: float) -> torch.Ten
     return info_nce(v, t_single, tau0)
 
 
-def draw_views(n: int, k: int, *, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+def draw_views(
+    n: int, k: int, *, generator: torch.Generator | None = None, device=None
+) -> torch.Tensor:
     """LongTensor (n,): one view index k* in [0, k) per instance, drawn uniformly with ``generator``
     (on the CPU, then moved to ``device``)."""
     return torch.randint(0, k, (n,), generator=generator).to(device)
 
 
-def core_target(t: torch.Tensor, cfg: TPCConfig, *, view_index: torch.Tensor | None = None,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def core_target(
+    t: torch.Tensor,
+    cfg: TPCConfig,
+    *,
+    view_index: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The target of the alignment term, the disagreement and the temperature for views t (B, K, d).
 
     target (B, d): c_i (TPC), or t_{i,k*} (objective "clip", or ``consensus=False``; k* from
@@ -192,9 +223,15 @@ def core_target(t: torch.Tensor, cfg: TPCConfig, *, view_index: torch.Tensor | N
     return target, u, tau
 
 
-def tpc_loss(v: torch.Tensor, t: torch.Tensor, core_filter: nn.Module, cfg: TPCConfig, *,
-             generator: torch.Generator | None = None,
-             view_index: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def tpc_loss(
+    v: torch.Tensor,
+    t: torch.Tensor,
+    core_filter: nn.Module,
+    cfg: TPCConfig,
+    *,
+    generator: torch.Generator | None = None,
+    view_index: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """L = L_core + lambda_agree L_agree + lambda_nc L_nc (Sec. 4.5) for v (B, d) and t (B, K, d).
 
     Returns tensors ``loss``, ``core``, ``agree``, ``nc`` (scalars), ``u`` (B,), ``tau`` (B,) and
@@ -204,14 +241,24 @@ def tpc_loss(v: torch.Tensor, t: torch.Tensor, core_filter: nn.Module, cfg: TPCC
     reported, measured without gradient)."""
     _check_views(t)
     if v.dim() != 2 or v.shape[0] != t.shape[0] or v.shape[1] != t.shape[2]:
-        raise ValueError(f"v must have shape (B, d) = {(t.shape[0], t.shape[2])}, got {tuple(v.shape)}")
+        raise ValueError(
+            f"v must have shape (B, d) = {(t.shape[0], t.shape[2])}, got {tuple(v.shape)}"
+        )
     target, u, tau = core_target(t, cfg, view_index=view_index, generator=generator)
     zero = v.new_zeros(())
     if cfg.objective == "clip":
         loss = info_nce(v, target, tau)
         with torch.no_grad():
             cos = torch.einsum("nkd,nd->nk", core_filter(t), consensus_core(t)).mean()
-        return {"loss": loss, "core": loss, "agree": zero, "nc": zero, "u": u.detach(), "tau": tau, "cos_chat_c": cos}
+        return {
+            "loss": loss,
+            "core": loss,
+            "agree": zero,
+            "nc": zero,
+            "u": u.detach(),
+            "tau": tau,
+            "cos_chat_c": cos,
+        }
     c_hat = core_filter(t)  # (B, K, d)
     l_core = info_nce(v, target, tau)
     l_agree = (c_hat - target[:, None, :]).square().sum(dim=-1).mean()
@@ -220,4 +267,12 @@ def tpc_loss(v: torch.Tensor, t: torch.Tensor, core_filter: nn.Module, cfg: TPCC
     loss = l_core + cfg.lambda_agree * l_agree + cfg.lambda_nc * l_nc
     with torch.no_grad():
         cos = torch.einsum("nkd,nd->nk", c_hat, consensus_core(t)).mean()
-    return {"loss": loss, "core": l_core, "agree": l_agree, "nc": l_nc, "u": u.detach(), "tau": tau, "cos_chat_c": cos}
+    return {
+        "loss": loss,
+        "core": l_core,
+        "agree": l_agree,
+        "nc": l_nc,
+        "u": u.detach(),
+        "tau": tau,
+        "cos_chat_c": cos,
+    }

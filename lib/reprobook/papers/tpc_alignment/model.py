@@ -25,15 +25,33 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import VOCAB, ShapesCaptions
-from .loss import CoreFilter, TPCConfig, core_target, draw_views, info_nce, instance_temperature, tpc_loss
+from .loss import (
+    CoreFilter,
+    TPCConfig,
+    core_target,
+    draw_views,
+    info_nce,
+    instance_temperature,
+    tpc_loss,
+)
 
 __all__ = [
-    "ModelConfig", "OptimConfig", "AdvConfig", "ImageEncoder", "TextEncoder", "DualEncoder",
-    "ZeroShotClassifier", "Embeddings", "embed", "lr_factor",
+    "ModelConfig",
+    "OptimConfig",
+    "AdvConfig",
+    "ImageEncoder",
+    "TextEncoder",
+    "DualEncoder",
+    "ZeroShotClassifier",
+    "Embeddings",
+    "embed",
+    "lr_factor",
 ]
 
 ENCODERS = ("cnn", "vit")
-ADV_STREAM = 1_000_003  # offset of the PGD random starts' seed from the model's seed (its own stream)
+ADV_STREAM = (
+    1_000_003  # offset of the PGD random starts' seed from the model's seed (its own stream)
+)
 
 
 def _positive_int(name: str, value, least: int = 1) -> None:
@@ -69,21 +87,41 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.image_encoder not in ENCODERS:
             raise ValueError(f"image_encoder must be one of {ENCODERS}, got {self.image_encoder!r}")
-        for name in ("image_size", "embed_dim", "vit_patch", "vit_width", "vit_layers", "vit_heads",
-                     "vocab_size", "max_len", "text_width", "text_heads"):
+        for name in (
+            "image_size",
+            "embed_dim",
+            "vit_patch",
+            "vit_width",
+            "vit_layers",
+            "vit_heads",
+            "vocab_size",
+            "max_len",
+            "text_width",
+            "text_heads",
+        ):
             _positive_int(name, getattr(self, name))
         _positive_int("text_layers", self.text_layers, least=0)
         channels = tuple(self.cnn_channels)
-        if not channels or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels):
-            raise ValueError(f"cnn_channels must be a non-empty tuple of positive integers, got {self.cnn_channels!r}")
+        if not channels or any(
+            isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels
+        ):
+            raise ValueError(
+                f"cnn_channels must be a non-empty tuple of positive integers, got {self.cnn_channels!r}"
+            )
         object.__setattr__(self, "cnn_channels", channels)
         if self.image_encoder == "vit":
             if self.image_size % self.vit_patch:
-                raise ValueError(f"image_size={self.image_size} must be a multiple of vit_patch={self.vit_patch}")
+                raise ValueError(
+                    f"image_size={self.image_size} must be a multiple of vit_patch={self.vit_patch}"
+                )
             if self.vit_width % self.vit_heads:
-                raise ValueError(f"vit_width={self.vit_width} must be a multiple of vit_heads={self.vit_heads}")
+                raise ValueError(
+                    f"vit_width={self.vit_width} must be a multiple of vit_heads={self.vit_heads}"
+                )
         if self.text_layers and self.text_width % self.text_heads:
-            raise ValueError(f"text_width={self.text_width} must be a multiple of text_heads={self.text_heads}")
+            raise ValueError(
+                f"text_width={self.text_width} must be a multiple of text_heads={self.text_heads}"
+            )
 
 
 @dataclass(frozen=True)
@@ -153,8 +191,15 @@ def lr_factor(step: int, steps: int, warmup_frac: float) -> float:
 def _transformer(width: int, heads: int, layers: int) -> nn.TransformerEncoder:
     """Pre-norm Transformer encoder, GELU, feed-forward 4 x width, no dropout (so training and
     evaluation modes compute the same function, which the attacks rely on)."""
-    layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=4 * width, dropout=0.0, activation="gelu",
-                                       batch_first=True, norm_first=True)
+    layer = nn.TransformerEncoderLayer(
+        width,
+        heads,
+        dim_feedforward=4 * width,
+        dropout=0.0,
+        activation="gelu",
+        batch_first=True,
+        norm_first=True,
+    )
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
 
@@ -174,7 +219,11 @@ class ImageEncoder(nn.Module):
             blocks: list[nn.Module] = []
             c_in = 3
             for c in cfg.cnn_channels:
-                blocks += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(math.gcd(4, c), c), nn.ReLU()]
+                blocks += [
+                    nn.Conv2d(c_in, c, 3, stride=2, padding=1),
+                    nn.GroupNorm(math.gcd(4, c), c),
+                    nn.ReLU(),
+                ]
                 c_in = c
             self.body = nn.Sequential(*blocks)
             self.head = nn.Linear(c_in, cfg.embed_dim)
@@ -214,12 +263,16 @@ class TextEncoder(nn.Module):
         if cfg.text_layers:
             self.head: nn.Module = nn.Linear(w, cfg.embed_dim)
         else:
-            self.head = nn.Sequential(nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, cfg.embed_dim))
+            self.head = nn.Sequential(
+                nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, cfg.embed_dim)
+            )
         self.max_len = cfg.max_len
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2 or tokens.shape[1] > self.max_len:
-            raise ValueError(f"tokens must have shape (B, L) with L <= {self.max_len}, got {tuple(tokens.shape)}")
+            raise ValueError(
+                f"tokens must have shape (B, L) with L <= {self.max_len}, got {tuple(tokens.shape)}"
+            )
         keep = tokens != VOCAB.PAD  # (B, L)
         z = self.token(tokens) + self.pos[:, : tokens.shape[1]]
         if self.blocks is not None:
@@ -262,25 +315,42 @@ class DualEncoder(L.LightningModule):
 
     CURVE_COLUMNS = ("loss", "core", "agree", "nc", "u", "tau", "cos_chat_c", "views")
 
-    def __init__(self, model: ModelConfig, objective: TPCConfig, optim: OptimConfig, adv: AdvConfig | None = None,
-                 seed: int = 0):
+    def __init__(
+        self,
+        model: ModelConfig,
+        objective: TPCConfig,
+        optim: OptimConfig,
+        adv: AdvConfig | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
-        for name, value, kind in (("model", model, ModelConfig), ("objective", objective, TPCConfig),
-                                  ("optim", optim, OptimConfig)):
+        for name, value, kind in (
+            ("model", model, ModelConfig),
+            ("objective", objective, TPCConfig),
+            ("optim", optim, OptimConfig),
+        ):
             if not isinstance(value, kind):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
         if adv is not None and not isinstance(adv, AdvConfig):
             raise TypeError(f"adv must be an AdvConfig or None, got {type(adv).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.model_cfg, self.objective, self.optim, self.adv, self.seed = model, objective, optim, adv, seed
+        self.model_cfg, self.objective, self.optim, self.adv, self.seed = (
+            model,
+            objective,
+            optim,
+            adv,
+            seed,
+        )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.image_encoder = ImageEncoder(model)
             self.text_encoder = TextEncoder(model)
             self.core_filter = CoreFilter(model.embed_dim)
         self.history: list[dict[str, float]] = []
-        self.register_buffer("curve", torch.full((optim.steps, len(self.CURVE_COLUMNS)), float("nan")))
+        self.register_buffer(
+            "curve", torch.full((optim.steps, len(self.CURVE_COLUMNS)), float("nan"))
+        )
         self._views_gen = torch.Generator().manual_seed(seed)
         self._adv_gen: torch.Generator | None = None
 
@@ -326,7 +396,9 @@ class DualEncoder(L.LightningModule):
     def zero_shot_weights(self, class_tokens: torch.Tensor) -> torch.Tensor:
         """(C, T, L) -> (C, d): per class, norm(mean over templates of c_hat) for TPC, of t for CLIP."""
         if class_tokens.dim() != 3:
-            raise ValueError(f"class_tokens must have shape (C, T, L), got {tuple(class_tokens.shape)}")
+            raise ValueError(
+                f"class_tokens must have shape (C, T, L), got {tuple(class_tokens.shape)}"
+            )
         was_training = self.training
         self.eval()
         t = self.encode_texts(class_tokens.to(self.device))  # (C, T, d)
@@ -336,7 +408,9 @@ class DualEncoder(L.LightningModule):
 
     def zero_shot_classifier(self, class_tokens: torch.Tensor) -> ZeroShotClassifier:
         """A frozen classifier: images in [0, 1] -> logits v . w_c / tau0 (see :class:`ZeroShotClassifier`)."""
-        return ZeroShotClassifier(self.image_encoder, self.zero_shot_weights(class_tokens), self.objective.tau0)
+        return ZeroShotClassifier(
+            self.image_encoder, self.zero_shot_weights(class_tokens), self.objective.tau0
+        )
 
     # training --------------------------------------------------------------------------------
     def _adv_generator(self, device: torch.device) -> torch.Generator:
@@ -352,18 +426,26 @@ class DualEncoder(L.LightningModule):
         dev = tokens.device
         if cfg.objective == "clip":  # one random caption per image is all CLIP's loss uses
             pick = draw_views(b, k, generator=self._views_gen, device=dev)
-            return tokens[torch.arange(b, device=dev), pick].unsqueeze(1), torch.zeros(b, dtype=torch.long, device=dev)
+            return tokens[torch.arange(b, device=dev), pick].unsqueeze(1), torch.zeros(
+                b, dtype=torch.long, device=dev
+            )
         choices = sorted({min(v, k) for v in cfg.views})
         kp = choices[int(torch.randint(len(choices), (1,), generator=self._views_gen))]
-        order = torch.rand(b, k, generator=self._views_gen).argsort(dim=1)[:, :kp].to(dev)  # (B, K')
+        order = (
+            torch.rand(b, k, generator=self._views_gen).argsort(dim=1)[:, :kp].to(dev)
+        )  # (B, K')
         chosen = tokens.gather(1, order[:, :, None].expand(-1, -1, tokens.shape[2]))
-        view_index = None if cfg.consensus else draw_views(b, kp, generator=self._views_gen, device=dev)
+        view_index = (
+            None if cfg.consensus else draw_views(b, kp, generator=self._views_gen, device=dev)
+        )
         return chosen, view_index
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, tokens = batch["images"], batch["tokens"]
         if tokens.dim() != 3 or images.shape[0] != tokens.shape[0]:
-            raise ValueError(f"batch tokens must be (B, K, L) for B images, got {tuple(tokens.shape)}")
+            raise ValueError(
+                f"batch tokens must be (B, K, L) for B images, got {tuple(tokens.shape)}"
+            )
         chosen, view_index = self._select_views(tokens)
         t = self.encode_texts(chosen)  # (B, K', d)
         if self.adv is not None and self.adv.active:
@@ -375,28 +457,55 @@ class DualEncoder(L.LightningModule):
             def alignment_loss(x: torch.Tensor) -> torch.Tensor:  # L_core (TPC) or CLIP's loss
                 return info_nce(self.encode_images(x), target, tau)
 
-            images = pgd_perturb(alignment_loss, images, eps=self.adv.eps, alpha=self.adv.alpha, steps=self.adv.steps,
-                                 random_start=True, generator=self._adv_generator(images.device))
+            images = pgd_perturb(
+                alignment_loss,
+                images,
+                eps=self.adv.eps,
+                alpha=self.adv.alpha,
+                steps=self.adv.steps,
+                random_start=True,
+                generator=self._adv_generator(images.device),
+            )
         v = self.encode_images(images)
         out = tpc_loss(v, t, self.core_filter, self.objective, view_index=view_index)
-        values = torch.stack([out["loss"], out["core"], out["agree"], out["nc"], out["u"].mean(), out["tau"].mean(),
-                              out["cos_chat_c"]]).detach().tolist()
+        values = (
+            torch.stack(
+                [
+                    out["loss"],
+                    out["core"],
+                    out["agree"],
+                    out["nc"],
+                    out["u"].mean(),
+                    out["tau"].mean(),
+                    out["cos_chat_c"],
+                ]
+            )
+            .detach()
+            .tolist()
+        )
         row = dict(zip(("loss", "core", "agree", "nc", "u", "tau", "cos_chat_c"), values))
         row["step"] = float(len(self.history))
         row["views"] = float(t.shape[1])
         if len(self.history) < self.curve.shape[0]:
-            self.curve[len(self.history)] = torch.tensor([row[c] for c in self.CURVE_COLUMNS], dtype=self.curve.dtype)
+            self.curve[len(self.history)] = torch.tensor(
+                [row[c] for c in self.CURVE_COLUMNS], dtype=self.curve.dtype
+            )
         self.history.append(row)
         return out["loss"]
 
     def configure_optimizers(self):
         cfg = self.optim
         groups = [
-            {"params": [*self.image_encoder.parameters(), *self.text_encoder.parameters()], "lr": cfg.lr_encoders},
+            {
+                "params": [*self.image_encoder.parameters(), *self.text_encoder.parameters()],
+                "lr": cfg.lr_encoders,
+            },
             {"params": list(self.core_filter.parameters()), "lr": cfg.lr_filter},
         ]
         opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.steps, cfg.warmup_frac))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: lr_factor(s, cfg.steps, cfg.warmup_frac)
+        )
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
@@ -425,7 +534,9 @@ def embed(model: DualEncoder, data: ShapesCaptions, batch_size: int = 512) -> Em
     was_training = model.training
     model.eval()
     dev = model.device
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("v", "t", "c_hat", "hard_t", "hard_c_hat")}
+    parts: dict[str, list[torch.Tensor]] = {
+        k: [] for k in ("v", "t", "c_hat", "hard_t", "hard_c_hat")
+    }
     for start in range(0, len(data), batch_size):
         idx = torch.arange(start, min(len(data), start + batch_size))
         parts["v"].append(model.encode_images(data.float_images(idx).to(dev)).cpu())

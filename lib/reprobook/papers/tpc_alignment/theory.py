@@ -79,10 +79,14 @@ def _check_setting(v, c, basis_U, rho) -> tuple[torch.Tensor, torch.Tensor, torc
         raise ValueError(f"c must be a unit vector, got norm {float(c.norm()):.8g}")
     gram_err = float((U.T @ U - torch.eye(U.shape[1], dtype=torch.float64)).abs().max())
     if gram_err > TOL:
-        raise ValueError(f"the columns of basis_U must be orthonormal (max |U^T U - I| = {gram_err:.3g})")
+        raise ValueError(
+            f"the columns of basis_U must be orthonormal (max |U^T U - I| = {gram_err:.3g})"
+        )
     ortho_err = float((U.T @ c).abs().max())
     if ortho_err > TOL:
-        raise ValueError(f"the columns of basis_U must be orthogonal to c (max |U^T c| = {ortho_err:.3g})")
+        raise ValueError(
+            f"the columns of basis_U must be orthogonal to c (max |U^T c| = {ortho_err:.3g})"
+        )
     rho = float(rho)
     if not 0.0 <= rho <= 1.0:
         raise ValueError(f"rho must lie in [0, 1], got {rho}")
@@ -116,7 +120,9 @@ def worst_case_residual(v, c, basis_U, rho: float) -> torch.Tensor:
     return -rho * p / norm
 
 
-def sample_ambiguity_set(c, basis_U, rho: float, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_ambiguity_set(
+    c, basis_U, rho: float, n: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """n members t = sqrt(1 - ||r||^2) c + r of the ambiguity set T(c, U, rho), as (n, D) float64.
 
     r = U (s w) with w uniform on the unit sphere of R^m; the first ceil(n/2) samples lie on the
@@ -195,10 +201,14 @@ def lemma_a1(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     """
     t = torch.as_tensor(t).to(torch.float64)
     if t.ndim not in (2, 3) or t.shape[-2] < 1 or t.shape[-1] < 1:
-        raise ValueError(f"t must have shape (K, d) or (N, K, d) with K, d >= 1, got {tuple(t.shape)}")
+        raise ValueError(
+            f"t must have shape (K, d) or (N, K, d) with K, d >= 1, got {tuple(t.shape)}"
+        )
     norm_err = float((t.norm(dim=-1) - 1.0).abs().max()) if t.numel() else 0.0
     if norm_err > 1e-4:
-        raise ValueError(f"the views must be unit vectors (largest | ||t_k|| - 1 | = {norm_err:.3g})")
+        raise ValueError(
+            f"the views must be unit vectors (largest | ||t_k|| - 1 | = {norm_err:.3g})"
+        )
     t = F.normalize(t, dim=-1)  # in float64: float32 rounding would show up as u > rho^2
     K = t.shape[-2]
     c = F.normalize(t.sum(dim=-2), dim=-1)  # (..., d)
@@ -235,7 +245,9 @@ def pac_denoising_eta(sigma: float, K: int, n: int, delta: float) -> float:
 def pac_epsilon(eta: float) -> float:
     """Theorem 5.2: eps_{K,n}(delta) = 2 eta / (1 - eta), defined for 0 <= eta < 1."""
     if not (math.isfinite(eta) and 0.0 <= eta < 1.0):
-        raise ValueError(f"eta must lie in [0, 1) for eps = 2 eta / (1 - eta) to be finite, got {eta!r}")
+        raise ValueError(
+            f"eta must lie in [0, 1) for eps = 2 eta / (1 - eta) to be finite, got {eta!r}"
+        )
     return 2.0 * eta / (1.0 - eta)
 
 
@@ -257,7 +269,9 @@ def views_needed(sigma: float, n: int, delta: float, eps: float, k_max: int = 10
     while not ok(hi):
         hi *= 2
         if hi > k_max:
-            raise ValueError(f"no K <= k_max = {k_max} reaches eps = {eps} (sigma = {sigma}, n = {n})")
+            raise ValueError(
+                f"no K <= k_max = {k_max} reaches eps = {eps} (sigma = {sigma}, n = {n})"
+            )
     lo = hi // 2  # ok(lo) is False (or lo = 0)
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -27,10 +27,24 @@ from .data import ShapesCaptions, ShapesCaptionsDataModule
 from .loss import TPCConfig
 from .model import AdvConfig, DualEncoder, ModelConfig, OptimConfig
 
-__all__ = ["SLUG", "ARMS", "arm_objective", "fit", "pretrain", "finetune", "Setup", "setup", "datasets", "pretrained", "arm_model"]
+__all__ = [
+    "SLUG",
+    "ARMS",
+    "arm_objective",
+    "fit",
+    "pretrain",
+    "finetune",
+    "Setup",
+    "setup",
+    "datasets",
+    "pretrained",
+    "arm_model",
+]
 
 SLUG = "tpc_alignment"
-FINETUNE_STREAM = 7919  # offset of a fine-tuning run's stream seed (views, batch order) from its seed,
+FINETUNE_STREAM = (
+    7919  # offset of a fine-tuning run's stream seed (views, batch order) from its seed,
+)
 # so that fine-tuning never replays the view draws and batch order of the pretraining with the same seed
 ARMS: tuple[str, ...] = ("clip_ft", "tpc", "no_consensus", "gamma0", "no_agree", "no_nc")
 
@@ -61,13 +75,27 @@ def fit(module: DualEncoder, train: ShapesCaptions, *, seed: int) -> DualEncoder
     return module
 
 
-def _pretrain_key(train: ShapesCaptions, model: ModelConfig, optim: OptimConfig, tau0: float, seed: int) -> dict:
-    return {"data": train.spec, "model": model, "objective": TPCConfig(objective="clip", tau0=tau0), "optim": optim,
-            "seed": seed}
+def _pretrain_key(
+    train: ShapesCaptions, model: ModelConfig, optim: OptimConfig, tau0: float, seed: int
+) -> dict:
+    return {
+        "data": train.spec,
+        "model": model,
+        "objective": TPCConfig(objective="clip", tau0=tau0),
+        "optim": optim,
+        "seed": seed,
+    }
 
 
-def pretrain(train: ShapesCaptions, *, model: ModelConfig, optim: OptimConfig, tau0: float, seed: int,
-             profile: str) -> tuple[DualEncoder, bool]:
+def pretrain(
+    train: ShapesCaptions,
+    *,
+    model: ModelConfig,
+    optim: OptimConfig,
+    tau0: float,
+    seed: int,
+    profile: str,
+) -> tuple[DualEncoder, bool]:
     """A dual encoder trained from random initialisation (``seed``) with CLIP's loss for
     ``optim.steps`` steps; loaded from its checkpoint when one exists.
 
@@ -76,7 +104,10 @@ def pretrain(train: ShapesCaptions, *, model: ModelConfig, optim: OptimConfig, t
     objective = TPCConfig(objective="clip", tau0=tau0)
     key = _pretrain_key(train, model, optim, tau0, seed)
     module, loaded = load_or_train(
-        SLUG, "pretrain", profile=profile, key=key,
+        SLUG,
+        "pretrain",
+        profile=profile,
+        key=key,
         build=lambda: DualEncoder(model, objective, optim, None, seed),
         train=lambda m: fit(m, train, seed=seed),
     )
@@ -84,8 +115,18 @@ def pretrain(train: ShapesCaptions, *, model: ModelConfig, optim: OptimConfig, t
     return module, loaded
 
 
-def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: str, objective: TPCConfig,
-             optim: OptimConfig, adv: AdvConfig | None, seed: int, profile: str) -> tuple[DualEncoder, bool]:
+def finetune(
+    base: DualEncoder,
+    base_key: str,
+    train: ShapesCaptions,
+    *,
+    arm: str,
+    objective: TPCConfig,
+    optim: OptimConfig,
+    adv: AdvConfig | None,
+    seed: int,
+    profile: str,
+) -> tuple[DualEncoder, bool]:
     """Fine-tune a copy of ``base`` (its core filter reset to the identity) with the objective of
     ``arm`` (:func:`arm_objective` of ``objective``) and, when ``adv.steps > 0``, PGD adversarial
     training; checkpoint ``ft-<arm>`` (``ft-<arm>-adv``) keyed by ``base_key`` and everything else.
@@ -100,23 +141,43 @@ def finetune(base: DualEncoder, base_key: str, train: ShapesCaptions, *, arm: st
             f"base_key must be a non-empty string (the pretrained model's checkpoint_key), got {base_key!r}"
         )
     obj = arm_objective(arm, objective)
-    stream = seed + FINETUNE_STREAM  # the views and batch order of this run (never the pretraining's)
+    stream = (
+        seed + FINETUNE_STREAM
+    )  # the views and batch order of this run (never the pretraining's)
     adversarial = adv is not None and adv.active
     name = f"ft-{arm}" + ("-adv" if adversarial else "")
-    key = {"base": base_key, "arm": arm, "data": train.spec, "model": base.model_cfg, "objective": obj,
-           "optim": optim, "adv": adv if adversarial else None, "seed": seed}
-    state = {k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"}  # weights only
+    key = {
+        "base": base_key,
+        "arm": arm,
+        "data": train.spec,
+        "model": base.model_cfg,
+        "objective": obj,
+        "optim": optim,
+        "adv": adv if adversarial else None,
+        "seed": seed,
+    }
+    state = {
+        k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"
+    }  # weights only
 
     def build() -> DualEncoder:
         module = DualEncoder(base.model_cfg, obj, optim, adv if adversarial else None, stream)
         missing, unexpected = module.load_state_dict(state, strict=False)
         if unexpected or set(missing) != {"curve"}:
-            raise RuntimeError(f"base weights do not fit the model: missing {missing}, unexpected {unexpected}")
+            raise RuntimeError(
+                f"base weights do not fit the model: missing {missing}, unexpected {unexpected}"
+            )
         module.core_filter.reset_identity()
         return module
 
-    module, loaded = load_or_train(SLUG, name, profile=profile, key=key, build=build,
-                                   train=lambda m: fit(m, train, seed=stream))
+    module, loaded = load_or_train(
+        SLUG,
+        name,
+        profile=profile,
+        key=key,
+        build=build,
+        train=lambda m: fit(m, train, seed=stream),
+    )
     module.checkpoint_key = checkpoint_key(SLUG, name, key)[0]
     return module, loaded
 
@@ -143,14 +204,34 @@ def setup(cfg) -> Setup:
     Pretraining uses ``pretrain_lr`` for both encoders (the core filter is not used by CLIP's
     loss); fine-tuning uses ``lr_encoders`` and ``lr_filter``. ``adv`` is built when the
     configuration has ``adv_steps`` (the robustness notebook)."""
-    model = ModelConfig(image_encoder=cfg.image_encoder, image_size=cfg.image_size, embed_dim=cfg.embed_dim,
-                        text_width=cfg.embed_dim, text_layers=cfg.text_layers)
-    objective = TPCConfig(tau0=cfg.tau0, gamma=cfg.gamma, lambda_agree=cfg.lambda_agree, lambda_nc=cfg.lambda_nc,
-                          views=tuple(cfg.views))
-    pre = OptimConfig(steps=cfg.pretrain_steps, batch_size=cfg.batch_size, lr_encoders=cfg.pretrain_lr,
-                      lr_filter=cfg.pretrain_lr, weight_decay=cfg.weight_decay)
-    fine = OptimConfig(steps=cfg.finetune_steps, batch_size=cfg.batch_size, lr_encoders=cfg.lr_encoders,
-                       lr_filter=cfg.lr_filter, weight_decay=cfg.weight_decay)
+    model = ModelConfig(
+        image_encoder=cfg.image_encoder,
+        image_size=cfg.image_size,
+        embed_dim=cfg.embed_dim,
+        text_width=cfg.embed_dim,
+        text_layers=cfg.text_layers,
+    )
+    objective = TPCConfig(
+        tau0=cfg.tau0,
+        gamma=cfg.gamma,
+        lambda_agree=cfg.lambda_agree,
+        lambda_nc=cfg.lambda_nc,
+        views=tuple(cfg.views),
+    )
+    pre = OptimConfig(
+        steps=cfg.pretrain_steps,
+        batch_size=cfg.batch_size,
+        lr_encoders=cfg.pretrain_lr,
+        lr_filter=cfg.pretrain_lr,
+        weight_decay=cfg.weight_decay,
+    )
+    fine = OptimConfig(
+        steps=cfg.finetune_steps,
+        batch_size=cfg.batch_size,
+        lr_encoders=cfg.lr_encoders,
+        lr_filter=cfg.lr_filter,
+        weight_decay=cfg.weight_decay,
+    )
     adv = None
     if getattr(cfg, "adv_steps", 0):
         adv = AdvConfig(eps=cfg.adv_eps, alpha=cfg.adv_alpha, steps=cfg.adv_steps)
@@ -162,22 +243,45 @@ def datasets(cfg, seed: int, p_wrong: float = 0.0) -> tuple[ShapesCaptions, Shap
     ``p_wrong`` > 0 makes views state wrong non-core details (our extension, see ``data.generate``)."""
     from .data import generate
 
-    common = dict(image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention, p_wrong=p_wrong)
+    common = dict(
+        image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention, p_wrong=p_wrong
+    )
     return generate(cfg.n_train, seed, **common), generate(cfg.n_test, seed + 1, **common)
 
 
 def pretrained(cfg, train: ShapesCaptions, *, seed: int, profile: str) -> tuple[DualEncoder, bool]:
     """The CLIP-pretrained model of this configuration (loaded when an earlier notebook trained it)."""
     s = setup(cfg)
-    return pretrain(train, model=s.model, optim=s.pretrain, tau0=cfg.tau0, seed=seed, profile=profile)
+    return pretrain(
+        train, model=s.model, optim=s.pretrain, tau0=cfg.tau0, seed=seed, profile=profile
+    )
 
 
-def arm_model(cfg, base: DualEncoder, train: ShapesCaptions, arm: str, *, seed: int, profile: str,
-              adversarial: bool = False) -> tuple[DualEncoder, bool]:
+def arm_model(
+    cfg,
+    base: DualEncoder,
+    train: ShapesCaptions,
+    arm: str,
+    *,
+    seed: int,
+    profile: str,
+    adversarial: bool = False,
+) -> tuple[DualEncoder, bool]:
     """Fine-tuning arm ``arm`` from ``base`` (``adversarial``: with the configuration's PGD
     adversarial fine-tuning, which needs ``adv_steps`` > 0)."""
     s = setup(cfg)
     if adversarial and s.adv is None:
-        raise ValueError("adversarial=True needs a configuration with adv_steps > 0 (the robustness notebook's)")
-    return finetune(base, base.checkpoint_key, train, arm=arm, objective=s.objective, optim=s.finetune,
-                    adv=s.adv if adversarial else None, seed=seed, profile=profile)
+        raise ValueError(
+            "adversarial=True needs a configuration with adv_steps > 0 (the robustness notebook's)"
+        )
+    return finetune(
+        base,
+        base.checkpoint_key,
+        train,
+        arm=arm,
+        objective=s.objective,
+        optim=s.finetune,
+        adv=s.adv if adversarial else None,
+        seed=seed,
+        profile=profile,
+    )

@@ -24,8 +24,8 @@ chapter's brief and checked numerically here.
 """
 
 from . import config, data, evaluate, experiments, fields, geometry, model, paths, samplers
-from .geometry import PsiTable, mean_cosine, psi, sample_vmf
-from .fields import marginal_score, marginal_velocity
-from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde
 from .data import MarkovChain, oracle_posterior_grids, shidoku_grids
+from .fields import marginal_score, marginal_velocity
+from .geometry import PsiTable, mean_cosine, psi, sample_vmf
 from .model import PosteriorTransformer, TokenDataModule, as_posterior, train_posterior
+from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde

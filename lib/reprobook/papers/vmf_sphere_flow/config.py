@@ -21,10 +21,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from reprobook.core.resources import Resources
 
-__all__ = ["PathConfig", "OracleConfig", "Language", "Net", "LearnConfig", "PathsConfig", "TimeConfig", "PuzzleConfig",
-           "PROFILES", "resolve"]
+__all__ = [
+    "PathConfig",
+    "OracleConfig",
+    "Language",
+    "Net",
+    "LearnConfig",
+    "PathsConfig",
+    "TimeConfig",
+    "PuzzleConfig",
+    "PROFILES",
+    "resolve",
+]
 
 
 @dataclass(frozen=True)
@@ -32,13 +43,21 @@ class PathConfig:
     """C1: the push-forward of the uniform law by the cosine ODE, per dimension d."""
 
     dims: tuple[int, ...] = (3, 16, 64)  # ambient dimensions d (the sphere is S^{d-1})
-    kappa_max: tuple[float, ...] = (10.0, 72.0, 320.0)  # final concentration per d: A_d(kappa) ~ 0.9
+    kappa_max: tuple[float, ...] = (
+        10.0,
+        72.0,
+        320.0,
+    )  # final concentration per d: A_d(kappa) ~ 0.9
     n: int = 4000  # uniform cosines pushed forward per d
     steps: int = 128  # RK4 steps of ds/dkappa = psi (1 - s^2) from 0 to kappa_max
     n_kappa: int = 121  # psi table: grid points in kappa
     n_s: int = 201  # psi table: grid points in s
     n_quantiles: int = 199  # deterministic check: quantile levels u = 1/200 .. 199/200
-    fractions: tuple[float, ...] = (0.25, 0.5, 1.0)  # C1: the quantiles are checked at kappa = fraction * kappa_max
+    fractions: tuple[float, ...] = (
+        0.25,
+        0.5,
+        1.0,
+    )  # C1: the quantiles are checked at kappa = fraction * kappa_max
     alpha: float = 0.05  # KS level, split over the dimensions (Bonferroni)
     quantile_tol: float = 1e-3  # allowed |transported quantile - vMF quantile|
 
@@ -55,7 +74,15 @@ class OracleConfig:
     n: int = 500  # sequences per sampler run
     n_final: int = 2000  # C2: sequences of the run with the most ODE steps (the scored gap)
     ode_steps: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
-    pc: tuple[tuple[int, int], ...] = ((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (32, 1), (64, 1))  # (predictor steps, correctors)
+    pc: tuple[tuple[int, int], ...] = (
+        (4, 1),
+        (4, 3),
+        (8, 1),
+        (8, 3),
+        (16, 1),
+        (32, 1),
+        (64, 1),
+    )  # (predictor steps, correctors)
     sde_sigma2: tuple[float, ...] = (0.25, 1.0)  # SDE noise levels sigma^2 (in units of t)
     eps0: float = 0.01  # corrector step size at the start (the code's default)
     shidoku_kappa_max: float = 40.0  # Shidoku: one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
@@ -95,14 +122,32 @@ class LearnConfig:
 
     language: Language = Language()
     net: Net = Net()
-    eval_at: tuple[int, ...] = (250, 500, 750, 1000)  # training steps at which the posterior is scored
+    eval_at: tuple[int, ...] = (
+        250,
+        500,
+        750,
+        1000,
+    )  # training steps at which the posterior is scored
     n_eval: int = 500  # sequences per evaluation
-    eval_kappas: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)  # test cross-entropy against kappa
+    eval_kappas: tuple[float, ...] = (
+        0.0,
+        2.5,
+        5.0,
+        10.0,
+        20.0,
+        40.0,
+    )  # test cross-entropy against kappa
     sample_steps: int = 32  # ODE steps for the learned-versus-oracle samples
-    pc: tuple[tuple[int, int], ...] = ((32, 0), (16, 1), (8, 3))  # (predictor steps, correctors): 33 NFE each
+    pc: tuple[tuple[int, int], ...] = (
+        (32, 0),
+        (16, 1),
+        (8, 3),
+    )  # (predictor steps, correctors): 33 NFE each
     eps0: float = 0.01  # corrector step size at the start (the code's default)
     sample_seeds: int = 3  # sampling seeds per sampler for C3
-    train_seeds: tuple[int, ...] = (0,)  # C5: network initialisations (offsets of the notebook's seed); the first drives C3
+    train_seeds: tuple[int, ...] = (
+        0,
+    )  # C5: network initialisations (offsets of the notebook's seed); the first drives C3
 
 
 @dataclass(frozen=True)
@@ -114,7 +159,9 @@ class PathsConfig:
     n_eval: int = 500
     steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 for all three paths
     sample_seeds: int = 3
-    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (offsets of the notebook's seed)
+    train_seeds: tuple[int, ...] = (
+        0,
+    )  # network initialisations per path (offsets of the notebook's seed)
 
 
 @dataclass(frozen=True)
@@ -126,24 +173,35 @@ class TimeConfig:
     n_eval: int = 500
     sample_steps: int = 32
     sample_seeds: int = 3
-    train_seeds: tuple[int, ...] = (0,)  # network initialisations of each kind (offsets of the notebook's seed)
+    train_seeds: tuple[int, ...] = (
+        0,
+    )  # network initialisations of each kind (offsets of the notebook's seed)
 
 
 @dataclass(frozen=True)
 class PuzzleConfig:
     """C7 (and C4 on a second task): clue-conditioned Shidoku puzzles, three paths and vMF with PC."""
 
-    net: Net = Net(train_steps=700, n_train=0)  # n_train unused: the puzzles come from the training grids
+    net: Net = Net(
+        train_steps=700, n_train=0
+    )  # n_train unused: the puzzles come from the training grids
     kappa_max: float = 40.0  # one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
     test_fraction: float = 0.2  # grids held out for the test puzzles (58 of 288)
     blanks: tuple[int, int] = (8, 12)  # blanked cells per puzzle, inclusive range
     copies: int = 40  # training puzzles per training grid (fresh blanks each)
-    n_eval: int = 256  # test puzzles per training seed, from the held-out grids (fresh for each seed)
+    n_eval: int = (
+        256  # test puzzles per training seed, from the held-out grids (fresh for each seed)
+    )
     steps: int = 32  # Euler steps of the ODE samplers: 33 NFE with the read-out
-    pc: tuple[tuple[int, int], ...] = ((16, 1), (8, 3))  # vMF predictor-corrector settings at the same NFE
+    pc: tuple[tuple[int, int], ...] = (
+        (16, 1),
+        (8, 3),
+    )  # vMF predictor-corrector settings at the same NFE
     eps0: float = 0.01
     sample_seeds: int = 3  # sampling seeds per puzzle and method (averaged per puzzle)
-    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (offsets of the notebook's seed)
+    train_seeds: tuple[int, ...] = (
+        0,
+    )  # network initialisations per path (offsets of the notebook's seed)
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
@@ -157,39 +215,93 @@ class PuzzleConfig:
 # of 2000 sequences at 128 steps (notebook 2) was added after these timings: perfect_posterior then
 # took 37 s beside one other job on the 2-core machine (vmf_path 14 s at the same time).
 _FULL_SEEDS = (0, 1, 2, 3, 4)  # C4-C7 compare trained networks: intervals over 5 training seeds
-_FULL_NET = Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512, train_steps=20_000,
-                n_train=1_000_000)
+_FULL_NET = Net(
+    width=256,
+    depth=6,
+    heads=8,
+    lr=3e-4,
+    warmup_steps=1000,
+    batch_size=512,
+    train_steps=20_000,
+    n_train=1_000_000,
+)
 PROFILES: dict[str, dict[str, Any]] = {
     "vmf_path": {
         "reduced": PathConfig(),
-        "full": PathConfig(dims=(3, 16, 64, 256), kappa_max=(10.0, 72.0, 320.0, 1300.0), n=100_000, steps=512,
-                           n_kappa=1000, n_s=1000),
+        "full": PathConfig(
+            dims=(3, 16, 64, 256),
+            kappa_max=(10.0, 72.0, 320.0, 1300.0),
+            n=100_000,
+            steps=512,
+            n_kappa=1000,
+            n_s=1000,
+        ),
     },
     "perfect_posterior": {
         "reduced": OracleConfig(),
-        "full": OracleConfig(n=5000, n_final=20_000, ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
-                             pc=((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (16, 3), (32, 1), (32, 3), (64, 1), (128, 1)),
-                             sde_sigma2=(0.1, 0.25, 1.0, 4.0), shidoku_n=14_400, shidoku_steps=128),
+        "full": OracleConfig(
+            n=5000,
+            n_final=20_000,
+            ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
+            pc=(
+                (4, 1),
+                (4, 3),
+                (8, 1),
+                (8, 3),
+                (16, 1),
+                (16, 3),
+                (32, 1),
+                (32, 3),
+                (64, 1),
+                (128, 1),
+            ),
+            sde_sigma2=(0.1, 0.25, 1.0, 4.0),
+            shidoku_n=14_400,
+            shidoku_steps=128,
+        ),
     },
     "learning_the_posterior": {
         "reduced": LearnConfig(),
-        "full": LearnConfig(net=_FULL_NET, eval_at=(1000, 2000, 5000, 10_000, 20_000), n_eval=5000, sample_seeds=5,
-                            pc=((128, 0), (64, 1), (32, 3)), sample_steps=128, train_seeds=_FULL_SEEDS),
+        "full": LearnConfig(
+            net=_FULL_NET,
+            eval_at=(1000, 2000, 5000, 10_000, 20_000),
+            n_eval=5000,
+            sample_seeds=5,
+            pc=((128, 0), (64, 1), (32, 3)),
+            sample_steps=128,
+            train_seeds=_FULL_SEEDS,
+        ),
     },
     "three_paths": {
         "reduced": PathsConfig(),
-        "full": PathsConfig(net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5,
-                            train_seeds=_FULL_SEEDS),
+        "full": PathsConfig(
+            net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=_FULL_SEEDS
+        ),
     },
     "shidoku_puzzles": {
         "reduced": PuzzleConfig(),
-        "full": PuzzleConfig(net=Net(width=256, depth=6, heads=8, lr=3e-4, warmup_steps=1000, batch_size=512,
-                                     train_steps=20_000, n_train=0),
-                             copies=400, n_eval=2000, sample_seeds=5, train_seeds=_FULL_SEEDS),
+        "full": PuzzleConfig(
+            net=Net(
+                width=256,
+                depth=6,
+                heads=8,
+                lr=3e-4,
+                warmup_steps=1000,
+                batch_size=512,
+                train_steps=20_000,
+                n_train=0,
+            ),
+            copies=400,
+            n_eval=2000,
+            sample_seeds=5,
+            train_seeds=_FULL_SEEDS,
+        ),
     },
     "time_conditioning": {
         "reduced": TimeConfig(),
-        "full": TimeConfig(net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5, train_seeds=_FULL_SEEDS),
+        "full": TimeConfig(
+            net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5, train_seeds=_FULL_SEEDS
+        ),
     },
 }
 

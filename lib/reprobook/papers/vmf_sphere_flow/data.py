@@ -92,7 +92,9 @@ def _as_int(value, name: str, minimum: int) -> int:
 def _int_array(x, name: str) -> np.ndarray:
     """An int64 array from integer-valued input; floats with fractional parts are refused."""
     a = np.asarray(x)
-    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+    if a.dtype == bool or not (
+        np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)
+    ):
         raise TypeError(f"{name} must hold integers, got dtype {a.dtype}")
     if np.issubdtype(a.dtype, np.floating):
         if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
@@ -152,12 +154,16 @@ def emission_loglik(h, W, kappa) -> np.ndarray:
     if W.ndim != 2:
         raise ValueError(f"W must have shape (d, V), got shape {W.shape}")
     if h.ndim < 2 or h.shape[-1] != W.shape[0]:
-        raise ValueError(f"h must have shape (..., L, d) with d = W.shape[0] = {W.shape[0]}, got shape {h.shape}")
+        raise ValueError(
+            f"h must have shape (..., L, d) with d = W.shape[0] = {W.shape[0]}, got shape {h.shape}"
+        )
     if not (np.all(np.isfinite(W)) and np.all(np.isfinite(h))):
         raise ValueError("h and W must be finite")
     norms = np.linalg.norm(W, axis=0)
     if np.max(np.abs(norms - 1.0)) > 1e-6:
-        raise ValueError(f"W must have unit-norm columns (token embeddings w_k), got norms in [{norms.min():.4g}, {norms.max():.4g}]")
+        raise ValueError(
+            f"W must have unit-norm columns (token embeddings w_k), got norms in [{norms.min():.4g}, {norms.max():.4g}]"
+        )
     kappa = np.asarray(kappa, dtype=np.float64)
     if not np.all(np.isfinite(kappa)) or np.any(kappa < 0):
         raise ValueError(f"kappa must be finite and >= 0, got {kappa!r}")
@@ -166,7 +172,9 @@ def emission_loglik(h, W, kappa) -> np.ndarray:
         try:
             kappa = np.broadcast_to(kappa, batch)
         except ValueError:
-            raise ValueError(f"kappa must be a scalar or broadcast to the batch shape {batch}, got shape {kappa.shape}") from None
+            raise ValueError(
+                f"kappa must be a scalar or broadcast to the batch shape {batch}, got shape {kappa.shape}"
+            ) from None
         kappa = kappa[..., None, None]
     return kappa * (h @ W)
 
@@ -174,7 +182,9 @@ def emission_loglik(h, W, kappa) -> np.ndarray:
 def _loglik_from(loglik_or_h, W, kappa) -> np.ndarray:
     if W is None:
         if kappa is not None:
-            raise ValueError("kappa is only used together with W (h, W, kappa); pass loglik alone otherwise")
+            raise ValueError(
+                "kappa is only used together with W (h, W, kappa); pass loglik alone otherwise"
+            )
         return _check_loglik(loglik_or_h)
     if kappa is None:
         raise ValueError("with W given, the first argument is h and kappa is required")
@@ -213,7 +223,9 @@ def is_valid_grid(grid, n: int = SHIDOKU_SIZE) -> bool:
     _box_size(n)
     g = _int_array(grid, "grid")
     if g.shape not in ((n * n,), (n, n)):
-        raise ValueError(f"grid must have shape ({n * n},) or ({n}, {n}) for n = {n}, got shape {g.shape}")
+        raise ValueError(
+            f"grid must have shape ({n * n},) or ({n}, {n}) for n = {n}, got shape {g.shape}"
+        )
     return bool(valid_grid_mask(g.reshape(1, n * n), n)[0])
 
 
@@ -222,8 +234,13 @@ def is_valid_grid(grid, n: int = SHIDOKU_SIZE) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def _search(cells: list[int], n: int, limit: int | None, collect_all: bool = False,
-            forbid: tuple[int, int] | None = None):
+def _search(
+    cells: list[int],
+    n: int,
+    limit: int | None,
+    collect_all: bool = False,
+    forbid: tuple[int, int] | None = None,
+):
     """Depth-first search for completions of a puzzle (0 = blank) on an n x n board.
 
     Candidates are bitmasks (bit d for digit d); at each node the blank cell with the fewest
@@ -275,7 +292,7 @@ def _search(cells: list[int], n: int, limit: int | None, collect_all: bool = Fal
         if best_n == 0:
             return False
         i, r, c, k, _ = todo[best]
-        rest = todo[:best] + todo[best + 1:]
+        rest = todo[:best] + todo[best + 1 :]
         m = best_mask
         while m:
             bit = m & -m
@@ -339,7 +356,7 @@ def grid_to_index(grids) -> np.ndarray:
     """
     g = _int_array(grids, "grids")
     if g.ndim < 1 or g.shape[-1] != SHIDOKU_SIZE**2:
-        raise ValueError(f"grids must have shape (..., {SHIDOKU_SIZE ** 2}), got shape {g.shape}")
+        raise ValueError(f"grids must have shape (..., {SHIDOKU_SIZE**2}), got shape {g.shape}")
     table, keys = _shidoku_table()
     in_range = np.all((g >= 0) & (g < SHIDOKU_VOCAB), axis=-1)
     k = _grid_keys(np.where((g >= 0) & (g < SHIDOKU_VOCAB), g, 0))
@@ -357,7 +374,9 @@ def split_grids(test_fraction: float = 0.2, *, seed: int) -> tuple[np.ndarray, n
         raise TypeError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
     n_test = int(round(float(test_fraction) * N_SHIDOKU_GRIDS))
     if not (0.0 < test_fraction < 1.0) or not (0 < n_test < N_SHIDOKU_GRIDS):
-        raise ValueError(f"test_fraction must lie in (0, 1) and leave both parts non-empty, got {test_fraction!r}")
+        raise ValueError(
+            f"test_fraction must lie in (0, 1) and leave both parts non-empty, got {test_fraction!r}"
+        )
     perm = _as_rng(_as_int(seed, "seed", 0)).permutation(N_SHIDOKU_GRIDS)
     grids = _shidoku_table()[0]
     test = np.sort(perm[:n_test])
@@ -384,14 +403,20 @@ def make_puzzles(grids, n_blank_range: tuple[int, int] = (8, 12), *, rng) -> np.
     try:
         lo, hi = (int(v) for v in n_blank_range)
     except (TypeError, ValueError):
-        raise ValueError(f"n_blank_range must be a pair (lo, hi) of integers, got {n_blank_range!r}") from None
+        raise ValueError(
+            f"n_blank_range must be a pair (lo, hi) of integers, got {n_blank_range!r}"
+        ) from None
     C = g.shape[1]
     if not (0 <= lo <= hi <= C):
-        raise ValueError(f"n_blank_range must satisfy 0 <= lo <= hi <= {C} (cells per grid), got {n_blank_range!r}")
+        raise ValueError(
+            f"n_blank_range must satisfy 0 <= lo <= hi <= {C} (cells per grid), got {n_blank_range!r}"
+        )
     gen = _as_rng(rng)
     N = g.shape[0]
     n_blank = gen.integers(lo, hi + 1, size=N)
-    rank = np.argsort(np.argsort(gen.random((N, C)), axis=1), axis=1)  # a random permutation per row
+    rank = np.argsort(
+        np.argsort(gen.random((N, C)), axis=1), axis=1
+    )  # a random permutation per row
     puzzles = np.where(rank < n_blank[:, None], BLANK, g)
     return puzzles[0] if single else puzzles
 
@@ -418,7 +443,9 @@ class GridPosterior(NamedTuple):
     marginals: np.ndarray  # (..., L, V): p(x^l = k | h [, clues])
 
 
-def oracle_posterior_grids(loglik_or_h, W=None, kappa=None, *, clues=None, grids=None) -> GridPosterior:
+def oracle_posterior_grids(
+    loglik_or_h, W=None, kappa=None, *, clues=None, grids=None
+) -> GridPosterior:
     """Exact posterior over Shidoku grids given a noisy state, by enumeration (brief, section 4).
 
         log p(g | h) = sum_l loglik[l, g_l] - log Z,     Z summed over the allowed grids,
@@ -442,9 +469,13 @@ def oracle_posterior_grids(loglik_or_h, W=None, kappa=None, *, clues=None, grids
     G, L = table.shape
     V = loglik.shape[-1]
     if loglik.shape[-2] != L:
-        raise ValueError(f"loglik must have shape (..., {L}, V) to match grids of length {L}, got {loglik.shape}")
+        raise ValueError(
+            f"loglik must have shape (..., {L}, V) to match grids of length {L}, got {loglik.shape}"
+        )
     if table.min() < 0 or table.max() >= V:
-        raise ValueError(f"grid tokens must lie in 0..V-1 = 0..{V - 1}; V = {V} is too small (Shidoku needs V = {SHIDOKU_VOCAB})")
+        raise ValueError(
+            f"grid tokens must lie in 0..V-1 = 0..{V - 1}; V = {V} is too small (Shidoku needs V = {SHIDOKU_VOCAB})"
+        )
     batch = loglik.shape[:-2]
     onehot = _default_onehot(V) if grids is None else _onehot(table, V)  # (G, L V)
     flat = loglik.reshape(-1, L * V)
@@ -458,12 +489,18 @@ def oracle_posterior_grids(loglik_or_h, W=None, kappa=None, *, clues=None, grids
         if c.shape[-1:] != (L,):
             raise ValueError(f"clues must have shape (..., {L}), got shape {c.shape}")
         if c.min() < 0 or c.max() >= V:
-            raise ValueError(f"clues must lie in 0..{V - 1} (0 = blank), got values in [{c.min()}, {c.max()}]")
+            raise ValueError(
+                f"clues must lie in 0..{V - 1} (0 = blank), got values in [{c.min()}, {c.max()}]"
+            )
         try:
             c = np.broadcast_to(c, batch + (L,)).reshape(-1, L)
         except ValueError:
-            raise ValueError(f"clues of shape {c.shape} do not broadcast to the batch shape {batch} + ({L},)") from None
-        consistent = np.all((c[:, None, :] == BLANK) | (c[:, None, :] == table[None]), axis=-1)  # (B, G)
+            raise ValueError(
+                f"clues of shape {c.shape} do not broadcast to the batch shape {batch} + ({L},)"
+            ) from None
+        consistent = np.all(
+            (c[:, None, :] == BLANK) | (c[:, None, :] == table[None]), axis=-1
+        )  # (B, G)
         if not np.all(consistent.any(axis=1)):
             raise ValueError("some puzzle's clues agree with none of the allowed grids")
         scores = np.where(consistent, scores, -np.inf)
@@ -524,7 +561,9 @@ def _puzzle_list(puzzle, name: str) -> tuple[list[int], int]:
         raise ValueError(f"{name} must be flat (n^2,) or square (n, n), got shape {p.shape}")
     n = _side_from_cells(size, name)
     if p.min() < 0 or p.max() > n:
-        raise ValueError(f"{name} entries must lie in 0..{n} (0 = blank), got values in [{p.min()}, {p.max()}]")
+        raise ValueError(
+            f"{name} entries must lie in 0..{n} (0 = blank), got values in [{p.min()}, {p.max()}]"
+        )
     return [int(v) for v in p.reshape(-1)], n
 
 
@@ -594,7 +633,9 @@ def _entropy_rows(log_p: np.ndarray) -> np.ndarray:
     return -np.sum(np.where(p > 0, p * log_p, 0.0), axis=-1)
 
 
-def forward_backward(log_init, log_trans, loglik, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def forward_backward(
+    log_init, log_trans, loglik, method: str = "auto"
+) -> tuple[np.ndarray, np.ndarray]:
     """Posterior marginals of a first-order chain with per-position emissions (log space).
 
         alpha_1(k) = log pi_k + e_1(k),  alpha_l(k) = e_l(k) + log sum_j exp(alpha_{l-1}(j)) P_jk
@@ -614,8 +655,15 @@ def forward_backward(log_init, log_trans, loglik, method: str = "auto") -> tuple
         raise ValueError(f"loglik must have shape (L, V) or (B, L, V), got shape {e.shape}")
     V = e.shape[-1]
     if log_init.shape != (V,) or log_trans.shape != (V, V):
-        raise ValueError(f"log_init must be ({V},) and log_trans ({V}, {V}) for V = {V}, got {log_init.shape} and {log_trans.shape}")
-    if np.any(np.isnan(log_init)) or np.any(np.isnan(log_trans)) or np.any(log_init > 1e-9) or np.any(log_trans > 1e-9):
+        raise ValueError(
+            f"log_init must be ({V},) and log_trans ({V}, {V}) for V = {V}, got {log_init.shape} and {log_trans.shape}"
+        )
+    if (
+        np.any(np.isnan(log_init))
+        or np.any(np.isnan(log_trans))
+        or np.any(log_init > 1e-9)
+        or np.any(log_trans > 1e-9)
+    ):
         raise ValueError("log_init and log_trans must be log-probabilities (<= 0, no NaN)")
     if method not in ("auto", "matmul", "logsumexp"):
         raise ValueError(f"method must be 'auto', 'matmul' or 'logsumexp', got {method!r}")
@@ -668,8 +716,11 @@ class MarkovChain:
     def __init__(self, V: int, seed: int, concentration: float = 0.3):
         self.V = _as_int(V, "V", 2)
         self.seed = _as_int(seed, "seed", 0)
-        if isinstance(concentration, bool) or not isinstance(concentration, (int, float, np.floating)) \
-                or not (math.isfinite(concentration) and concentration > 0):
+        if (
+            isinstance(concentration, bool)
+            or not isinstance(concentration, (int, float, np.floating))
+            or not (math.isfinite(concentration) and concentration > 0)
+        ):
             raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
         self.concentration = float(concentration)
         gen = np.random.default_rng(self.seed)
@@ -702,9 +753,13 @@ class MarkovChain:
         if s.ndim == 1:
             s = s[None]
         if s.ndim != 2 or s.shape[1] < 1:
-            raise ValueError(f"seqs must have shape (N, L) or (L,) with L >= 1, got shape {np.shape(seqs)}")
+            raise ValueError(
+                f"seqs must have shape (N, L) or (L,) with L >= 1, got shape {np.shape(seqs)}"
+            )
         if s.size and (s.min() < 0 or s.max() >= self.V):
-            raise ValueError(f"tokens must lie in 0..{self.V - 1}, got values in [{s.min()}, {s.max()}]")
+            raise ValueError(
+                f"tokens must lie in 0..{self.V - 1}, got values in [{s.min()}, {s.max()}]"
+            )
         return s
 
     def log_prob(self, seqs) -> np.ndarray:
@@ -734,7 +789,7 @@ class MarkovChain:
     def expected_nll_per_token(self, L: int) -> float:
         """E[-log p(x)] / L for x of length L started from pi, exactly.
 
-            (H(pi) + sum_{l=1}^{L-1} (pi P^{l-1}) . h) / L,     h_j = H(P[j, :]).
+        (H(pi) + sum_{l=1}^{L-1} (pi P^{l-1}) . h) / L,     h_j = H(P[j, :]).
         """
         L = _as_int(L, "L", 1)
         h = _entropy_rows(self.log_trans)
@@ -745,7 +800,9 @@ class MarkovChain:
             mu = mu @ self.trans
         return total / L
 
-    def posterior_marginals(self, loglik_or_h, W=None, kappa=None, method: str = "auto") -> np.ndarray:
+    def posterior_marginals(
+        self, loglik_or_h, W=None, kappa=None, method: str = "auto"
+    ) -> np.ndarray:
         """p(x^l = k | h) by forward-backward, (L, V) or (B, L, V) (brief, "Data").
 
         Called with per-position emission log-likelihoods loglik (L, V) or (B, L, V), or as

@@ -97,7 +97,9 @@ def _fill_infeasible(ll: np.ndarray, dots: np.ndarray, table: np.ndarray, clues)
     possible = np.isfinite(ll)[..., np.arange(L)[None, :], table].all(axis=-1)  # (B, G)
     if clues is not None:
         cl = np.broadcast_to(np.asarray(clues), ll.shape[:-1])
-        possible &= np.all((cl[:, None, :] == data.BLANK) | (cl[:, None, :] == table[None]), axis=-1)
+        possible &= np.all(
+            (cl[:, None, :] == data.BLANK) | (cl[:, None, :] == table[None]), axis=-1
+        )
     dead = ~possible.any(axis=1)
     if dead.any():
         ll = ll.copy()
@@ -105,9 +107,22 @@ def _fill_infeasible(ll: np.ndarray, dots: np.ndarray, table: np.ndarray, clues)
     return ll
 
 
-def generate(sampler: str, posterior, W: torch.Tensor, L: int, batch: int, steps: int, *, kappa_max: float | None = None,
-             psi=None, correctors: int = 0, sigma2: float = 1.0, eps0: float = 0.01, seed: int = 0,
-             forbid=None) -> samplers.Samples:
+def generate(
+    sampler: str,
+    posterior,
+    W: torch.Tensor,
+    L: int,
+    batch: int,
+    steps: int,
+    *,
+    kappa_max: float | None = None,
+    psi=None,
+    correctors: int = 0,
+    sigma2: float = 1.0,
+    eps0: float = 0.01,
+    seed: int = 0,
+    forbid=None,
+) -> samplers.Samples:
     """Run one of the chapter's samplers with a fresh ``torch.Generator`` seeded by ``seed``.
 
     sampler: "ode", "pc" (``correctors`` per predictor step), "sde" (``sigma2``) on the vMF path,
@@ -122,16 +137,31 @@ def generate(sampler: str, posterior, W: torch.Tensor, L: int, batch: int, steps
     if kappa_max is None or psi is None:
         raise ValueError(f"the {sampler!r} sampler runs on the vMF path: pass kappa_max and psi")
     if sampler == "ode" or (sampler == "pc" and correctors == 0):
-        return samplers.sample_ode(posterior, W, L, batch, kappa_max, steps, psi, generator=g, forbid=forbid)
+        return samplers.sample_ode(
+            posterior, W, L, batch, kappa_max, steps, psi, generator=g, forbid=forbid
+        )
     if sampler == "pc":
-        return samplers.sample_pc(posterior, W, L, batch, kappa_max, steps, psi, correctors=correctors, eps0=eps0,
-                                  generator=g, forbid=forbid)
-    return samplers.sample_sde(posterior, W, L, batch, kappa_max, steps, psi, sigma2=sigma2, generator=g,
-                               forbid=forbid)
+        return samplers.sample_pc(
+            posterior,
+            W,
+            L,
+            batch,
+            kappa_max,
+            steps,
+            psi,
+            correctors=correctors,
+            eps0=eps0,
+            generator=g,
+            forbid=forbid,
+        )
+    return samplers.sample_sde(
+        posterior, W, L, batch, kappa_max, steps, psi, sigma2=sigma2, generator=g, forbid=forbid
+    )
 
 
-def cross_entropy_by_level(posterior, tokens: torch.Tensor, W: torch.Tensor, levels, path: str = "vmf",
-                           seed: int = 10_000) -> dict[float, float]:
+def cross_entropy_by_level(
+    posterior, tokens: torch.Tensor, W: torch.Tensor, levels, path: str = "vmf", seed: int = 10_000
+) -> dict[float, float]:
     """Test cross-entropy -mean log p(x^l | h) of clean ``tokens`` (N, L) at each noise level,
     with h drawn on ``path`` by a generator seeded ``seed + i`` for the i-th level, so that every
     posterior scored with the same arguments sees the same noisy inputs. Returns {level: nats}."""
@@ -191,7 +221,9 @@ def _values(x, name: str) -> np.ndarray:
     if v.size < 2:
         raise ValueError(f"{name} needs at least 2 values, got {v.size}")
     if not np.all(np.isfinite(v)):
-        raise ValueError(f"{name}: all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not")
+        raise ValueError(
+            f"{name}: all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not"
+        )
     return v
 
 
@@ -212,7 +244,9 @@ def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> C
         if x.shape != y.shape:
             raise ValueError(f"paired samples must have the same length, got {x.size} and {y.size}")
         iv = t_interval(x - y, level)
-        return ClaimInterval(iv.mean, iv.low, iv.high, f"paired Student-t {level:.1%} over {x.size}", int(x.size))
+        return ClaimInterval(
+            iv.mean, iv.low, iv.high, f"paired Student-t {level:.1%} over {x.size}", int(x.size)
+        )
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
@@ -223,11 +257,18 @@ def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> C
     else:
         df = se**4 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
         half = float(stats.t.ppf((1 + level) / 2, df)) * se
-    return ClaimInterval(est, est - half, est + half, f"Welch {level:.1%} over {x.size} + {y.size}",
-                         int(x.size + y.size))
+    return ClaimInterval(
+        est,
+        est - half,
+        est + half,
+        f"Welch {level:.1%} over {x.size} + {y.size}",
+        int(x.size + y.size),
+    )
 
 
-def smallest_difference(pairs, level: float = 0.95, *, paired: bool = False) -> tuple[str, ClaimInterval]:
+def smallest_difference(
+    pairs, level: float = 0.95, *, paired: bool = False
+) -> tuple[str, ClaimInterval]:
     """The smallest of k differences mean(a_j) - mean(b_j), with a simultaneous interval.
 
     ``pairs`` maps a name to (a_j, b_j). Each difference gets its :func:`difference_interval` at
@@ -242,10 +283,21 @@ def smallest_difference(pairs, level: float = 0.95, *, paired: bool = False) -> 
     each = bonferroni_level(level, len(pairs))
     ivs = {name: difference_interval(a, b, each, paired=paired) for name, (a, b) in pairs.items()}
     worst = min(ivs, key=lambda name: ivs[name].estimate)
-    method = (f"smallest of {len(ivs)} differences, each {ivs[worst].method.split(' over ')[0]} "
-              f"(Bonferroni for {level:.0%} together)") if len(ivs) > 1 else ivs[worst].method
-    return worst, ClaimInterval(ivs[worst].estimate, min(iv.low for iv in ivs.values()),
-                                min(iv.high for iv in ivs.values()), method, ivs[worst].n)
+    method = (
+        (
+            f"smallest of {len(ivs)} differences, each {ivs[worst].method.split(' over ')[0]} "
+            f"(Bonferroni for {level:.0%} together)"
+        )
+        if len(ivs) > 1
+        else ivs[worst].method
+    )
+    return worst, ClaimInterval(
+        ivs[worst].estimate,
+        min(iv.low for iv in ivs.values()),
+        min(iv.high for iv in ivs.values()),
+        method,
+        ivs[worst].n,
+    )
 
 
 class GridTest(NamedTuple):
@@ -266,8 +318,12 @@ def grid_uniformity(tokens) -> GridTest:
     if ok.any():
         np.add.at(counts, data.grid_to_index(t[ok]), 1.0)
     res = stats.chisquare(counts) if ok.sum() else None
-    return GridTest(float(ok.mean()), float(res.statistic) if res else math.nan,
-                    float(res.pvalue) if res else math.nan, counts)
+    return GridTest(
+        float(ok.mean()),
+        float(res.statistic) if res else math.nan,
+        float(res.pvalue) if res else math.nan,
+        counts,
+    )
 
 
 def solved_fraction(tokens, clues) -> float:

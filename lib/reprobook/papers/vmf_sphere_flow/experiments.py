@@ -35,13 +35,26 @@ def language_task(language: Language, net: Net) -> LanguageTask:
     ``net.data_seed``)."""
     chain = MarkovChain(language.V, language.chain_seed, language.concentration)
     seqs = chain.sample(net.n_train, language.L, np.random.default_rng([net.data_seed]))
-    return LanguageTask(chain, torch.eye(language.V, dtype=torch.float64), seqs,
-                        chain.expected_nll_per_token(language.L))
+    return LanguageTask(
+        chain,
+        torch.eye(language.V, dtype=torch.float64),
+        seqs,
+        chain.expected_nll_per_token(language.L),
+    )
 
 
-def language_network(task: LanguageTask, language: Language, net: Net, *, profile: str, path: str = "vmf",
-                     time_conditioned: bool = False, seed: int = 0, callbacks=(),
-                     always_train: bool = False) -> tuple[PosteriorTransformer, bool]:
+def language_network(
+    task: LanguageTask,
+    language: Language,
+    net: Net,
+    *,
+    profile: str,
+    path: str = "vmf",
+    time_conditioned: bool = False,
+    seed: int = 0,
+    callbacks=(),
+    always_train: bool = False,
+) -> tuple[PosteriorTransformer, bool]:
     """The posterior network for the Markov language on ``path``, trained with ``net`` and
     ``seed``: loaded from the chapter's checkpoint cache when an earlier notebook trained it,
     trained (and cached) otherwise. ``always_train`` trains even when a checkpoint exists (a
@@ -50,32 +63,89 @@ def language_network(task: LanguageTask, language: Language, net: Net, *, profil
     from reprobook.core import load_or_train
 
     check_path(path)
-    key = {"language": language, "net": net, "path": path, "time_conditioned": bool(time_conditioned), "seed": int(seed)}
+    key = {
+        "language": language,
+        "net": net,
+        "path": path,
+        "time_conditioned": bool(time_conditioned),
+        "seed": int(seed),
+    }
 
     def fit() -> PosteriorTransformer:
-        return train_network(task.train, task.W, net, kappa_max=language.kappa_max, path=path,
-                             time_conditioned=time_conditioned, seed=seed, callbacks=callbacks)
+        return train_network(
+            task.train,
+            task.W,
+            net,
+            kappa_max=language.kappa_max,
+            path=path,
+            time_conditioned=time_conditioned,
+            seed=seed,
+            callbacks=callbacks,
+        )
 
     def build() -> PosteriorTransformer:
-        return PosteriorTransformer(task.W.float(), language.L, kappa_max=language.kappa_max, width=net.width,
-                                    depth=net.depth, heads=net.heads, lr=net.lr, time_conditioned=time_conditioned,
-                                    path=path, warmup_steps=net.warmup_steps, total_steps=net.train_steps, seed=seed)
+        return PosteriorTransformer(
+            task.W.float(),
+            language.L,
+            kappa_max=language.kappa_max,
+            width=net.width,
+            depth=net.depth,
+            heads=net.heads,
+            lr=net.lr,
+            time_conditioned=time_conditioned,
+            path=path,
+            warmup_steps=net.warmup_steps,
+            total_steps=net.train_steps,
+            seed=seed,
+        )
 
     name = f"language-{path}{'-tc' if time_conditioned else ''}-s{int(seed)}"
     if always_train:
         trained = fit()
-        load_or_train(SLUG, name, profile=profile, key=key, build=build,
-                      train=lambda m: (m.load_state_dict(trained.state_dict()), m)[1])
+        load_or_train(
+            SLUG,
+            name,
+            profile=profile,
+            key=key,
+            build=build,
+            train=lambda m: (m.load_state_dict(trained.state_dict()), m)[1],
+        )
         return to_accelerator(trained), False
-    model, loaded = load_or_train(SLUG, name, profile=profile, key=key, build=build, train=lambda m: fit())
+    model, loaded = load_or_train(
+        SLUG, name, profile=profile, key=key, build=build, train=lambda m: fit()
+    )
     return to_accelerator(model), loaded
 
 
-def train_network(tokens: np.ndarray, W: torch.Tensor, net: Net, *, kappa_max: float, path: str = "vmf",
-                  time_conditioned: bool = False, clues: np.ndarray | None = None, n_clue_tokens: int | None = None,
-                  seed: int = 0, callbacks=()) -> PosteriorTransformer:
+def train_network(
+    tokens: np.ndarray,
+    W: torch.Tensor,
+    net: Net,
+    *,
+    kappa_max: float,
+    path: str = "vmf",
+    time_conditioned: bool = False,
+    clues: np.ndarray | None = None,
+    n_clue_tokens: int | None = None,
+    seed: int = 0,
+    callbacks=(),
+) -> PosteriorTransformer:
     """:func:`.model.train_posterior` with the architecture and training budget of ``net``."""
-    return train_posterior(tokens, W.float(), kappa_max=kappa_max, width=net.width, depth=net.depth, heads=net.heads,
-                           lr=net.lr, warmup_steps=net.warmup_steps, batch_size=net.batch_size,
-                           train_steps=net.train_steps, path=path, time_conditioned=time_conditioned, clues=clues,
-                           n_clue_tokens=n_clue_tokens, seed=seed, callbacks=callbacks)
+    return train_posterior(
+        tokens,
+        W.float(),
+        kappa_max=kappa_max,
+        width=net.width,
+        depth=net.depth,
+        heads=net.heads,
+        lr=net.lr,
+        warmup_steps=net.warmup_steps,
+        batch_size=net.batch_size,
+        train_steps=net.train_steps,
+        path=path,
+        time_conditioned=time_conditioned,
+        clues=clues,
+        n_clue_tokens=n_clue_tokens,
+        seed=seed,
+        callbacks=callbacks,
+    )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -66,7 +66,9 @@ def _scalar(name: str, value, *, nonneg: bool = False) -> float:
     """A finite Python float from a number or a one-element tensor, else a ValueError."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise ValueError(f"{name} must be a scalar (a number or a one-element tensor), got shape {tuple(value.shape)}")
+            raise ValueError(
+                f"{name} must be a scalar (a number or a one-element tensor), got shape {tuple(value.shape)}"
+            )
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
@@ -80,8 +82,10 @@ def _scalar(name: str, value, *, nonneg: bool = False) -> float:
 
 def _check_embeddings(W: torch.Tensor) -> None:
     if not isinstance(W, torch.Tensor) or W.dim() != 2:
-        raise ValueError(f"W must be a (d, V) tensor of unit columns, got {type(W).__name__} "
-                         f"with shape {tuple(getattr(W, 'shape', ()))}")
+        raise ValueError(
+            f"W must be a (d, V) tensor of unit columns, got {type(W).__name__} "
+            f"with shape {tuple(getattr(W, 'shape', ()))}"
+        )
     d, V = W.shape
     if d < 2 or V < 1:
         raise ValueError(f"W must have d >= 2 rows and V >= 1 columns, got shape {(d, V)}")
@@ -89,22 +93,30 @@ def _check_embeddings(W: torch.Tensor) -> None:
         raise TypeError(f"W must be a floating-point tensor, got dtype {W.dtype}")
     norms = W.norm(dim=0)
     if not torch.isfinite(norms).all() or (norms - 1).abs().max().item() > _UNIT_TOL:
-        raise ValueError(f"the columns of W must be unit vectors (tolerance {_UNIT_TOL}); "
-                         f"column norms range over [{norms.min().item():.4g}, {norms.max().item():.4g}]")
+        raise ValueError(
+            f"the columns of W must be unit vectors (tolerance {_UNIT_TOL}); "
+            f"column norms range over [{norms.min().item():.4g}, {norms.max().item():.4g}]"
+        )
 
 
-def _check_state(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, name: str = "h") -> tuple[torch.Tensor, torch.Tensor]:
+def _check_state(
+    h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, name: str = "h"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Shape checks shared by the fields; returns (post, W) cast to h's dtype and device."""
     _check_embeddings(W)
     d, V = W.shape
     if not isinstance(h, torch.Tensor) or h.dim() < 2 or h.shape[-1] != d:
-        raise ValueError(f"{name} must be a (..., L, d) tensor with d = {d} (the rows of W), "
-                         f"got shape {tuple(getattr(h, 'shape', ()))}")
+        raise ValueError(
+            f"{name} must be a (..., L, d) tensor with d = {d} (the rows of W), "
+            f"got shape {tuple(getattr(h, 'shape', ()))}"
+        )
     if not h.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {h.dtype}")
     if not isinstance(post, torch.Tensor) or post.shape != h.shape[:-1] + (V,):
-        raise ValueError(f"post must have shape {tuple(h.shape[:-1]) + (V,)} ({name}'s leading shape, then V = {V}), "
-                         f"got {tuple(getattr(post, 'shape', ()))}")
+        raise ValueError(
+            f"post must have shape {tuple(h.shape[:-1]) + (V,)} ({name}'s leading shape, then V = {V}), "
+            f"got {tuple(getattr(post, 'shape', ()))}"
+        )
     return post.to(dtype=h.dtype, device=h.device), W.to(dtype=h.dtype, device=h.device)
 
 
@@ -123,15 +135,19 @@ def _psi_values(psi: PsiFn, s: torch.Tensor, kappa: float) -> torch.Tensor:
     try:
         out = torch.broadcast_to(out, s.shape)
     except RuntimeError as exc:
-        raise ValueError(f"psi(s, kappa) must return a tensor broadcastable to s's shape {tuple(s.shape)}, "
-                         f"got {tuple(out.shape)}") from exc
+        raise ValueError(
+            f"psi(s, kappa) must return a tensor broadcastable to s's shape {tuple(s.shape)}, "
+            f"got {tuple(out.shape)}"
+        ) from exc
     return out
 
 
 # --- the vMF path's fields ------------------------------------------------------------------------
 
 
-def marginal_velocity(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn) -> torch.Tensor:
+def marginal_velocity(
+    h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn
+) -> torch.Tensor:
     """Marginal vMF velocity u^l(h) = kappa_dot sum_k p(x^l=k|h) psi(w_k . h^l, kappa) P_{h^l} w_k.
 
     h: (..., L, d) unit vectors; post: (..., L, V) posterior probabilities; W: (d, V) unit
@@ -158,7 +174,9 @@ def marginal_score(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa) 
     return kappa * _weighted_tangent_sum(h, post, W)
 
 
-def sde_drift(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn, sigma2) -> torch.Tensor:
+def sde_drift(
+    h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn, sigma2
+) -> torch.Tensor:
     """Drift of the marginal-preserving SDE, u + sigma^2 s, fused into one weight per token:
 
         sum_k p(x^l=k|h) (kappa_dot psi(w_k . h^l, kappa) + sigma^2 kappa) P_{h^l} w_k.
@@ -188,7 +206,9 @@ def _time(t, t_cap: float) -> float:
     return min(t, t_cap)
 
 
-def geodesic_velocity(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP) -> torch.Tensor:
+def geodesic_velocity(
+    h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP
+) -> torch.Tensor:
     """Riemannian flow-matching velocity on the SLERP path:
 
         u^l(h, t) = sum_k p(x^l=k|h) (alpha_k / sin alpha_k) P_{h^l} w_k / (1 - t),
@@ -208,7 +228,9 @@ def geodesic_velocity(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *
     return _weighted_tangent_sum(h, post * ratio, W) / (1.0 - t)
 
 
-def euclidean_velocity(x: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP) -> torch.Tensor:
+def euclidean_velocity(
+    x: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP
+) -> torch.Tensor:
     """Linear-interpolation flow matching in R^d: u^l(x, t) = (sum_k p(x^l=k|x) w_k - x^l) / (1 - t).
 
     x: (..., L, d) points of R^d (not unit); t in [0, 1] is capped at t_cap = 1 - 1e-3 (brief,

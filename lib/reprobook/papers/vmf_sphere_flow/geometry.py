@@ -77,7 +77,9 @@ __all__ = [
     "push_forward_cosines",
 ]
 
-S_CLAMP = 1.0 - 1e-3  # the psi table covers s in [-S_CLAMP, S_CLAMP] (a clamp that keeps the table finite)
+S_CLAMP = (
+    1.0 - 1e-3
+)  # the psi table covers s in [-S_CLAMP, S_CLAMP] (a clamp that keeps the table finite)
 
 _TINY = 1e-290  # below this an ive value is treated as underflowed
 _LOG_HALF = math.log(0.5)
@@ -117,7 +119,9 @@ def _check_cosine(s, name: str = "s") -> np.ndarray:
     """Cosines in [-1, 1]; an excess of up to 1e-6 (rounding in a dot product of unit vectors) is clipped."""
     x = _as_float_array(s, name)
     if np.any(np.abs(x) > 1.0 + 1e-6):
-        raise ValueError(f"{name} (a cosine) must lie in [-1, 1], got values up to {np.abs(x).max()!r}")
+        raise ValueError(
+            f"{name} (a cosine) must lie in [-1, 1], got values up to {np.abs(x).max()!r}"
+        )
     return np.clip(x, -1.0, 1.0)
 
 
@@ -224,7 +228,7 @@ def log_normaliser(d: int, kappa):
 def cosine_log_normaliser(d: int, kappa):
     """log Z_d(kappa), the normaliser of the cosine law [3a]:
 
-        Z_d = int_{-1}^{1} e^{kappa r} (1 - r^2)^{(d-3)/2} dr = sqrt(pi) Gamma((d-1)/2) (2/kappa)^nu I_nu(kappa).
+    Z_d = int_{-1}^{1} e^{kappa r} (1 - r^2)^{(d-3)/2} dr = sqrt(pi) Gamma((d-1)/2) (2/kappa)^nu I_nu(kappa).
     """
     d = _check_d(d)
     k = _check_kappa(kappa)
@@ -268,7 +272,9 @@ def cosine_mode(d: int, kappa):
     k = _check_kappa(kappa)
     m = float(d - 2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        c = 2.0 * k / (m + np.sqrt(m * m + 4.0 * k * k))  # the positive root, written without cancellation
+        c = (
+            2.0 * k / (m + np.sqrt(m * m + 4.0 * k * k))
+        )  # the positive root, written without cancellation
     c = np.where(k > 0, c, 1.0 if d == 2 else 0.0)
     return _out(c)
 
@@ -332,7 +338,9 @@ def _log_cdf_sf(s: np.ndarray, d: int, k: np.ndarray):
     """
     theta = np.arccos(s)
     cmode = np.asarray(cosine_mode(d, k), dtype=float)
-    lower_direct = s <= cmode  # theta_s >= theta*: the tail [theta_s, pi] (i.e. r in [-1, s]) decays
+    lower_direct = (
+        s <= cmode
+    )  # theta_s >= theta*: the tail [theta_s, pi] (i.e. r in [-1, s]) decays
     L = np.where(lower_direct, np.pi - theta, theta)
     sign = np.where(lower_direct, 1.0, -1.0)
     logz = np.asarray(cosine_log_normaliser(d, k), dtype=float)
@@ -372,8 +380,15 @@ def cosine_sf(s, d: int, kappa, *, log: bool = False):
     return _out(log_sf if log else np.exp(log_sf))
 
 
-def _solve_log_prob(target: np.ndarray, lower: np.ndarray, d: int, k: np.ndarray,
-                    theta0: np.ndarray, tol: float = 1e-14, max_iter: int = 200) -> np.ndarray:
+def _solve_log_prob(
+    target: np.ndarray,
+    lower: np.ndarray,
+    d: int,
+    k: np.ndarray,
+    theta0: np.ndarray,
+    tol: float = 1e-14,
+    max_iter: int = 200,
+) -> np.ndarray:
     """theta with log F(cos theta) = target (where ``lower``) or log(1 - F)(cos theta) = target.
 
     Safeguarded Newton in the angle: d log F / d theta = -p(theta)/F and d log(1-F)/d theta =
@@ -427,7 +442,9 @@ def cosine_icdf(u, d: int, kappa, *, log: bool = False):
         log_u = ua
     else:
         if np.any((ua < 0) | (ua > 1)):
-            raise ValueError(f"u (a probability) must lie in [0, 1], got range [{ua.min()}, {ua.max()}]")
+            raise ValueError(
+                f"u (a probability) must lie in [0, 1], got range [{ua.min()}, {ua.max()}]"
+            )
         with np.errstate(divide="ignore"):
             log_u = np.log(ua)
     log_u, k = np.broadcast_arrays(log_u, _check_kappa(kappa))
@@ -436,7 +453,9 @@ def cosine_icdf(u, d: int, kappa, *, log: bool = False):
     with np.errstate(divide="ignore"):
         lower = log_u <= _LOG_HALF
         target = np.where(lower, log_u, np.log1p(-np.exp(log_u)))
-    theta0 = np.arccos(np.clip(np.asarray(mean_cosine(d, k), dtype=float), -1, 1)) * np.ones_like(log_u)
+    theta0 = np.arccos(np.clip(np.asarray(mean_cosine(d, k), dtype=float), -1, 1)) * np.ones_like(
+        log_u
+    )
     th = _solve_log_prob(target, lower, d, k, theta0)
     th = np.where(np.isneginf(target) & lower, np.pi, th)  # u = 0
     th = np.where(np.isneginf(target) & ~lower, 0.0, th)  # u = 1
@@ -496,7 +515,9 @@ def psi(s, kappa, d: int, *, n_nodes: int = 16, chunk: int = 4096):
         right = xs >= As
         L = np.where(right, theta, np.pi - theta)
         sign = np.where(right, -1.0, 1.0)
-        log_num = _log_theta_integral(theta, L, sign, ks, xs, d, weight_shift=As, n_nodes=n_nodes, chunk=chunk)
+        log_num = _log_theta_integral(
+            theta, L, sign, ks, xs, d, weight_shift=As, n_nodes=n_nodes, chunk=chunk
+        )
         log_den = (d - 1) * np.log(np.sin(theta))
         out[inner] = np.exp(log_num - log_den)
     return _out(out.reshape(shape))
@@ -535,11 +556,15 @@ class PsiTable:
     [0, kappa_max]. (A grid uniform in arccos s was tried: no gain in the push-forward.)
     """
 
-    def __init__(self, d: int, kappa_max: float, n_kappa: int = 121, n_s: int = 201, *,
-                 n_nodes: int = 16):
+    def __init__(
+        self, d: int, kappa_max: float, n_kappa: int = 121, n_s: int = 201, *, n_nodes: int = 16
+    ):
         self.d = _check_d(d)
-        if not (isinstance(kappa_max, (int, float, np.floating, np.integer)) and math.isfinite(kappa_max)
-                and kappa_max > 0):
+        if not (
+            isinstance(kappa_max, (int, float, np.floating, np.integer))
+            and math.isfinite(kappa_max)
+            and kappa_max > 0
+        ):
             raise ValueError(f"kappa_max must be a finite number > 0, got {kappa_max!r}")
         for name, n in (("n_kappa", n_kappa), ("n_s", n_s)):
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
@@ -568,11 +593,15 @@ class PsiTable:
             if not (torch.isfinite(s).all() and torch.isfinite(kappa).all()):
                 raise ValueError("s and kappa must be finite")
             if (s.abs() > 1.0 + 1e-3).any():
-                raise ValueError("s (a cosine) must lie in [-1, 1] (up to 1e-3 rounding), got up to "
-                                 f"{s.abs().max().item()}")
+                raise ValueError(
+                    "s (a cosine) must lie in [-1, 1] (up to 1e-3 rounding), got up to "
+                    f"{s.abs().max().item()}"
+                )
             if (kappa < 0).any() or (kappa > self.kappa_max * (1 + 1e-9)).any():
-                raise ValueError(f"kappa must lie in [0, kappa_max={self.kappa_max}] of this table, got "
-                                 f"[{kappa.min().item()}, {kappa.max().item()}]")
+                raise ValueError(
+                    f"kappa must lie in [0, kappa_max={self.kappa_max}] of this table, got "
+                    f"[{kappa.min().item()}, {kappa.max().item()}]"
+                )
         s, kappa = torch.broadcast_tensors(s, kappa)
         x = s.clamp(-S_CLAMP, S_CLAMP)
         fs = (x + S_CLAMP) * ((self.n_s - 1) / (2.0 * S_CLAMP))
@@ -594,8 +623,10 @@ class PsiTable:
         return self(s, kappa, check=check) * (1.0 - s * s).clamp_min(0.0)
 
     def __repr__(self) -> str:
-        return (f"PsiTable(d={self.d}, kappa_max={self.kappa_max}, n_kappa={self.n_kappa}, "
-                f"n_s={self.n_s})")
+        return (
+            f"PsiTable(d={self.d}, kappa_max={self.kappa_max}, n_kappa={self.n_kappa}, "
+            f"n_s={self.n_s})"
+        )
 
 
 def flow_map_cosine(s_old, kappa_old, kappa_new, d: int):
@@ -607,8 +638,11 @@ def flow_map_cosine(s_old, kappa_old, kappa_new, d: int):
     """
     d = _check_d(d)
     like = s_old if isinstance(s_old, torch.Tensor) else None
-    x, k0, k1 = np.broadcast_arrays(_check_cosine(s_old, "s_old"), _check_kappa(kappa_old, "kappa_old"),
-                                    _check_kappa(kappa_new, "kappa_new"))
+    x, k0, k1 = np.broadcast_arrays(
+        _check_cosine(s_old, "s_old"),
+        _check_kappa(kappa_old, "kappa_old"),
+        _check_kappa(kappa_new, "kappa_new"),
+    )
     shape = x.shape
     x, k0, k1 = (np.ravel(v).astype(float) for v in (x, k0, k1))
     log_f, log_sf = _log_cdf_sf(x, d, k0)
@@ -619,8 +653,9 @@ def flow_map_cosine(s_old, kappa_old, kappa_new, d: int):
     th = np.where(np.isneginf(target) & ~lower, 0.0, th)
     out = np.cos(th).reshape(shape)
     if like is not None:
-        return torch.as_tensor(out, dtype=like.dtype if like.is_floating_point() else torch.float64,
-                               device=like.device)
+        return torch.as_tensor(
+            out, dtype=like.dtype if like.is_floating_point() else torch.float64, device=like.device
+        )
     return _out(out)
 
 
@@ -667,13 +702,22 @@ def _wood_cosines(d: int, kappa: torch.Tensor, generator, max_iter: int):
         one_m_w[took] = omw[acc]
         pending = pending[~acc]
     if pending.numel() > 0:
-        raise RuntimeError(f"Wood's rejection sampler left {pending.numel()} draws unaccepted after "
-                           f"max_iter={max_iter} rounds")
+        raise RuntimeError(
+            f"Wood's rejection sampler left {pending.numel()} draws unaccepted after "
+            f"max_iter={max_iter} rounds"
+        )
     return w, one_m_w
 
 
-def sample_vmf_cosine(d: int, kappa, size: Sequence[int] | None = None, generator=None, *,
-                      dtype: torch.dtype = torch.float64, max_iter: int = 1000) -> torch.Tensor:
+def sample_vmf_cosine(
+    d: int,
+    kappa,
+    size: Sequence[int] | None = None,
+    generator=None,
+    *,
+    dtype: torch.dtype = torch.float64,
+    max_iter: int = 1000,
+) -> torch.Tensor:
     """Cosines w.h of vMF(w, kappa) draws on S^{d-1} [1] by Wood's algorithm (see ``_wood_cosines``).
 
     ``kappa`` (number or tensor) is broadcast to ``size`` (default: its own shape); kappa = 0
@@ -685,14 +729,17 @@ def sample_vmf_cosine(d: int, kappa, size: Sequence[int] | None = None, generato
     try:
         k = torch.broadcast_to(k, shape)
     except RuntimeError as exc:
-        raise ValueError(f"kappa of shape {tuple(k.shape)} does not broadcast to size {shape}") from exc
+        raise ValueError(
+            f"kappa of shape {tuple(k.shape)} does not broadcast to size {shape}"
+        ) from exc
     _check_kappa(k)
     w, _ = _wood_cosines(d, k.reshape(-1).contiguous(), generator, max_iter)
     return w.reshape(shape).to(dtype)
 
 
-def sample_vmf(mean, kappa, generator=None, *, dtype: torch.dtype | None = None,
-               max_iter: int = 1000) -> torch.Tensor:
+def sample_vmf(
+    mean, kappa, generator=None, *, dtype: torch.dtype | None = None, max_iter: int = 1000
+) -> torch.Tensor:
     """Draws h ~ vMF(mean, kappa) on S^{d-1} [1], one per entry of the broadcast batch.
 
     ``mean`` (..., d) holds unit mean directions (norms within 1e-3 of 1; they are renormalised),
@@ -713,15 +760,19 @@ def sample_vmf(mean, kappa, generator=None, *, dtype: torch.dtype | None = None,
         raise ValueError("mean must be finite")
     norms = mu.norm(dim=-1, keepdim=True)
     if ((norms - 1.0).abs() > 1e-3).any():
-        raise ValueError(f"mean directions must be unit vectors (norm within 1e-3 of 1), got norms in "
-                         f"[{norms.min().item():.6g}, {norms.max().item():.6g}]")
+        raise ValueError(
+            f"mean directions must be unit vectors (norm within 1e-3 of 1), got norms in "
+            f"[{norms.min().item():.6g}, {norms.max().item():.6g}]"
+        )
     mu = mu / norms
     k = torch.as_tensor(kappa, dtype=torch.float64, device=mu.device)
     try:
         batch = torch.broadcast_shapes(tuple(mu.shape[:-1]), tuple(k.shape))
     except RuntimeError as exc:
-        raise ValueError(f"kappa of shape {tuple(k.shape)} does not broadcast against the batch "
-                         f"shape {tuple(mu.shape[:-1])} of mean") from exc
+        raise ValueError(
+            f"kappa of shape {tuple(k.shape)} does not broadcast against the batch "
+            f"shape {tuple(mu.shape[:-1])} of mean"
+        ) from exc
     _check_kappa(k)
     mu = mu.expand(*batch, d)
     k = torch.broadcast_to(k, batch).reshape(-1).contiguous()
@@ -775,14 +826,18 @@ def exp_map(h, v):
 # the push-forward check (claim C1)
 
 
-def transport_cosines(s0, kappa0: float, kappa1: float, table: PsiTable, steps: int) -> torch.Tensor:
+def transport_cosines(
+    s0, kappa0: float, kappa1: float, table: PsiTable, steps: int
+) -> torch.Tensor:
     """Integrates ds/dkappa = psi(s, kappa)(1 - s^2) [3b] from kappa0 to kappa1 with ``steps`` RK4
     steps on ``table``, clipping to [-1, 1] after each step; float64."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     if not (0 <= kappa0 <= table.kappa_max and 0 <= kappa1 <= table.kappa_max):
-        raise ValueError(f"kappa0={kappa0!r} and kappa1={kappa1!r} must lie in [0, {table.kappa_max}] "
-                         "(the table's range)")
+        raise ValueError(
+            f"kappa0={kappa0!r} and kappa1={kappa1!r} must lie in [0, {table.kappa_max}] "
+            "(the table's range)"
+        )
     s = torch.as_tensor(s0, dtype=torch.float64).clone()
     if (s.abs() > 1).any():
         raise ValueError("s0 (cosines) must lie in [-1, 1]")
@@ -798,8 +853,15 @@ def transport_cosines(s0, kappa0: float, kappa1: float, table: PsiTable, steps: 
     return s
 
 
-def push_forward_cosines(d: int, kappa_max: float, n: int, steps: int = 128, generator=None, *,
-                         table: PsiTable | None = None) -> torch.Tensor:
+def push_forward_cosines(
+    d: int,
+    kappa_max: float,
+    n: int,
+    steps: int = 128,
+    generator=None,
+    *,
+    table: PsiTable | None = None,
+) -> torch.Tensor:
     """Claim C1's push-forward: ``n`` cosines of uniform points on S^{d-1} (kappa = 0), moved by
     ds/dkappa = psi(s, kappa)(1 - s^2) [3b] from kappa = 0 to ``kappa_max`` (RK4, ``steps`` steps,
     on ``table``; by default a PsiTable(d, kappa_max, 121, 201)). If [3b] is right, the result is

@@ -37,14 +37,31 @@ __all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior", "train_pos
 class PosteriorTransformer(L.LightningModule):
     """logits (B, L, V) of p_theta(x^l = k | h) from h (B, L, d) (and clues (B, L), if given)."""
 
-    def __init__(self, W: torch.Tensor | np.ndarray, seq_len: int, *, kappa_max: float, width: int = 64,
-                 depth: int = 2, heads: int = 4, dropout: float = 0.0, lr: float = 3e-4, weight_decay: float = 0.01,
-                 time_conditioned: bool = False, n_clue_tokens: int | None = None, path: str = "vmf",
-                 warmup_steps: int = 0, total_steps: int | None = None, seed: int = 0):
+    def __init__(
+        self,
+        W: torch.Tensor | np.ndarray,
+        seq_len: int,
+        *,
+        kappa_max: float,
+        width: int = 64,
+        depth: int = 2,
+        heads: int = 4,
+        dropout: float = 0.0,
+        lr: float = 3e-4,
+        weight_decay: float = 0.01,
+        time_conditioned: bool = False,
+        n_clue_tokens: int | None = None,
+        path: str = "vmf",
+        warmup_steps: int = 0,
+        total_steps: int | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         W = torch.as_tensor(np.asarray(W), dtype=torch.float32)
         if W.ndim != 2 or W.shape[1] < 2:
-            raise ValueError(f"W must be (d, V) with V >= 2 token embeddings as columns, got {tuple(W.shape)}")
+            raise ValueError(
+                f"W must be (d, V) with V >= 2 token embeddings as columns, got {tuple(W.shape)}"
+            )
         if (W.norm(dim=0) - 1).abs().max() > 1e-4:
             raise ValueError("the columns of W (token embeddings) must have unit norm")
         for name, v in (("seq_len", seq_len), ("width", width), ("depth", depth), ("heads", heads)):
@@ -57,31 +74,50 @@ class PosteriorTransformer(L.LightningModule):
         self.save_hyperparameters(ignore=["W"])
         self.register_buffer("W", W)
         d, V = W.shape
-        self.kappa_max, self.lr, self.weight_decay = float(kappa_max), float(lr), float(weight_decay)
+        self.kappa_max, self.lr, self.weight_decay = (
+            float(kappa_max),
+            float(lr),
+            float(weight_decay),
+        )
         if isinstance(warmup_steps, bool) or int(warmup_steps) != warmup_steps or warmup_steps < 0:
             raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
-        if total_steps is not None and (isinstance(total_steps, bool) or int(total_steps) != total_steps
-                                        or total_steps <= warmup_steps):
-            raise ValueError(f"total_steps must be None or an integer > warmup_steps ({warmup_steps}), got {total_steps!r}")
+        if total_steps is not None and (
+            isinstance(total_steps, bool)
+            or int(total_steps) != total_steps
+            or total_steps <= warmup_steps
+        ):
+            raise ValueError(
+                f"total_steps must be None or an integer > warmup_steps ({warmup_steps}), got {total_steps!r}"
+            )
         self.warmup_steps, self.total_steps = int(warmup_steps), total_steps
         self.time_conditioned = bool(time_conditioned)
         self.path = check_path(path)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.embed = nn.Linear(d, width)
-            self.position = nn.Parameter(torch.randn(seq_len, width))  # unit scale: see the class docstring
+            self.position = nn.Parameter(
+                torch.randn(seq_len, width)
+            )  # unit scale: see the class docstring
             self.clues = nn.Embedding(n_clue_tokens, width) if n_clue_tokens else None
             self.time = nn.Linear(1, width) if self.time_conditioned else None
-            layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout, batch_first=True, norm_first=True)
+            layer = nn.TransformerEncoderLayer(
+                width, heads, 4 * width, dropout, batch_first=True, norm_first=True
+            )
             self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
             self.norm = nn.LayerNorm(width)
             self.head = nn.Linear(width, V)
         self.log_temperature = nn.Parameter(torch.zeros(()))
 
-    def forward(self, h: torch.Tensor, kappa: torch.Tensor | float | None = None,
-                clues: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        h: torch.Tensor,
+        kappa: torch.Tensor | float | None = None,
+        clues: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         if h.ndim != 3 or h.shape[1:] != (self.position.shape[0], self.W.shape[0]):
-            raise ValueError(f"h must be (B, {self.position.shape[0]}, {self.W.shape[0]}), got {tuple(h.shape)}")
+            raise ValueError(
+                f"h must be (B, {self.position.shape[0]}, {self.W.shape[0]}), got {tuple(h.shape)}"
+            )
         z = self.embed(h.to(self.W.dtype)) + self.position
         if self.clues is not None:
             if clues is None:
@@ -103,8 +139,12 @@ class PosteriorTransformer(L.LightningModule):
         h = noisy_states(mean, level, self.path, generator).to(torch.float32)
         return h, level
 
-    def loss(self, tokens: torch.Tensor, clues: torch.Tensor | None = None,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+    def loss(
+        self,
+        tokens: torch.Tensor,
+        clues: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """(CE) on one batch of clean tokens (B, L)."""
         h, kappa = self.noisy_batch(tokens, generator)
         logits = self(h, kappa, clues)
@@ -149,21 +189,34 @@ class _Tokens(torch.utils.data.Dataset):
 class TokenDataModule(L.LightningDataModule):
     """Clean token sequences (N, L) (and optional clues (N, L)) in shuffled batches."""
 
-    def __init__(self, tokens: np.ndarray, clues: np.ndarray | None = None, *, batch_size: int = 64, seed: int = 0):
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        clues: np.ndarray | None = None,
+        *,
+        batch_size: int = 64,
+        seed: int = 0,
+    ):
         super().__init__()
         tokens = np.asarray(tokens)
         if tokens.ndim != 2 or tokens.shape[0] < 1:
             raise ValueError(f"tokens must be (N, L) with N >= 1, got shape {tokens.shape}")
         if clues is not None and np.shape(clues) != tokens.shape:
-            raise ValueError(f"clues must have the tokens' shape {tokens.shape}, got {np.shape(clues)}")
+            raise ValueError(
+                f"clues must have the tokens' shape {tokens.shape}, got {np.shape(clues)}"
+            )
         self.data, self.batch_size, self.seed = _Tokens(tokens, clues), int(batch_size), int(seed)
 
     def train_dataloader(self):
         g = torch.Generator().manual_seed(self.seed)
-        return torch.utils.data.DataLoader(self.data, batch_size=self.batch_size, shuffle=True, generator=g)
+        return torch.utils.data.DataLoader(
+            self.data, batch_size=self.batch_size, shuffle=True, generator=g
+        )
 
 
-def as_posterior(model: PosteriorTransformer, clues: torch.Tensor | None = None, *, forbid: int | None = None):
+def as_posterior(
+    model: PosteriorTransformer, clues: torch.Tensor | None = None, *, forbid: int | None = None
+):
     """The network as the samplers' posterior callable: (h, kappa) -> probabilities (B, L, V),
     in eval mode and without gradients; ``forbid`` sets one token's probability to 0 (the blank).
     The network runs on its own device; the probabilities come back on h's device and dtype."""
@@ -175,7 +228,11 @@ def as_posterior(model: PosteriorTransformer, clues: torch.Tensor | None = None,
     @torch.no_grad()
     def posterior(h: torch.Tensor, kappa: float) -> torch.Tensor:
         # the network may sit on a GPU while the sampler's state stays where it is
-        logits = model(h.to(device=device, dtype=torch.float32), torch.full((h.shape[0],), float(kappa), device=device), clues)
+        logits = model(
+            h.to(device=device, dtype=torch.float32),
+            torch.full((h.shape[0],), float(kappa), device=device),
+            clues,
+        )
         if forbid is not None:
             logits[..., forbid] = -math.inf
         return torch.softmax(logits, dim=-1).to(device=h.device, dtype=h.dtype)
@@ -183,10 +240,25 @@ def as_posterior(model: PosteriorTransformer, clues: torch.Tensor | None = None,
     return posterior
 
 
-def train_posterior(tokens: np.ndarray, W: torch.Tensor | np.ndarray, *, kappa_max: float, width: int = 64, depth: int = 2,
-                    heads: int = 4, lr: float = 3e-4, warmup_steps: int = 0, batch_size: int = 64, train_steps: int = 1000,
-                    path: str = "vmf", time_conditioned: bool = False, clues: np.ndarray | None = None,
-                    n_clue_tokens: int | None = None, seed: int = 0, callbacks=()) -> PosteriorTransformer:
+def train_posterior(
+    tokens: np.ndarray,
+    W: torch.Tensor | np.ndarray,
+    *,
+    kappa_max: float,
+    width: int = 64,
+    depth: int = 2,
+    heads: int = 4,
+    lr: float = 3e-4,
+    warmup_steps: int = 0,
+    batch_size: int = 64,
+    train_steps: int = 1000,
+    path: str = "vmf",
+    time_conditioned: bool = False,
+    clues: np.ndarray | None = None,
+    n_clue_tokens: int | None = None,
+    seed: int = 0,
+    callbacks=(),
+) -> PosteriorTransformer:
     """Build a :class:`PosteriorTransformer` and train it for ``train_steps`` AdamW steps on
     ``tokens`` (N, L) (with ``clues``, if given) by (CE), with the warm-up and cosine schedule
     over ``train_steps``. Deterministic for a given ``seed`` (weights, batches and noise).
@@ -196,9 +268,21 @@ def train_posterior(tokens: np.ndarray, W: torch.Tensor | np.ndarray, *, kappa_m
     tokens = np.asarray(tokens)
     if tokens.ndim != 2:
         raise ValueError(f"tokens must be (N, L), got shape {tokens.shape}")
-    model = PosteriorTransformer(W, tokens.shape[1], kappa_max=kappa_max, width=width, depth=depth, heads=heads, lr=lr,
-                                 time_conditioned=time_conditioned, n_clue_tokens=n_clue_tokens, path=path,
-                                 warmup_steps=warmup_steps, total_steps=train_steps, seed=seed)
+    model = PosteriorTransformer(
+        W,
+        tokens.shape[1],
+        kappa_max=kappa_max,
+        width=width,
+        depth=depth,
+        heads=heads,
+        lr=lr,
+        time_conditioned=time_conditioned,
+        n_clue_tokens=n_clue_tokens,
+        path=path,
+        warmup_steps=warmup_steps,
+        total_steps=train_steps,
+        seed=seed,
+    )
     torch.manual_seed(seed)  # the noise draws of noisy_batch use the global generator
     trainer = make_trainer(max_steps=train_steps, callbacks=list(callbacks))
     trainer.fit(model, TokenDataModule(tokens, clues, batch_size=batch_size, seed=seed))

@@ -49,7 +49,9 @@ from .geometry import sample_vmf
 __all__ = ["PATHS", "check_path", "sample_levels", "noisy_states", "emission_loglik"]
 
 PATHS = ("vmf", "geodesic", "euclidean")
-_T_MAX_EUCLIDEAN = 1.0 - 1e-3  # the Euclidean likelihood (E) is singular at t = 1; same cap as fields.T_CAP
+_T_MAX_EUCLIDEAN = (
+    1.0 - 1e-3
+)  # the Euclidean likelihood (E) is singular at t = 1; same cap as fields.T_CAP
 
 
 def check_path(path: str) -> str:
@@ -58,7 +60,9 @@ def check_path(path: str) -> str:
     return path
 
 
-def sample_levels(n: int, path: str, kappa_max: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_levels(
+    n: int, path: str, kappa_max: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """n training levels (float64, on the CPU; :func:`noisy_states` moves them to the data's
     device): kappa ~ U(0, kappa_max) for "vmf", t ~ U(0, 1) otherwise."""
     check_path(path)
@@ -71,8 +75,9 @@ def _uniform(shape, d: int, generator, device=None) -> torch.Tensor:
     return z / z.norm(dim=-1, keepdim=True)
 
 
-def noisy_states(mean: torch.Tensor, level: torch.Tensor, path: str,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+def noisy_states(
+    mean: torch.Tensor, level: torch.Tensor, path: str, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Noisy states for clean embeddings ``mean`` (B, L, d) at per-sequence levels (B,), float64.
 
     "vmf": vMF(mean, kappa) per position; "geodesic": slerp(z, mean, t), z uniform on the sphere;
@@ -82,7 +87,9 @@ def noisy_states(mean: torch.Tensor, level: torch.Tensor, path: str,
     mean = torch.as_tensor(mean, dtype=torch.float64)
     level = torch.as_tensor(level, dtype=torch.float64).to(mean.device)
     if mean.ndim != 3 or level.shape != mean.shape[:1]:
-        raise ValueError(f"mean must be (B, L, d) and level (B,), got {tuple(mean.shape)} and {tuple(level.shape)}")
+        raise ValueError(
+            f"mean must be (B, L, d) and level (B,), got {tuple(mean.shape)} and {tuple(level.shape)}"
+        )
     if not torch.isfinite(mean).all() or ((mean.norm(dim=-1) - 1.0).abs() > 1e-6).any():
         raise ValueError("mean must hold finite unit vectors (token embeddings w_k)")
     if not torch.isfinite(level).all() or (level < 0).any():
@@ -90,7 +97,9 @@ def noisy_states(mean: torch.Tensor, level: torch.Tensor, path: str,
     if path == "vmf":
         return sample_vmf(mean, level[:, None], generator, dtype=torch.float64)
     if (level > 1).any():
-        raise ValueError(f"the {path} path's levels are t in [0, 1], got up to {level.max().item()}")
+        raise ValueError(
+            f"the {path} path's levels are t in [0, 1], got up to {level.max().item()}"
+        )
     t = level[:, None, None]
     if path == "euclidean":
         z = torch.randn(mean.shape, generator=generator, dtype=torch.float64, device=mean.device)
@@ -103,7 +112,9 @@ def noisy_states(mean: torch.Tensor, level: torch.Tensor, path: str,
     # the direction from the mean towards z; any unit tangent when z is (almost) the mean or its antipode
     fallback = _uniform(mean.shape[:-1], mean.shape[-1], generator, mean.device)
     fallback = fallback - (fallback * mean).sum(-1, keepdim=True) * mean
-    direction = torch.where(n > 1e-12, perp / n.clamp_min(1e-300), fallback / fallback.norm(dim=-1, keepdim=True))
+    direction = torch.where(
+        n > 1e-12, perp / n.clamp_min(1e-300), fallback / fallback.norm(dim=-1, keepdim=True)
+    )
     angle = (1.0 - t) * alpha  # slerp keeps the great circle and scales the angle to the mean
     return torch.cos(angle) * mean + torch.sin(angle) * direction
 
@@ -124,7 +135,9 @@ def emission_loglik(h, W, level, path: str) -> np.ndarray:
     h = np.asarray(h, dtype=np.float64)
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or h.ndim < 2 or h.shape[-1] != W.shape[0]:
-        raise ValueError(f"h must be (..., L, d) and W (d, V) with the same d, got {h.shape} and {W.shape}")
+        raise ValueError(
+            f"h must be (..., L, d) and W (d, V) with the same d, got {h.shape} and {W.shape}"
+        )
     if np.max(np.abs(np.linalg.norm(W, axis=0) - 1.0)) > 1e-6:
         raise ValueError("W must have unit-norm columns (token embeddings w_k)")
     if not np.all(np.isfinite(h)):
@@ -138,8 +151,10 @@ def emission_loglik(h, W, level, path: str) -> np.ndarray:
         try:
             level = np.broadcast_to(level, h.shape[:-2])[..., None, None]
         except ValueError:
-            raise ValueError(f"level must be a scalar or broadcast to the batch shape {h.shape[:-2]}, "
-                             f"got shape {level.shape}") from None
+            raise ValueError(
+                f"level must be a scalar or broadcast to the batch shape {h.shape[:-2]}, "
+                f"got shape {level.shape}"
+            ) from None
     dots = h @ W
     if path == "vmf":
         return level * dots
@@ -154,8 +169,11 @@ def emission_loglik(h, W, level, path: str) -> np.ndarray:
         out = np.zeros_like(alpha)
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(alpha > 1e-8, _log_sin(np.minimum(alpha / np.maximum(shrink, 1e-300), math.pi))
-                             - _log_sin(alpha), -np.log(np.maximum(shrink, 1e-300)))
+            ratio = np.where(
+                alpha > 1e-8,
+                _log_sin(np.minimum(alpha / np.maximum(shrink, 1e-300), math.pi)) - _log_sin(alpha),
+                -np.log(np.maximum(shrink, 1e-300)),
+            )
         out = (d - 2) * ratio
     inside = alpha <= shrink * math.pi * (1 + 1e-12)
     out = np.where(inside & np.isfinite(out), out, -np.inf)

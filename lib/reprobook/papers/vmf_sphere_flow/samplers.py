@@ -42,7 +42,6 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from .geometry import tangent
 from .fields import (
     PsiFn,
     _check_embeddings,
@@ -53,6 +52,7 @@ from .fields import (
     marginal_velocity,
     sde_drift,
 )
+from .geometry import tangent
 
 __all__ = [
     "Posterior",
@@ -120,8 +120,14 @@ def _retract(h: torch.Tensor, v: torch.Tensor, kind: str = "normalise") -> torch
     return y / y.norm(dim=-1, keepdim=True)
 
 
-def _uniform_sphere(shape: tuple[int, ...], d: int, *, generator: torch.Generator | None = None,
-                    dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+def _uniform_sphere(
+    shape: tuple[int, ...],
+    d: int,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+) -> torch.Tensor:
     """Uniform points on S^{d-1} (normalised standard normals), shape (*shape, d): the kappa = 0 law."""
     z = torch.randn(*shape, d, generator=generator, dtype=dtype, device=device)
     return z / z.norm(dim=-1, keepdim=True)
@@ -130,10 +136,14 @@ def _uniform_sphere(shape: tuple[int, ...], d: int, *, generator: torch.Generato
 class _Counted:
     """Wraps a posterior: counts calls (NFE) and checks each output is (B, L, V) probabilities."""
 
-    def __init__(self, posterior: Posterior, shape: tuple[int, int, int], dtype: torch.dtype, device):
+    def __init__(
+        self, posterior: Posterior, shape: tuple[int, int, int], dtype: torch.dtype, device
+    ):
         if not callable(posterior):
-            raise TypeError(f"posterior must be a callable posterior(h, level) -> (B, L, V) probabilities, "
-                            f"got {type(posterior).__name__}")
+            raise TypeError(
+                f"posterior must be a callable posterior(h, level) -> (B, L, V) probabilities, "
+                f"got {type(posterior).__name__}"
+            )
         self.posterior, self.shape, self.dtype, self.device = posterior, shape, dtype, device
         self.nfe = 0
 
@@ -141,13 +151,20 @@ class _Counted:
         self.nfe += 1
         p = self.posterior(h, float(level))
         if not isinstance(p, torch.Tensor) or tuple(p.shape) != self.shape:
-            raise ValueError(f"posterior(h, level) must return a tensor of shape (B, L, V) = {self.shape}, "
-                             f"got {tuple(getattr(p, 'shape', ())) if isinstance(p, torch.Tensor) else type(p).__name__}")
+            raise ValueError(
+                f"posterior(h, level) must return a tensor of shape (B, L, V) = {self.shape}, "
+                f"got {tuple(getattr(p, 'shape', ())) if isinstance(p, torch.Tensor) else type(p).__name__}"
+            )
         p = p.to(dtype=self.dtype, device=self.device)
-        if not torch.isfinite(p).all() or p.min().item() < -_PROB_TOL or \
-                (p.sum(-1) - 1).abs().max().item() > _PROB_TOL:
-            raise ValueError(f"posterior(h, {level:g}) must return finite probabilities >= 0 that sum to 1 over V "
-                             f"(tolerance {_PROB_TOL}); apply a softmax to logits")
+        if (
+            not torch.isfinite(p).all()
+            or p.min().item() < -_PROB_TOL
+            or (p.sum(-1) - 1).abs().max().item() > _PROB_TOL
+        ):
+            raise ValueError(
+                f"posterior(h, {level:g}) must return finite probabilities >= 0 that sum to 1 over V "
+                f"(tolerance {_PROB_TOL}); apply a softmax to logits"
+            )
         return p
 
 
@@ -157,17 +174,25 @@ def _check_common(W, L, batch, steps, generator, forbid) -> tuple[int, int, int,
     batch = _positive_int("batch", batch)
     steps = _positive_int("steps", steps)
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        raise TypeError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+        )
     V = W.shape[1]
     if forbid is None:
         banned: tuple[int, ...] = ()
     else:
         try:
-            items = [operator.index(forbid)] if not isinstance(forbid, Iterable) else [operator.index(k) for k in forbid]
+            items = (
+                [operator.index(forbid)]
+                if not isinstance(forbid, Iterable)
+                else [operator.index(k) for k in forbid]
+            )
         except TypeError:
             items = None
         if items is None or isinstance(forbid, bool) or any(not 0 <= k < V for k in items):
-            raise ValueError(f"forbid must be a token id or an iterable of token ids in [0, {V}), got {forbid!r}")
+            raise ValueError(
+                f"forbid must be a token id or an iterable of token ids in [0, {V}), got {forbid!r}"
+            )
         banned = tuple(sorted(set(items)))
         if len(banned) >= V:
             raise ValueError(f"forbid {forbid!r} leaves no token of the V = {V} to read out")
@@ -190,8 +215,23 @@ def _noise(h: torch.Tensor, generator) -> torch.Tensor:
 # --- vMF samplers ---------------------------------------------------------------------------------
 
 
-def _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, *, generator, retraction, forbid,
-                correctors=0, corrector_every=1, eps0=0.01, sigma2=0.0) -> Samples:
+def _sample_vmf(
+    posterior,
+    W,
+    L,
+    batch,
+    kappa_max,
+    steps,
+    psi,
+    *,
+    generator,
+    retraction,
+    forbid,
+    correctors=0,
+    corrector_every=1,
+    eps0=0.01,
+    sigma2=0.0,
+) -> Samples:
     L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
     kappa_max = _scalar("kappa_max", kappa_max)
     if not kappa_max > 0:
@@ -207,14 +247,18 @@ def _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, *, generator, ret
 
     d, V = W.shape
     net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
-    h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)  # kappa = 0
+    h = _uniform_sphere(
+        (batch, L), d, generator=generator, dtype=W.dtype, device=W.device
+    )  # kappa = 0
     dt = 1.0 / steps
     for i in range(steps):
         kappa = kappa_max * i / steps
         post = net(h, kappa)
         if sigma2 > 0:
             drift = sde_drift(h, post, W, kappa, kappa_max, psi, sigma2)
-            h = _retract(h, dt * drift + math.sqrt(2.0 * sigma2 * dt) * _noise(h, generator), retraction)
+            h = _retract(
+                h, dt * drift + math.sqrt(2.0 * sigma2 * dt) * _noise(h, generator), retraction
+            )
         else:
             h = _retract(h, dt * marginal_velocity(h, post, W, kappa, kappa_max, psi), retraction)
         if correctors and (i + 1) % corrector_every == 0:
@@ -222,29 +266,64 @@ def _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, *, generator, ret
             eps = eps0 * (1.0 - i / steps) ** 2
             for _ in range(correctors):
                 post = net(h, kappa_new)
-                step = eps * marginal_score(h, post, W, kappa_new) + math.sqrt(2.0 * eps) * _noise(h, generator)
+                step = eps * marginal_score(h, post, W, kappa_new) + math.sqrt(2.0 * eps) * _noise(
+                    h, generator
+                )
                 h = _retract(h, step, retraction)
     tokens = _readout(net(h, kappa_max), banned)
     return Samples(tokens, net.nfe, h)
 
 
-def sample_ode(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_max: float, steps: int,
-               psi: PsiFn, *, generator: torch.Generator | None = None, retraction: str = "normalise",
-               forbid: int | Iterable[int] | None = None) -> Samples:
+def sample_ode(
+    posterior: Posterior,
+    W: torch.Tensor,
+    L: int,
+    batch: int,
+    kappa_max: float,
+    steps: int,
+    psi: PsiFn,
+    *,
+    generator: torch.Generator | None = None,
+    retraction: str = "normalise",
+    forbid: int | Iterable[int] | None = None,
+) -> Samples:
     """Probability-flow ODE of the vMF path: uniform start (kappa = 0), ``steps`` Euler steps in
     kappa up to kappa_max, a retraction after each, argmax read-out at kappa_max.
 
     posterior(h, kappa) -> (batch, L, V); W (d, V) unit columns; psi(s, kappa) the scalar
     velocity per unit kappa. NFE = steps + 1.
     """
-    return _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, generator=generator,
-                       retraction=retraction, forbid=forbid)
+    return _sample_vmf(
+        posterior,
+        W,
+        L,
+        batch,
+        kappa_max,
+        steps,
+        psi,
+        generator=generator,
+        retraction=retraction,
+        forbid=forbid,
+    )
 
 
-def sample_pc(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_max: float, steps: int,
-              psi: PsiFn, *, correctors: int = 1, corrector_every: int = 1, eps0: float = 0.01,
-              sigma2: float = 0.0, generator: torch.Generator | None = None, retraction: str = "normalise",
-              forbid: int | Iterable[int] | None = None) -> Samples:
+def sample_pc(
+    posterior: Posterior,
+    W: torch.Tensor,
+    L: int,
+    batch: int,
+    kappa_max: float,
+    steps: int,
+    psi: PsiFn,
+    *,
+    correctors: int = 1,
+    corrector_every: int = 1,
+    eps0: float = 0.01,
+    sigma2: float = 0.0,
+    generator: torch.Generator | None = None,
+    retraction: str = "normalise",
+    forbid: int | Iterable[int] | None = None,
+) -> Samples:
     """Predictor-corrector: the ODE predictor (or, with sigma2 > 0, the SDE predictor: the code's
     ``pc_sde`` variant), and after every ``corrector_every``-th predictor step ``correctors``
     Langevin steps at the new kappa with the marginal score,
@@ -253,30 +332,73 @@ def sample_pc(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_m
 
     NFE = count_nfe(steps, correctors, corrector_every).
     """
-    return _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, generator=generator,
-                       retraction=retraction, forbid=forbid, correctors=correctors,
-                       corrector_every=corrector_every, eps0=eps0, sigma2=sigma2)
+    return _sample_vmf(
+        posterior,
+        W,
+        L,
+        batch,
+        kappa_max,
+        steps,
+        psi,
+        generator=generator,
+        retraction=retraction,
+        forbid=forbid,
+        correctors=correctors,
+        corrector_every=corrector_every,
+        eps0=eps0,
+        sigma2=sigma2,
+    )
 
 
-def sample_sde(posterior: Posterior, W: torch.Tensor, L: int, batch: int, kappa_max: float, steps: int,
-               psi: PsiFn, *, sigma2: float = 1.0, generator: torch.Generator | None = None,
-               retraction: str = "normalise", forbid: int | Iterable[int] | None = None) -> Samples:
+def sample_sde(
+    posterior: Posterior,
+    W: torch.Tensor,
+    L: int,
+    batch: int,
+    kappa_max: float,
+    steps: int,
+    psi: PsiFn,
+    *,
+    sigma2: float = 1.0,
+    generator: torch.Generator | None = None,
+    retraction: str = "normalise",
+    forbid: int | Iterable[int] | None = None,
+) -> Samples:
     """Euler-Maruyama for the marginal-preserving SDE in t (kappa = kappa_max t):
 
         dh = (u(h) + sigma^2 s(h)) dt + sqrt(2 sigma^2) P_h dB_t,
 
     one posterior call per step for the fused drift. sigma2 = 0 is the ODE. NFE = steps + 1.
     """
-    return _sample_vmf(posterior, W, L, batch, kappa_max, steps, psi, generator=generator,
-                       retraction=retraction, forbid=forbid, sigma2=sigma2)
+    return _sample_vmf(
+        posterior,
+        W,
+        L,
+        batch,
+        kappa_max,
+        steps,
+        psi,
+        generator=generator,
+        retraction=retraction,
+        forbid=forbid,
+        sigma2=sigma2,
+    )
 
 
 # --- baselines ------------------------------------------------------------------------------------
 
 
-def sample_geodesic(posterior: Posterior, W: torch.Tensor, L: int, batch: int, steps: int, *,
-                    generator: torch.Generator | None = None, retraction: str = "exp",
-                    forbid: int | Iterable[int] | None = None) -> Samples:
+def sample_geodesic(
+    posterior: Posterior,
+    W: torch.Tensor,
+    L: int,
+    batch: int,
+    steps: int,
+    *,
+    generator: torch.Generator | None = None,
+    retraction: str = "exp",
+    forbid: int | Iterable[int] | None = None,
+) -> Samples:
     """Riemannian flow matching on the SLERP path: uniform start, Euler steps in t from 0 to 1
     with the geodesic velocity at the left end t_i = i / S, a retraction after each ("exp" by
     default, the path's own geometry), argmax read-out of posterior(h, 1.0). NFE = steps + 1."""
@@ -294,9 +416,16 @@ def sample_geodesic(posterior: Posterior, W: torch.Tensor, L: int, batch: int, s
     return Samples(tokens, net.nfe, h)
 
 
-def sample_euclidean(posterior: Posterior, W: torch.Tensor, L: int, batch: int, steps: int, *,
-                     generator: torch.Generator | None = None,
-                     forbid: int | Iterable[int] | None = None) -> Samples:
+def sample_euclidean(
+    posterior: Posterior,
+    W: torch.Tensor,
+    L: int,
+    batch: int,
+    steps: int,
+    *,
+    generator: torch.Generator | None = None,
+    forbid: int | Iterable[int] | None = None,
+) -> Samples:
     """Linear-interpolation flow matching in R^d: x_0 ~ N(0, I_d) per position, Euler steps in t
     from 0 to 1 with (E[w | x] - x) / (1 - t) (t capped at 1 - 1e-3), argmax read-out of
     posterior(x, 1.0). With steps <= 1000 the last Euler step lands exactly on E[w | x].

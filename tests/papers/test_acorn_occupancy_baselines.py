@@ -83,8 +83,12 @@ def test_royle_link_with_negligible_p10_is_the_standard_model():
     d, x, w, u = small_binary(3, n=10, k=5)
     u_rl = u.copy()
     u_rl[4] = -40.0
-    np.testing.assert_allclose(binary_site_loglik(u_rl, d, x, w, false_positive=True),
-                               binary_site_loglik(u[:4], d, x, w), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        binary_site_loglik(u_rl, d, x, w, false_positive=True),
+        binary_site_loglik(u[:4], d, x, w),
+        rtol=0,
+        atol=1e-9,
+    )
     # and with a real p10 they differ, at the sites with a detection
     diff = binary_site_loglik(u, d, x, w, false_positive=True) - binary_site_loglik(u[:4], d, x, w)
     assert np.all(diff[d.any(axis=1)] > 1e-6)
@@ -110,8 +114,16 @@ def test_all_reviewed_csom_posterior_factorises():
     # log L_i is the standard occupancy term times prod_k f_{y_ik}(s_ik), and log_prior is a sum of
     # a (beta, alpha) part N(0, 2^2) and a (mu, sigma) part.
     rng = np.random.default_rng(8)
-    preset = Preset(n_sites=12, n_units=5, beta=(0.1, 0.7), alpha=(-0.4, 0.5),
-                    mu0=-1.0, sigma0=0.8, mu1=0.5, sigma1=1.3)
+    preset = Preset(
+        n_sites=12,
+        n_units=5,
+        beta=(0.1, 0.7),
+        alpha=(-0.4, 0.5),
+        mu0=-1.0,
+        sigma0=0.8,
+        mu1=0.5,
+        sigma1=1.3,
+    )
     sv = simulate(preset, rng)
     labels = sv.y.copy()
     reviewed = np.ones(sv.s.shape, bool)
@@ -121,8 +133,12 @@ def test_all_reviewed_csom_posterior_factorises():
     _, g_csom = grad_log_posterior(u, sv, reviewed, labels)
     _, g_std = grad_binary_log_posterior(u[:4], labels, sv.x, sv.w)
     np.testing.assert_allclose(g_csom[:4], g_std, rtol=1e-12, atol=1e-12)
-    rest_u = log_posterior(u, sv, reviewed, labels) - binary_log_posterior(u[:4], labels, sv.x, sv.w)
-    rest_v = log_posterior(v, sv, reviewed, labels) - binary_log_posterior(v[:4], labels, sv.x, sv.w)
+    rest_u = log_posterior(u, sv, reviewed, labels) - binary_log_posterior(
+        u[:4], labels, sv.x, sv.w
+    )
+    rest_v = log_posterior(v, sv, reviewed, labels) - binary_log_posterior(
+        v[:4], labels, sv.x, sv.w
+    )
     assert abs(rest_u - rest_v) < 1e-10
 
 
@@ -146,7 +162,9 @@ def test_log_prior_values():
     u = np.array([0.5, -1.0, 2.0, 0.3, -4.0])
     want = norm.logpdf(u[:4], 0.0, 2.0).sum()
     assert binary_log_prior(u[:4]) == pytest.approx(want, abs=1e-12)
-    assert binary_log_prior(u, false_positive=True) == pytest.approx(want + norm.logpdf(-4.0, -3.0, 2.0), abs=1e-12)
+    assert binary_log_prior(u, false_positive=True) == pytest.approx(
+        want + norm.logpdf(-4.0, -3.0, 2.0), abs=1e-12
+    )
 
 
 def test_psi_bar_with_se_is_the_delta_method():
@@ -158,8 +176,16 @@ def test_psi_bar_with_se_is_the_delta_method():
     psi_bar, se = psi_bar_with_se(beta, cov, x)
     assert psi_bar == pytest.approx(float(np.mean(expit(beta[0] + beta[1] * x))), abs=1e-15)
     h = 1e-6
-    g = np.array([(np.mean(expit((beta + h * e)[0] + (beta + h * e)[1] * x))
-                   - np.mean(expit((beta - h * e)[0] + (beta - h * e)[1] * x))) / (2 * h) for e in np.eye(2)])
+    g = np.array(
+        [
+            (
+                np.mean(expit((beta + h * e)[0] + (beta + h * e)[1] * x))
+                - np.mean(expit((beta - h * e)[0] + (beta - h * e)[1] * x))
+            )
+            / (2 * h)
+            for e in np.eye(2)
+        ]
+    )
     assert se == pytest.approx(math.sqrt(g @ cov @ g), rel=1e-7)
     with pytest.raises(ValueError, match=r"need beta \(2,\), cov_beta \(2, 2\)"):
         psi_bar_with_se(beta, cov[:1], x)
@@ -211,7 +237,9 @@ def test_label_switched_mode_is_flagged_not_raised():
     # started at p11 ~ 0.018 < p10 = 0.02, the camera 0.95 fit lands in the mirrored mode
     sv = simulate(CAMERA, np.random.default_rng(0))
     d = threshold_detections(sv, 0.95)
-    f = fit_binary_occupancy(d, sv.x, sv.w, false_positive=True, init=[0.0, 0.0, -4.0, 0.0, logit(0.02)])
+    f = fit_binary_occupancy(
+        d, sv.x, sv.w, false_positive=True, init=[0.0, 0.0, -4.0, 0.0, logit(0.02)]
+    )
     assert f.converged and f.label_switched
     assert np.mean(expit(f.params[2] + f.params[3] * sv.w)) <= f.p10
     good = fit_binary_occupancy(d, sv.x, sv.w, false_positive=True)
@@ -242,14 +270,18 @@ def test_default_init_starts_with_p11_above_p10():
 def test_fit_fails_loudly_when_not_converged():
     sb = simulate(BIOACOUSTIC, np.random.default_rng(0))
     with pytest.raises(FitError, match="did not converge"):
-        fit_binary_occupancy(threshold_detections(sb, 0.5), sb.x, sb.w, false_positive=True, maxiter=1)
+        fit_binary_occupancy(
+            threshold_detections(sb, 0.5), sb.x, sb.w, false_positive=True, maxiter=1
+        )
 
 
 def test_bad_inputs_raise_clear_errors():
     d, x, w, u = small_binary(0)
     with pytest.raises(ValueError, match=r"d \(detections\) must have the shape of w"):
         fit_binary_occupancy(d[:, :3], x, w)
-    with pytest.raises(ValueError, match=r"w \(unit covariate\) must have shape \(N, K\) = \(6, K\)"):
+    with pytest.raises(
+        ValueError, match=r"w \(unit covariate\) must have shape \(N, K\) = \(6, K\)"
+    ):
         fit_binary_occupancy(d, x, w[:5])
     with pytest.raises(ValueError, match=r"x \(site covariate\) must be one-dimensional"):
         fit_binary_occupancy(d, x[:, None], w)
@@ -278,8 +310,16 @@ def test_perfectly_separating_scores_recover_the_perfect_label_estimate():
     standard model fitted to the true labels (the scores then reveal every label)."""
     from reprobook.papers.acorn_occupancy import Preset, fit_map, simulate
 
-    preset = Preset(n_sites=80, n_units=10, beta=(-0.3, 1.0), alpha=(-0.5, 0.4),
-                    mu0=-20.0, sigma0=1.0, mu1=20.0, sigma1=1.0)
+    preset = Preset(
+        n_sites=80,
+        n_units=10,
+        beta=(-0.3, 1.0),
+        alpha=(-0.5, 0.4),
+        mu0=-20.0,
+        sigma0=1.0,
+        mu1=20.0,
+        sigma1=1.0,
+    )
     sv = simulate(preset, np.random.default_rng(21))
     none = np.zeros(sv.s.shape, dtype=bool)
     csom = fit_map(sv, none, np.zeros(sv.s.shape, dtype=np.int64))

@@ -44,28 +44,47 @@ class FakeTactileEnv(gym.Env):
 
     CENTRES = np.array([[0.5, 0.5], [-0.5, -0.5]])
 
-    def __init__(self, size: int = 8, step_limit: int = 16, max_step: float = 0.15, half: float = 0.2,
-                 sigma: float = 0.25, num_classes: int = 2):
-        self.size, self.step_limit, self.max_step, self.half, self.sigma = size, step_limit, max_step, half, sigma
+    def __init__(
+        self,
+        size: int = 8,
+        step_limit: int = 16,
+        max_step: float = 0.15,
+        half: float = 0.2,
+        sigma: float = 0.25,
+        num_classes: int = 2,
+    ):
+        self.size, self.step_limit, self.max_step, self.half, self.sigma = (
+            size,
+            step_limit,
+            max_step,
+            half,
+            sigma,
+        )
         self.num_classes = num_classes
-        self.observation_space = gym.spaces.Dict({
-            "sensor_img": gym.spaces.Box(-1, 1, (size, size, 1), np.float32),
-            "sensor_pos": gym.spaces.Box(-1, 1, (3,), np.float32),
-            "time_step": gym.spaces.Box(-1, 1, (), np.float32),
-        })
-        self.action_space = gym.spaces.Dict({
-            "action": gym.spaces.Box(-1, 1, (3,), np.float32),
-            "prediction": gym.spaces.Box(-np.inf, np.inf, (num_classes,), np.float32),
-        })
+        self.observation_space = gym.spaces.Dict(
+            {
+                "sensor_img": gym.spaces.Box(-1, 1, (size, size, 1), np.float32),
+                "sensor_pos": gym.spaces.Box(-1, 1, (3,), np.float32),
+                "time_step": gym.spaces.Box(-1, 1, (), np.float32),
+            }
+        )
+        self.action_space = gym.spaces.Dict(
+            {
+                "action": gym.spaces.Box(-1, 1, (3,), np.float32),
+                "prediction": gym.spaces.Box(-np.inf, np.inf, (num_classes,), np.float32),
+            }
+        )
 
     def _obs(self):
         offs = np.linspace(-self.half, self.half, self.size)
         ys, xs = np.meshgrid(self.pos[1] + offs, self.pos[0] + offs, indexing="ij")  # rows along y
         c = self.CENTRES[self.label % len(self.CENTRES)]
         h = np.exp(-((xs - c[0]) ** 2 + (ys - c[1]) ** 2) / (2 * self.sigma**2))
-        return {"sensor_img": (2 * h - 1)[..., None].astype(np.float32),
-                "sensor_pos": np.array([*self.pos, 0.0], np.float32),
-                "time_step": np.float32(2 * self.t / self.step_limit - 1)}
+        return {
+            "sensor_img": (2 * h - 1)[..., None].astype(np.float32),
+            "sensor_pos": np.array([*self.pos, 0.0], np.float32),
+            "time_step": np.float32(2 * self.t / self.step_limit - 1),
+        }
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -95,7 +114,9 @@ def circle_square():
 
 
 def all_policies(env, max_step, step_limit=16):
-    return [P.make_policy(name, env, max_step=max_step, step_limit=step_limit) for name in P.POLICIES]
+    return [
+        P.make_policy(name, env, max_step=max_step, step_limit=step_limit) for name in P.POLICIES
+    ]
 
 
 # --- adapter -------------------------------------------------------------------------------------
@@ -103,7 +124,9 @@ def all_policies(env, max_step, step_limit=16):
 
 def test_detect_keys_on_both_conventions_and_bad_input(circle_square):
     assert P.detect_keys(circle_square) == P.ObservationKeys("glimpse", "glimpse_pos", "time_step")
-    assert P.detect_keys(FakeTactileEnv()) == P.ObservationKeys("sensor_img", "sensor_pos", "time_step")
+    assert P.detect_keys(FakeTactileEnv()) == P.ObservationKeys(
+        "sensor_img", "sensor_pos", "time_step"
+    )
     with pytest.raises(ValueError, match="image key"):
         P.detect_keys({"pixels": 0, "glimpse_pos": 0, "time_step": 0})
     with pytest.raises(ValueError, match="position key"):
@@ -160,7 +183,10 @@ def test_raster_waypoints_fit_the_budget():
         assert wp.shape == (2 * n, 2) and np.all(np.abs(wp) <= a + 1e-12)
         if a == 1.0:  # the largest n that fits: one more row would not
             assert 2 * (n + 1) - 2 / (n + 1) > budget
-    assert P.raster_waypoints(3.0)[1:] == (2, 1.0)  # CircleSquare: 15 steps of 0.2 give a U over 2 rows
+    assert P.raster_waypoints(3.0)[1:] == (
+        2,
+        1.0,
+    )  # CircleSquare: 15 steps of 0.2 give a U over 2 rows
     assert P.raster_waypoints(7.5)[1] == 4
     with pytest.raises(ValueError, match="n_rows"):
         P.raster_waypoints(3.0, n_rows=1)
@@ -197,8 +223,12 @@ def test_raster_follows_its_path_from_the_nearest_corner():
     arcs = [arc(p) for p in path[1:]]
     assert all(x is not None for x in arcs), "every position after the first step lies on the U"
     to_start = np.linalg.norm(np.array([0.45, 0.55]) - corners[0])
-    assert arcs[0] == pytest.approx(0.2 - to_start)  # the first step reaches the U and goes on along it
-    assert np.allclose(np.diff(arcs), 0.2, atol=1e-6)  # then exactly one max_step of path per step, round the corners
+    assert arcs[0] == pytest.approx(
+        0.2 - to_start
+    )  # the first step reaches the U and goes on along it
+    assert np.allclose(
+        np.diff(arcs), 0.2, atol=1e-6
+    )  # then exactly one max_step of path per step, round the corners
 
 
 def test_gradient_policy_climbs_to_the_contact():
@@ -222,16 +252,25 @@ def test_gradient_policy_centroid_and_exploration():
     img = np.zeros((5, 5, 1), np.float32)
     img[2, 4] = 1.0  # bright pixel right of the centre (column +2): move +x
     rng = np.random.default_rng(0)
-    obs = {"sensor_img": img, "sensor_pos": np.array([0.3, 0.3, 0.0], np.float32), "time_step": np.float32(-1)}
+    obs = {
+        "sensor_img": img,
+        "sensor_pos": np.array([0.3, 0.3, 0.0], np.float32),
+        "time_step": np.float32(-1),
+    }
     assert np.allclose(pol.act(obs, rng), [1, 0, 0])
     img = np.zeros((5, 5, 1), np.float32)
     img[0, 2] = 1.0  # above the centre (row -2): move -y
     assert np.allclose(pol.act({**obs, "sensor_img": img}, rng), [0, -1, 0])
     flat = {**obs, "sensor_img": np.full((5, 5, 1), 0.7, np.float32)}
     a = pol.act(flat, rng)  # nothing touched: head for the cell centre
-    assert np.allclose(a[:2], -np.array([0.3, 0.3]) / np.linalg.norm([0.3, 0.3]), atol=1e-6) and a[2] == 0
+    assert (
+        np.allclose(a[:2], -np.array([0.3, 0.3]) / np.linalg.norm([0.3, 0.3]), atol=1e-6)
+        and a[2] == 0
+    )
     near = {**flat, "sensor_pos": np.array([0.1, 0.0, 0.0], np.float32)}
-    assert np.allclose(pol.act(near, rng), [-0.5, 0, 0], atol=1e-6)  # within one step: land on the centre
+    assert np.allclose(
+        pol.act(near, rng), [-0.5, 0, 0], atol=1e-6
+    )  # within one step: land on the centre
     randomly = P.GradientPolicy(space, explore="random")
     dirs = np.array([randomly.act(flat, rng) for _ in range(50)])
     assert np.allclose(np.linalg.norm(dirs[:, :2], axis=1), 1, atol=1e-6) and dirs[:, 0].std() > 0.3
@@ -259,9 +298,17 @@ def test_rollout_is_reproducible_and_well_formed(circle_square):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert not np.array_equal(a.images, c.images)
     # episode e resets the env with seed + e: the same first observations, shifted by one
-    assert np.array_equal(a.images[1:, 0], c.images[:3, 0]) and np.array_equal(a.labels[1:], c.labels[:3])
-    assert a.images.shape == (4, 16, 5, 5, 1) and a.positions.shape == (4, 16, 2) and a.labels.dtype == np.int64
-    assert np.allclose(a.time, np.linspace(-1, 1, 17)[:-1])  # the observation before each of the 16 actions
+    assert np.array_equal(a.images[1:, 0], c.images[:3, 0]) and np.array_equal(
+        a.labels[1:], c.labels[:3]
+    )
+    assert (
+        a.images.shape == (4, 16, 5, 5, 1)
+        and a.positions.shape == (4, 16, 2)
+        and a.labels.dtype == np.int64
+    )
+    assert np.allclose(
+        a.time, np.linspace(-1, 1, 17)[:-1]
+    )  # the observation before each of the 16 actions
     assert set(np.unique(a.labels)) <= {0, 1}
     # zero logits: reward = base reward - CE(uniform) in CircleSquare's units (bits: ln 2 / ln 2 = 1)
     assert np.allclose(a.rewards, a.base_rewards - 1.0, atol=1e-6)
@@ -280,7 +327,9 @@ def test_rollout_on_a_vector_env_is_reproducible():
         a = P.rollout(venv, pol, 6, seed=2)
         b = P.rollout(venv, pol, 6, seed=2)
         assert a.images.shape == (6, 16, 5, 5, 1) and np.array_equal(a.images, b.images)
-        assert np.array_equal(a.actions, b.actions) and np.allclose(a.time[0], np.linspace(-1, 1, 17)[:-1])
+        assert np.array_equal(a.actions, b.actions) and np.allclose(
+            a.time[0], np.linspace(-1, 1, 17)[:-1]
+        )
     finally:
         venv.close()
 
@@ -290,8 +339,12 @@ def test_rollout_on_a_vector_env_is_reproducible():
 
 def tiny_batch(seed=0, e=3, t=4, c=3, image=(5, 5, 1), d=2):
     g = torch.Generator().manual_seed(seed)
-    return {"images": torch.rand(e, t, *image, generator=g), "positions": torch.rand(e, t, d, generator=g) * 2 - 1,
-            "time": torch.linspace(-1, 1, t).expand(e, t).clone(), "labels": torch.tensor([0, 2, 1][:e])}
+    return {
+        "images": torch.rand(e, t, *image, generator=g),
+        "positions": torch.rand(e, t, d, generator=g) * 2 - 1,
+        "time": torch.linspace(-1, 1, t).expand(e, t).clone(),
+        "labels": torch.tensor([0, 2, 1][:e]),
+    }
 
 
 @pytest.mark.parametrize("image", [(5, 5, 1), (12, 12, 1)])  # the MLP encoder and the tiny CNN
@@ -299,7 +352,12 @@ def test_predictor_loss_is_the_mean_cross_entropy(image):
     model = M.GlimpsePredictor(image, 2, 3, seed=4)
     assert model.uses_cnn == (image[0] * image[1] > 64)
     batch = tiny_batch(image=image)
-    logits = model(batch["images"], batch["positions"], batch["time"]).detach().numpy().astype(np.float64)
+    logits = (
+        model(batch["images"], batch["positions"], batch["time"])
+        .detach()
+        .numpy()
+        .astype(np.float64)
+    )
     assert logits.shape == (3, 4, 3)
     labels = batch["labels"].numpy()
     by_hand = []
@@ -337,7 +395,9 @@ def test_input_standardisation():
     imgs = np.stack([rng.normal(3, 2, (50, 4, 4)), np.full((50, 4, 4), 5.0)], axis=-1)
     model.set_input_stats(imgs)
     assert np.allclose(model.image_mean.numpy(), [imgs[..., 0].mean(), 5.0], atol=1e-5)
-    assert np.allclose(model.image_std.numpy(), [imgs[..., 0].std(), 1.0], atol=1e-5)  # a constant channel keeps 1
+    assert np.allclose(
+        model.image_std.numpy(), [imgs[..., 0].std(), 1.0], atol=1e-5
+    )  # a constant channel keeps 1
 
 
 @pytest.fixture(scope="module")
@@ -358,7 +418,9 @@ def test_training_is_deterministic_under_a_seed(fake_trajs):
     sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
     assert sa.keys() == sb.keys()
     for k in sa:
-        assert torch.equal(sa[k], sb[k]) or (torch.isnan(sa[k]).any() and torch.allclose(sa[k], sb[k], equal_nan=True)), k
+        assert torch.equal(sa[k], sb[k]) or (
+            torch.isnan(sa[k]).any() and torch.allclose(sa[k], sb[k], equal_nan=True)
+        ), k
     assert not torch.equal(sa["head.weight"], sc["head.weight"])
     curve = a.training_curve()
     assert list(curve.columns) == ["epoch", *M.CURVE_COLUMNS] and len(curve) == 2
@@ -398,12 +460,15 @@ def test_trained_predictor_beats_chance_on_circle_square():
 
 def test_accuracy_by_step_on_hand_made_logits():
     # 4 episodes, 3 steps, 3 classes; labels 0, 1, 2, 2
-    logits = np.array([
-        [[5, 0, 0], [0, 5, 0], [5, 0, 0]],  # right, wrong, right
-        [[0, 0, 5], [0, 5, 0], [0, 5, 0]],  # wrong, right, right
-        [[1, 1, 1], [0, 0, 5], [0, 0, 5]],  # tie -> class 0: wrong, right, right
-        [[0, 0, 5], [5, 0, 0], [0, 0, 5]],  # right, wrong, right
-    ], dtype=float)
+    logits = np.array(
+        [
+            [[5, 0, 0], [0, 5, 0], [5, 0, 0]],  # right, wrong, right
+            [[0, 0, 5], [0, 5, 0], [0, 5, 0]],  # wrong, right, right
+            [[1, 1, 1], [0, 0, 5], [0, 0, 5]],  # tie -> class 0: wrong, right, right
+            [[0, 0, 5], [5, 0, 0], [0, 0, 5]],  # right, wrong, right
+        ],
+        dtype=float,
+    )
     labels = np.array([0, 1, 2, 2])
     acc = V.accuracy_by_step(logits, labels)
     assert np.allclose(acc, [0.5, 0.5, 1.0])
@@ -421,7 +486,9 @@ def test_t_interval_against_scipy():
     values = np.array([0.81, 0.86, 0.78, 0.9])
     iv = V.t_interval(values, level=0.9)
     lo, hi = stats.t.interval(0.9, df=3, loc=values.mean(), scale=stats.sem(values))
-    assert (iv.low, iv.high) == (pytest.approx(lo), pytest.approx(hi)) and iv.mean == pytest.approx(values.mean())
+    assert (iv.low, iv.high) == (pytest.approx(lo), pytest.approx(hi)) and iv.mean == pytest.approx(
+        values.mean()
+    )
     iv95 = V.t_interval(values, level=0.95)
     assert iv95.high - iv95.low > iv.high - iv.low
     assert V.t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5, 3)
@@ -432,7 +499,11 @@ def test_t_interval_against_scipy():
 
 
 def test_c2_and_c3_helpers():
-    finals = {"gradient": [0.95, 0.97, 0.96], "raster": [0.80, 0.83, 0.78], "random": [0.55, 0.58, 0.52]}
+    finals = {
+        "gradient": [0.95, 0.97, 0.96],
+        "raster": [0.80, 0.83, 0.78],
+        "random": [0.55, 0.58, 0.52],
+    }
     out = V.ordering_check(finals)
     assert out["pairs_held"] == ["gradient > raster", "raster > random"]
     assert out["holds"] and out["ordered"] and out["separated"] and all(g > 0 for g in out["gaps"])
@@ -456,7 +527,11 @@ def test_c2_and_c3_helpers():
 
 
 def test_paired_differences_and_the_smallest_mean_interval():
-    finals = {"gradient": [0.95, 0.97, 0.96], "raster": [0.80, 0.83, 0.78], "random": [0.55, 0.58, 0.52]}
+    finals = {
+        "gradient": [0.95, 0.97, 0.96],
+        "raster": [0.80, 0.83, 0.78],
+        "random": [0.55, 0.58, 0.52],
+    }
     diffs = V.paired_differences(finals, [("gradient", "raster"), ("raster", "random")])
     assert list(diffs) == ["gradient - raster", "raster - random"]
     np.testing.assert_allclose(diffs["gradient - raster"], [0.15, 0.14, 0.18])

@@ -58,7 +58,10 @@ def make_env(name: str, dataset: DigitsDataset | None = None):
 def random_action(env, rng: np.random.Generator) -> dict[str, np.ndarray]:
     inner = env.action_space["action"].shape
     k = env.action_space["prediction"].shape
-    return {"action": rng.uniform(-1.5, 1.5, inner).astype(np.float32), "prediction": rng.normal(size=k).astype(np.float32)}
+    return {
+        "action": rng.uniform(-1.5, 1.5, inner).astype(np.float32),
+        "prediction": rng.normal(size=k).astype(np.float32),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +107,9 @@ def test_projection_onto_the_unit_ball():
 
 def test_largest_step_is_three_cm():
     assert max_step_length_cm() == pytest.approx(3.0)  # 0.2 m/s, 4 m/s^2, 0.2 s, rest to rest
-    assert max_step_length_cm(1.0, 4.0, 0.2) == pytest.approx(100 * 4.0 * 0.04 / 4)  # speed limit not reached
+    assert max_step_length_cm(1.0, 4.0, 0.2) == pytest.approx(
+        100 * 4.0 * 0.04 / 4
+    )  # speed limit not reached
 
 
 def test_tactile_step_moves_by_the_projected_action(train_set):
@@ -138,7 +143,11 @@ def test_reward_identity_on_random_rollouts(name, train_set):
     assert report["reset_deterministic"] and report["different_seeds_differ"]
     if name != "LightDark-v0":  # classification: ap_gym's loss is the cross-entropy over log K
         assert roll["max_loss_vs_ce_over_logk"] < 1e-5
-        assert roll["all_end_at_limit"] and roll["time_step_first"] == [-1.0] and roll["time_step_last"] == [1.0]
+        assert (
+            roll["all_end_at_limit"]
+            and roll["time_step_first"] == [-1.0]
+            and roll["time_step_last"] == [1.0]
+        )
 
 
 @pytest.mark.parametrize("name", ["digits", "tactile", "CircleSquare-v0"])
@@ -158,14 +167,19 @@ def test_time_step_runs_from_minus_one_to_one(name, train_set):
 @pytest.mark.parametrize("name", ["digits", "tactile"])
 @pytest.mark.parametrize("limit", [5, 16])
 def test_termination_exactly_at_the_step_limit(name, limit, train_set):
-    env = (make_digits_glimpse_env(step_limit=limit, dataset=train_set) if name == "digits"
-           else TactileDigitEnv(step_limit=limit, dataset=train_set))
+    env = (
+        make_digits_glimpse_env(step_limit=limit, dataset=train_set)
+        if name == "digits"
+        else TactileDigitEnv(step_limit=limit, dataset=train_set)
+    )
     rng = np.random.default_rng(limit)
     for episode in range(2):
         env.reset(seed=episode)
         for t in range(1, limit + 1):
             _, reward, terminated, truncated, _ = env.step(random_action(env, rng))
-            assert type(terminated) is bool and type(truncated) is bool and isinstance(reward, float)
+            assert (
+                type(terminated) is bool and type(truncated) is bool and isinstance(reward, float)
+            )
             assert terminated == (t == limit) and truncated is False
     if name == "tactile":
         with pytest.raises(RuntimeError, match="call reset"):
@@ -188,8 +202,10 @@ def test_same_seed_same_first_observation_and_trajectory(name, train_set):
     for key in a[0]:
         assert all(np.array_equal(x[key], y[key]) for x, y in zip(a, b))
     image_key = "glimpse" if name == "digits" else "sensor_img"
-    assert not np.array_equal(a[0]["glimpse_pos" if name == "digits" else "sensor_pos"],
-                              c[0]["glimpse_pos" if name == "digits" else "sensor_pos"])
+    assert not np.array_equal(
+        a[0]["glimpse_pos" if name == "digits" else "sensor_pos"],
+        c[0]["glimpse_pos" if name == "digits" else "sensor_pos"],
+    )
     assert a[0][image_key].dtype == np.float32
 
 
@@ -206,10 +222,14 @@ def test_digits_env_reports_the_true_labels(digits, train_set):
     for seed in range(30):
         _, info0 = env.reset(seed=seed)
         index = int(info0["index"])
-        assert np.array_equal(module.current_images[0], train_set.images[index])  # the digit shown...
+        assert np.array_equal(
+            module.current_images[0], train_set.images[index]
+        )  # the digit shown...
         _, _, _, _, info = env.step(random_action(env, rng))
         target = int(info["prediction"]["target"])
-        assert target == digits.target[train_set.indices[index]]  # ...is the one whose label is reported
+        assert (
+            target == digits.target[train_set.indices[index]]
+        )  # ...is the one whose label is reported
         seen.add(target)
     assert len(seen) >= 8
 
@@ -228,8 +248,14 @@ def test_tactile_env_reports_the_true_labels(digits, train_set):
 
 def test_tactile_surface_places_the_height_field(train_set):
     # an odd grid puts a node at the centre; rotate and shift the digit, then read nodes back
-    env = TactileDigitEnv(dataset=train_set, height_map_size=65, max_rotation=0.3, max_offset_cm=1.0,
-                          jitter_rad=0.0, jitter_cm=0.0)
+    env = TactileDigitEnv(
+        dataset=train_set,
+        height_map_size=65,
+        max_rotation=0.3,
+        max_offset_cm=1.0,
+        jitter_rad=0.0,
+        jitter_cm=0.0,
+    )
     env.reset(seed=5, options={"index": 11})
     h = env.current_height_map
     theta, (ox, oy) = env._theta, env._offset
@@ -242,8 +268,12 @@ def test_tactile_surface_places_the_height_field(train_set):
 
 
 def test_tactile_image_is_the_gel_indentation(train_set):
-    env = TactileDigitEnv(dataset=train_set, max_rotation=0.0, max_offset_cm=0.0, jitter_rad=0.0, jitter_cm=0.0)
-    obs, _ = env.reset(seed=0, options={"sensor_xy": (1.0, 1.0)})  # gel over the corner: platform only
+    env = TactileDigitEnv(
+        dataset=train_set, max_rotation=0.0, max_offset_cm=0.0, jitter_rad=0.0, jitter_cm=0.0
+    )
+    obs, _ = env.reset(
+        seed=0, options={"sensor_xy": (1.0, 1.0)}
+    )  # gel over the corner: platform only
     assert obs["sensor_img"].min() > 0.95 and obs["sensor_pos"][2] < -0.95
     found = False
     for x in np.linspace(-0.6, 0.6, 7):  # somewhere over the digit the image shows an edge
@@ -301,7 +331,9 @@ def test_volumes_against_closed_forms():
     assert triangulated_volume(slab, 4.0) == pytest.approx(0.3 * 16.0, rel=1e-12)
     vertices, faces = height_map_mesh(slab, 4.0)
     assert closed_and_oriented(faces)
-    assert mesh_volume(vertices, faces[:, ::-1]) == pytest.approx(-0.3 * 16.0)  # inward faces: negative
+    assert mesh_volume(vertices, faces[:, ::-1]) == pytest.approx(
+        -0.3 * 16.0
+    )  # inward faces: negative
 
 
 # ---------------------------------------------------------------------------------------------

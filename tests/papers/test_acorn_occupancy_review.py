@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,9 +13,12 @@ from scipy.special import roots_jacobi
 from reprobook.papers.acorn_occupancy import acquisition as acq
 from reprobook.papers.acorn_occupancy import loop
 from reprobook.papers.acorn_occupancy.fit import fit_map
-from reprobook.papers.acorn_occupancy.likelihood import site_loglik, true_params, unit_presence_probability
+from reprobook.papers.acorn_occupancy.likelihood import (
+    site_loglik,
+    true_params,
+    unit_presence_probability,
+)
 from reprobook.papers.acorn_occupancy.simulate import BIOACOUSTIC, CAMERA, simulate
-from dataclasses import replace
 
 SMALL = replace(CAMERA, n_sites=30, n_units=8)
 
@@ -53,7 +58,7 @@ def test_unit_presence_probability_batches_over_draws():
     batch = unit_presence_probability(u, st.survey, st.reviewed, st.labels)
     assert batch.shape == (5,) + st.survey.s.shape
     for m in range(5):
-        one = unit_presence_probability(u[m:m + 1], st.survey, st.reviewed, st.labels)[0]
+        one = unit_presence_probability(u[m : m + 1], st.survey, st.reviewed, st.labels)[0]
         np.testing.assert_allclose(batch[m], one, rtol=1e-13, atol=0)
 
 
@@ -70,9 +75,11 @@ def test_evr_is_variance_minus_expected_conditional_variance():
     wn = w / w.sum()
     for j in range(U):
         P1 = wn @ p[:, j]
-        direct = (acq.weighted_variance(tau, w)
-                  - P1 * acq.weighted_variance(tau, w * p[:, j])
-                  - (1 - P1) * acq.weighted_variance(tau, w * (1 - p[:, j])))
+        direct = (
+            acq.weighted_variance(tau, w)
+            - P1 * acq.weighted_variance(tau, w * p[:, j])
+            - (1 - P1) * acq.weighted_variance(tau, w * (1 - p[:, j]))
+        )
         assert evr[j] == pytest.approx(direct, rel=1e-9, abs=1e-15)
     assert np.all(evr >= 0)
     joint = acq.expected_variance_reduction(np.stack([tau, 2 * tau], 1), p, w)
@@ -92,11 +99,15 @@ def test_evr_is_zero_for_reviewed_units_and_units_that_cannot_be_present():
     u = acq.laplace_draws(st.fit, 200, np.random.default_rng(4))
     u[:, 2], u[:, 3] = -2000.0, 0.0  # theta = e^-2000: exactly 0 in float64, y = 0 for sure
     p = unit_presence_probability(u, st.survey, st.reviewed, st.labels)
-    evr = acq.expected_variance_reduction(acq.target_draws(u, st.survey, "beta1"), p.reshape(200, -1), np.ones(200))
+    evr = acq.expected_variance_reduction(
+        acq.target_draws(u, st.survey, "beta1"), p.reshape(200, -1), np.ones(200)
+    )
     assert np.all(evr == 0.0)
     u2 = acq.laplace_draws(st.fit, 200, np.random.default_rng(4))
     p2 = unit_presence_probability(u2, st.survey, st.reviewed, st.labels).reshape(200, -1)
-    evr2 = acq.expected_variance_reduction(acq.target_draws(u2, st.survey, "psi_bar"), p2, np.ones(200))
+    evr2 = acq.expected_variance_reduction(
+        acq.target_draws(u2, st.survey, "psi_bar"), p2, np.ones(200)
+    )
     assert np.all(evr2[st.reviewed.ravel()] == 0.0)
     assert evr2[~st.reviewed.ravel()].max() > 0
 
@@ -149,7 +160,9 @@ def test_evr_first_pick_is_the_argmax_and_policies_are_seeded():
     evr[st.reviewed.ravel()] = -1
     assert np.unravel_index(int(np.argmax(evr)), st.reviewed.shape) == picks[0]
     assert picks == acq.select_evr(st, 5, np.random.default_rng(7), target="beta1", n_draws=300)
-    assert acq.select_random(st, 9, np.random.default_rng(8)) == acq.select_random(st, 9, np.random.default_rng(8))
+    assert acq.select_random(st, 9, np.random.default_rng(8)) == acq.select_random(
+        st, 9, np.random.default_rng(8)
+    )
 
 
 def test_top_score_and_site_top_orders():
@@ -197,18 +210,26 @@ def test_bad_policy_input_raises():
 
 def test_review_loop_reveals_true_labels_and_is_reproducible():
     survey = simulate(SMALL, np.random.default_rng(11))
-    a = loop.review_loop(survey, "acorn", budget=30, batch=8, rng=np.random.default_rng(1), n_draws=128)
-    b = loop.review_loop(survey, "acorn", budget=30, batch=8, rng=np.random.default_rng(1), n_draws=128)
+    a = loop.review_loop(
+        survey, "acorn", budget=30, batch=8, rng=np.random.default_rng(1), n_draws=128
+    )
+    b = loop.review_loop(
+        survey, "acorn", budget=30, batch=8, rng=np.random.default_rng(1), n_draws=128
+    )
     assert a["n_reviewed"].tolist() == [0, 8, 16, 24, 30]
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
     assert a["fit_ok"].all()
     with pytest.raises(ValueError, match="budget must be an integer"):
-        loop.review_loop(survey, "random", budget=survey.s.size + 1, batch=8, rng=np.random.default_rng(0))
+        loop.review_loop(
+            survey, "random", budget=survey.s.size + 1, batch=8, rng=np.random.default_rng(0)
+        )
 
 
 def test_full_review_reaches_the_full_label_fit():
     survey = simulate(replace(SMALL, n_sites=12, n_units=5), np.random.default_rng(12))
-    study = loop.run_study(survey.preset, ["random"], reps=1, budget_frac=1.0, batch_frac=0.34, seed=12)
+    study = loop.run_study(
+        survey.preset, ["random"], reps=1, budget_frac=1.0, batch_frac=0.34, seed=12
+    )
     last = study.iloc[-1]
     assert last["frac_reviewed"] == 1.0
     assert last["err"] < 1e-3
@@ -219,24 +240,45 @@ def _fake_study(errors: dict[str, list[float]], reps=1):
     for rep in range(reps):
         for pol, errs in errors.items():
             for j, e in enumerate(errs):
-                rows.append(dict(rep=rep, policy=pol, n_reviewed=10 * j, frac_reviewed=0.01 * j, err=e,
-                                 err_beta1=e))
+                rows.append(
+                    dict(
+                        rep=rep,
+                        policy=pol,
+                        n_reviewed=10 * j,
+                        frac_reviewed=0.01 * j,
+                        err=e,
+                        err_beta1=e,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def test_study_summaries_on_hand_made_curves():
-    st = _fake_study({"acorn": [3, 0.5, 0.8, 0.2, 0.1], "random": [3, 2, 1.5, 0.9, 0.12],
-                      "top_score": [3, 1.2, 0.7, 0.6, 0.5]})
+    st = _fake_study(
+        {
+            "acorn": [3, 0.5, 0.8, 0.2, 0.1],
+            "random": [3, 2, 1.5, 0.9, 0.12],
+            "top_score": [3, 1.2, 0.7, 0.6, 0.5],
+        }
+    )
     # acorn is not below top_score at budget 0.02 (0.8 > 0.7)
-    assert not loop.beats_at_every_budget(st, "acorn", ["random", "top_score"], max_frac=0.03).iloc[0]
+    assert not loop.beats_at_every_budget(st, "acorn", ["random", "top_score"], max_frac=0.03).iloc[
+        0
+    ]
     assert loop.beats_at_every_budget(st, "acorn", ["random"], max_frac=0.04).iloc[0]
     assert loop.beats_at_every_budget(st, "acorn", ["random", "top_score"], max_frac=0.01).iloc[0]
     tol = loop.reviews_to_tolerance(st).set_index("policy")["reviews"]
     assert tol["acorn"] == 10 and tol["random"] == 30 and tol["top_score"] == 20
     g = loop.gain_shrinks(st, "acorn", "random", small_frac=0.02).iloc[0]
-    assert g["peak_small"] == pytest.approx(1.5) and g["at_max_budget"] == pytest.approx(0.02) and g["shrinks"]
+    assert (
+        g["peak_small"] == pytest.approx(1.5)
+        and g["at_max_budget"] == pytest.approx(0.02)
+        and g["shrinks"]
+    )
     area = loop.error_area(st, max_frac=0.02)
-    assert area.loc[0, "acorn"] == pytest.approx(0.65) and area.loc[0, "random"] == pytest.approx(1.75)
+    assert area.loc[0, "acorn"] == pytest.approx(0.65) and area.loc[0, "random"] == pytest.approx(
+        1.75
+    )
     assert loop.needs_no_more_reviews(st, "acorn", ["random", "top_score"]).iloc[0]
     assert not loop.needs_no_more_reviews(st, "random", ["acorn"]).iloc[0]
     never = _fake_study({"acorn": [3, 2, 2], "random": [3, 1, 0.5]})
@@ -302,11 +344,40 @@ def test_summaries_need_the_error_to_stay_within_tolerance_and_strictly_beat():
 
 def test_c2_cells_compare_rmse_on_both_targets():
     rows = []
-    for rep, (ep_c, eb_c, ep_t, eb_t) in enumerate([(0.01, 0.1, 0.05, 0.2), (-0.01, -0.1, -0.05, 0.05)]):
+    for rep, (ep_c, eb_c, ep_t, eb_t) in enumerate(
+        [(0.01, 0.1, 0.05, 0.2), (-0.01, -0.1, -0.05, 0.05)]
+    ):
         base = dict(rep=rep, preset="camera", psi_bar_true=0.4, beta1_true=1.0, ok=True)
-        rows.append(dict(base, model="CSOM", threshold=np.nan, psi_bar=0.4 + ep_c, beta1=1 + eb_c, detections=np.nan))
-        rows.append(dict(base, model="standard", threshold=0.5, psi_bar=0.4 + ep_t, beta1=1 + eb_t, detections=0.1))
-        rows.append(dict(base, model="standard", threshold=0.8, psi_bar=0.4 + ep_t, beta1=1 + eb_t * 3, detections=0.1))
+        rows.append(
+            dict(
+                base,
+                model="CSOM",
+                threshold=np.nan,
+                psi_bar=0.4 + ep_c,
+                beta1=1 + eb_c,
+                detections=np.nan,
+            )
+        )
+        rows.append(
+            dict(
+                base,
+                model="standard",
+                threshold=0.5,
+                psi_bar=0.4 + ep_t,
+                beta1=1 + eb_t,
+                detections=0.1,
+            )
+        )
+        rows.append(
+            dict(
+                base,
+                model="standard",
+                threshold=0.8,
+                psi_bar=0.4 + ep_t,
+                beta1=1 + eb_t * 3,
+                detections=0.1,
+            )
+        )
     summary = loop.threshold_summary(pd.DataFrame(rows))
     csom = summary[summary.model == "CSOM"].iloc[0]
     assert csom["bias_psi"] == pytest.approx(0.0) and csom["rmse_psi"] == pytest.approx(0.01)
@@ -329,8 +400,11 @@ def test_study_inputs_are_checked():
         loop.review_loop(survey, "random", budget=5, batch=5, rng=0)
     with pytest.raises(ValueError, match="n_sites must be a positive integer"):
         from reprobook.papers.acorn_occupancy.config import preset
+
         preset("camera", n_sites=0)
     with pytest.raises(ValueError, match="weights must be non-negative"):
-        acq.expected_variance_reduction(np.ones(3), np.full((3, 2), 0.5), np.array([1.0, -1.0, 1.0]))
+        acq.expected_variance_reduction(
+            np.ones(3), np.full((3, 2), 0.5), np.array([1.0, -1.0, 1.0])
+        )
     with pytest.raises(ValueError, match="probabilities"):
         acq.expected_variance_reduction(np.ones(3), np.full((3, 2), 1.5), np.ones(3))

@@ -68,7 +68,9 @@ def test_validator_rejects_every_single_cell_change():
     assert variants.shape == (288 * 16 * 5, 16)
     assert not valid_grid_mask(variants).any()
     rng = np.random.default_rng(0)
-    assert not any(is_valid_grid(variants[i]) for i in rng.choice(len(variants), 200, replace=False))
+    assert not any(
+        is_valid_grid(variants[i]) for i in rng.choice(len(variants), 200, replace=False)
+    )
 
 
 def test_brute_force_over_row_permutations_finds_the_same_288():
@@ -171,7 +173,9 @@ def test_oracle_posterior_equals_brute_force_normalisation():
     batch = rng.normal(size=(2, 3, 16, 5))
     post = oracle_posterior_grids(batch)
     assert post.probs.shape == (2, 3, 288) and post.marginals.shape == (2, 3, 16, 5)
-    np.testing.assert_allclose(post.probs[1, 2], oracle_posterior_grids(batch[1, 2]).probs, rtol=1e-12)
+    np.testing.assert_allclose(
+        post.probs[1, 2], oracle_posterior_grids(batch[1, 2]).probs, rtol=1e-12
+    )
     masked = batch.copy()
     masked[..., BLANK] = -np.inf
     np.testing.assert_allclose(oracle_posterior_grids(masked).probs, post.probs, rtol=1e-12)
@@ -203,7 +207,10 @@ def test_oracle_concentrates_on_the_true_grid_as_kappa_grows():
         h /= np.linalg.norm(h, axis=-1, keepdims=True)
         scores = (h @ W)[np.arange(16), g].sum(1)
         assert np.argmax(scores) == true_index  # the noise level keeps the true grid the mode
-        p_true = [oracle_posterior_grids(h, W, k).probs[true_index] for k in (0.0, 1.0, 4.0, 16.0, 64.0, 256.0)]
+        p_true = [
+            oracle_posterior_grids(h, W, k).probs[true_index]
+            for k in (0.0, 1.0, 4.0, 16.0, 64.0, 256.0)
+        ]
         assert p_true[0] == pytest.approx(1 / 288)
         assert np.all(np.diff(p_true) >= 0) and p_true[1] < 0.99  # increasing, from uniform ...
         assert p_true[-1] > 1 - 1e-12  # ... to a point mass on the true grid
@@ -424,7 +431,11 @@ def test_sampled_nll_matches_exact_expected_nll():
 def test_nll_entropy_rate_and_stationary_are_exact():
     chain = MarkovChain(5, seed=2, concentration=0.5)
     x = np.array([[0, 3, 3, 1], [4, 4, 2, 0]])
-    manual = [-(np.log(chain.init[s[0]]) + sum(np.log(chain.trans[a, b]) for a, b in zip(s[:-1], s[1:]))) / 4 for s in x]
+    manual = [
+        -(np.log(chain.init[s[0]]) + sum(np.log(chain.trans[a, b]) for a, b in zip(s[:-1], s[1:])))
+        / 4
+        for s in x
+    ]
     np.testing.assert_allclose(chain.nll(x), manual, rtol=1e-12)
     np.testing.assert_allclose(chain.nll(x[0]), manual[:1], rtol=1e-12)
     mu = chain.stationary()
@@ -471,17 +482,33 @@ def test_markov_chain_reproducible_and_sparse():
         (lambda: valid_grid_mask(np.full((2, 16), 1.5)), ValueError, "integer"),
         (lambda: make_puzzles(shidoku_grids(), (12, 8), rng=0), ValueError, "n_blank_range"),
         (lambda: make_puzzles(shidoku_grids(), (8, 17), rng=0), ValueError, "n_blank_range"),
-        (lambda: make_puzzles(make_puzzles(shidoku_grids(), rng=0), rng=0), ValueError, "no blanks"),
+        (
+            lambda: make_puzzles(make_puzzles(shidoku_grids(), rng=0), rng=0),
+            ValueError,
+            "no blanks",
+        ),
         (lambda: make_puzzles(shidoku_grids(), rng=None), TypeError, "rng"),
         (lambda: split_grids(0.0, seed=0), ValueError, "test_fraction"),
         (lambda: split_grids(1.0, seed=0), ValueError, "test_fraction"),
         (lambda: oracle_posterior_grids(np.zeros((16, 4))), ValueError, "V = 4"),
         (lambda: oracle_posterior_grids(np.zeros((15, 5))), ValueError, "shape"),
         (lambda: oracle_posterior_grids(np.full((16, 5), np.nan)), ValueError, "NaN"),
-        (lambda: oracle_posterior_grids(np.zeros((16, 5)), clues=np.full(16, 7)), ValueError, "clues"),
-        (lambda: oracle_posterior_grids(np.zeros((16, 3)), np.ones((3, 5)), 1.0), ValueError, "unit-norm"),
+        (
+            lambda: oracle_posterior_grids(np.zeros((16, 5)), clues=np.full(16, 7)),
+            ValueError,
+            "clues",
+        ),
+        (
+            lambda: oracle_posterior_grids(np.zeros((16, 3)), np.ones((3, 5)), 1.0),
+            ValueError,
+            "unit-norm",
+        ),
         (lambda: oracle_posterior_grids(np.zeros((16, 5)), np.eye(5), -1.0), ValueError, "kappa"),
-        (lambda: oracle_posterior_grids(np.zeros((16, 5)), np.eye(5)), ValueError, "kappa is required"),
+        (
+            lambda: oracle_posterior_grids(np.zeros((16, 5)), np.eye(5)),
+            ValueError,
+            "kappa is required",
+        ),
         (lambda: solve(np.zeros(80, dtype=int)), ValueError, "n\\^2 cells"),
         (lambda: solve(np.full(81, 10)), ValueError, "0..9"),
         (lambda: solve(np.zeros(81, dtype=int), limit=0), ValueError, "limit"),
@@ -493,8 +520,16 @@ def test_markov_chain_reproducible_and_sparse():
         (lambda: MarkovChain(4, 0).sample(3, 0, 0), ValueError, "L"),
         (lambda: MarkovChain(4, 0).nll([[0, 4]]), ValueError, "0..3"),
         (lambda: MarkovChain(4, 0).posterior_marginals(np.zeros((5, 3))), ValueError, "V = 4"),
-        (lambda: MarkovChain(4, 0).posterior_marginals(np.zeros((2, 2, 5, 4))), ValueError, "shape"),
-        (lambda: MarkovChain(4, 0).posterior_marginals(np.zeros((5, 4)), method="exact"), ValueError, "method"),
+        (
+            lambda: MarkovChain(4, 0).posterior_marginals(np.zeros((2, 2, 5, 4))),
+            ValueError,
+            "shape",
+        ),
+        (
+            lambda: MarkovChain(4, 0).posterior_marginals(np.zeros((5, 4)), method="exact"),
+            ValueError,
+            "method",
+        ),
     ],
 )
 def test_bad_inputs_raise(call, error, match):

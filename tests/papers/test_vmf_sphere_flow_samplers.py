@@ -27,7 +27,7 @@ import pytest
 import torch
 from scipy.special import ive
 
-from reprobook.papers.vmf_sphere_flow import fields, geometry, samplers
+from reprobook.papers.vmf_sphere_flow import geometry, samplers
 from reprobook.papers.vmf_sphere_flow.fields import (
     euclidean_velocity,
     geodesic_velocity,
@@ -93,7 +93,11 @@ def psi3(s: torch.Tensor, kappa: float) -> torch.Tensor:
         return psi_quadrature(s, kappa, 3).to(s.dtype)
     A = 1 / math.tanh(kappa) - 1 / kappa
     x = s.to(DT).clamp(-1 + 1e-7, 1 - 1e-7)
-    num = (A - x) / kappa + 1 / kappa**2 - torch.exp(-kappa * (1 + x)) * ((1 + A) / kappa + 1 / kappa**2)
+    num = (
+        (A - x) / kappa
+        + 1 / kappa**2
+        - torch.exp(-kappa * (1 + x)) * ((1 + A) / kappa + 1 / kappa**2)
+    )
     return (num / (1 - x * x)).to(s.dtype)
 
 
@@ -178,15 +182,21 @@ KAPPA_MAX = 30.0
 def test_quadrature_psi_matches_closed_forms():
     s = torch.linspace(-0.999, 0.999, 41, dtype=DT)
     for d in (3, 5, 7):
-        assert torch.allclose(psi_quadrature(s, 0.0, d), torch.full_like(s, 1 / (d - 1)), atol=1e-12)
+        assert torch.allclose(
+            psi_quadrature(s, 0.0, d), torch.full_like(s, 1 / (d - 1)), atol=1e-12
+        )
     # d = 3, elementary (brief, section 3); psi(-1) = (1 + A)/2 and psi(1) = (1 - A)/2 by l'Hopital
     for k in (0.5, 4.0, 30.0):
         A = 1 / math.tanh(k) - 1 / k
-        ref = ((A - s) / k + 1 / k**2 - torch.exp(-k * (1 + s)) * ((1 + A) / k + 1 / k**2)) / (1 - s**2)
+        ref = ((A - s) / k + 1 / k**2 - torch.exp(-k * (1 + s)) * ((1 + A) / k + 1 / k**2)) / (
+            1 - s**2
+        )
         quad = psi_quadrature(s, k, 3)
         assert torch.allclose(quad, ref, rtol=1e-9, atol=1e-12)
         assert (quad > 0).all()
-        edge = torch.tensor([-1.0, -1 + 1e-9, 1 - 1e-9, 1.0], dtype=DT)  # bounded limits at s = -1 and 1
+        edge = torch.tensor(
+            [-1.0, -1 + 1e-9, 1 - 1e-9, 1.0], dtype=DT
+        )  # bounded limits at s = -1 and 1
         # psi3 clamps s to 1 - 1e-7 (relative error 1.5e-6 seen at s = -1, kappa = 30)
         assert torch.allclose(psi3(edge, k), psi_quadrature(edge, k, 3), rtol=5e-6)
         limits = torch.tensor([(1 + A) / 2, (1 - A) / 2], dtype=DT)
@@ -203,8 +213,12 @@ def test_fields_are_tangent(seed):
     W, h, post = unit_columns(rng, d, Vs), unit_rows(rng, B, Ls, d), random_post(rng, B, Ls, Vs)
     psi = make_psi(d)
     kappa = 40.0
-    for u in (marginal_velocity(h, post, W, kappa, 2.5, psi), marginal_score(h, post, W, kappa),
-              sde_drift(h, post, W, kappa, 2.5, psi, 0.7), geodesic_velocity(h, post, W, 0.3)):
+    for u in (
+        marginal_velocity(h, post, W, kappa, 2.5, psi),
+        marginal_score(h, post, W, kappa),
+        sde_drift(h, post, W, kappa, 2.5, psi, 0.7),
+        geodesic_velocity(h, post, W, 0.3),
+    ):
         assert u.shape == h.shape
         assert u.norm(dim=-1).max() > 1e-3  # not trivially zero
         assert (h * u).sum(-1).abs().max() < 1e-6
@@ -287,10 +301,15 @@ def test_score_is_gradient_of_log_mixture_coupled_positions():
     h = unit_rows(rng, 1, L, d)
 
     def log_p(hh):
-        return float(torch.logsumexp(torch.log(PRIOR) + kappa * torch.einsum("ld,dv,nlv->n", hh, W, ONEHOT), 0))
+        return float(
+            torch.logsumexp(
+                torch.log(PRIOR) + kappa * torch.einsum("ld,dv,nlv->n", hh, W, ONEHOT), 0
+            )
+        )
 
     score = marginal_score(h, post_fn(h, kappa), W, kappa)[0]
     for pos in range(L):
+
         def f(v, pos=pos):
             hh = h[0].clone()
             hh[pos] = v
@@ -336,17 +355,31 @@ def _recording(posterior, log):
 
 def test_count_nfe_formula():
     assert count_nfe(8) == 9
-    assert count_nfe(8, 3) == 8 + 24 + 1  # the brief's "8 + 3 correctors = 32 NFE", plus the read-out
+    assert (
+        count_nfe(8, 3) == 8 + 24 + 1
+    )  # the brief's "8 + 3 correctors = 32 NFE", plus the read-out
     assert count_nfe(32, 1, 4) == 32 + 8 + 1
     assert count_nfe(10, 2, 3) == 10 + 6 + 1
 
 
-@pytest.mark.parametrize("steps,correctors,every", [(1, 0, 1), (5, 0, 1), (4, 2, 1), (7, 3, 2), (6, 1, 4)])
+@pytest.mark.parametrize(
+    "steps,correctors,every", [(1, 0, 1), (5, 0, 1), (4, 2, 1), (7, 3, 2), (6, 1, 4)]
+)
 def test_nfe_is_exact_and_levels_are_right(steps, correctors, every):
     log: list = []
     g = torch.Generator().manual_seed(0)
-    out = sample_pc(_recording(VMF_ORACLE, log), W_ONEHOT, L, 5, KAPPA_MAX, steps, PSI3,
-                    correctors=correctors, corrector_every=every, generator=g)
+    out = sample_pc(
+        _recording(VMF_ORACLE, log),
+        W_ONEHOT,
+        L,
+        5,
+        KAPPA_MAX,
+        steps,
+        PSI3,
+        correctors=correctors,
+        corrector_every=every,
+        generator=g,
+    )
     assert out.nfe == len(log) == count_nfe(steps, correctors, every)
     expected = []
     for i in range(steps):
@@ -366,8 +399,13 @@ def test_nfe_of_ode_sde_and_baselines():
         assert out.nfe == len(log) == 7
     for fn in (sample_geodesic, sample_euclidean):
         log = []
-        out = fn(_recording(lambda h, t: torch.full(h.shape[:-1] + (V,), 1 / V, dtype=h.dtype), log),
-                 W_ONEHOT, L, 3, 6)
+        out = fn(
+            _recording(lambda h, t: torch.full(h.shape[:-1] + (V,), 1 / V, dtype=h.dtype), log),
+            W_ONEHOT,
+            L,
+            3,
+            6,
+        )
         assert out.nfe == len(log) == 7
         assert [t for _, t in log] == pytest.approx([i / 6 for i in range(6)] + [1.0])
 
@@ -376,10 +414,25 @@ def test_nfe_of_ode_sde_and_baselines():
 def test_every_state_has_unit_norm(retraction):
     g = torch.Generator().manual_seed(1)
     runs = [
-        lambda p: sample_ode(p, W_ONEHOT, L, 64, KAPPA_MAX, 5, PSI3, retraction=retraction, generator=g),
-        lambda p: sample_pc(p, W_ONEHOT, L, 64, KAPPA_MAX, 3, PSI3, correctors=2, eps0=0.5,
-                            retraction=retraction, generator=g),
-        lambda p: sample_sde(p, W_ONEHOT, L, 64, KAPPA_MAX, 4, PSI3, sigma2=2.0, retraction=retraction, generator=g),
+        lambda p: sample_ode(
+            p, W_ONEHOT, L, 64, KAPPA_MAX, 5, PSI3, retraction=retraction, generator=g
+        ),
+        lambda p: sample_pc(
+            p,
+            W_ONEHOT,
+            L,
+            64,
+            KAPPA_MAX,
+            3,
+            PSI3,
+            correctors=2,
+            eps0=0.5,
+            retraction=retraction,
+            generator=g,
+        ),
+        lambda p: sample_sde(
+            p, W_ONEHOT, L, 64, KAPPA_MAX, 4, PSI3, sigma2=2.0, retraction=retraction, generator=g
+        ),
         lambda p: sample_geodesic(p, W_ONEHOT, L, 64, 4, retraction=retraction, generator=g),
     ]
     for run in runs:
@@ -406,19 +459,42 @@ def test_noise_scales_of_corrector_and_sde():
 
     log: list = []
     S, eps0, B = 4, 0.02, 20000
-    sample_pc(_recording(flat, log), W, 3, B, KAPPA_MAX, S, psi_const(d), correctors=1, eps0=eps0,
-              generator=torch.Generator().manual_seed(3))
+    sample_pc(
+        _recording(flat, log),
+        W,
+        3,
+        B,
+        KAPPA_MAX,
+        S,
+        psi_const(d),
+        correctors=1,
+        eps0=eps0,
+        generator=torch.Generator().manual_seed(3),
+    )
     states = [h for h, _ in log]  # P0, C0, P1, C1, ..., P3, C3, read-out
     for i in range(S):
         assert torch.allclose(states[2 * i], states[2 * i + 1], atol=1e-12)  # predictor: no move
         eps = eps0 * (1 - i / S) ** 2
-        assert mean_sq_step(states[2 * i + 1], states[2 * i + 2]) == pytest.approx(2 * eps * (d - 1), rel=0.03)
+        assert mean_sq_step(states[2 * i + 1], states[2 * i + 2]) == pytest.approx(
+            2 * eps * (d - 1), rel=0.03
+        )
     log = []
     sigma2 = 0.5
-    sample_sde(_recording(flat, log), W, 3, B, KAPPA_MAX, S, psi_const(d), sigma2=sigma2,
-               generator=torch.Generator().manual_seed(4))
+    sample_sde(
+        _recording(flat, log),
+        W,
+        3,
+        B,
+        KAPPA_MAX,
+        S,
+        psi_const(d),
+        sigma2=sigma2,
+        generator=torch.Generator().manual_seed(4),
+    )
     for i in range(S):  # Euler-Maruyama noise sqrt(2 sigma^2 dt) P_h xi
-        assert mean_sq_step(log[i][0], log[i + 1][0]) == pytest.approx(2 * sigma2 / S * (d - 1), rel=0.03)
+        assert mean_sq_step(log[i][0], log[i + 1][0]) == pytest.approx(
+            2 * sigma2 / S * (d - 1), rel=0.03
+        )
 
 
 def test_retractions_keep_unit_norm_for_large_steps():
@@ -438,7 +514,9 @@ def test_same_generator_seed_same_samples():
     runs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(11)
-        runs.append(sample_pc(VMF_ORACLE, W_ONEHOT, L, 32, KAPPA_MAX, 4, PSI3, correctors=1, generator=g))
+        runs.append(
+            sample_pc(VMF_ORACLE, W_ONEHOT, L, 32, KAPPA_MAX, 4, PSI3, correctors=1, generator=g)
+        )
     assert torch.equal(runs[0].tokens, runs[1].tokens) and torch.equal(runs[0].state, runs[1].state)
 
 
@@ -450,8 +528,14 @@ def test_forbidden_tokens_are_never_read_out():
     free = sample_ode(VMF_ORACLE, W_ONEHOT, L, 400, KAPPA_MAX, 8, PSI3, generator=g)
     assert (free.tokens == 0).any()  # the ban did something
     for fn in (sample_geodesic, sample_euclidean):
-        out = fn(lambda h, t: torch.full(h.shape[:-1] + (V,), 1 / V, dtype=h.dtype), W_ONEHOT, L, 20, 2,
-                 forbid=[0, 2])
+        out = fn(
+            lambda h, t: torch.full(h.shape[:-1] + (V,), 1 / V, dtype=h.dtype),
+            W_ONEHOT,
+            L,
+            20,
+            2,
+            forbid=[0, 2],
+        )
         assert (out.tokens == 1).all()
 
 
@@ -514,10 +598,16 @@ def test_ode_with_non_orthogonal_embeddings_in_d5():
 
 
 def test_exp_retraction_and_sde_also_reproduce_data():
-    tv_exp, off_exp = _tv(lambda g: sample_ode(VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 64, PSI3,
-                                               retraction="exp", generator=g))
-    tv_sde, off_sde = _tv(lambda g: sample_sde(VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 64, PSI3,
-                                               sigma2=1.0, generator=g))
+    tv_exp, off_exp = _tv(
+        lambda g: sample_ode(
+            VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 64, PSI3, retraction="exp", generator=g
+        )
+    )
+    tv_sde, off_sde = _tv(
+        lambda g: sample_sde(
+            VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 64, PSI3, sigma2=1.0, generator=g
+        )
+    )
     assert off_exp == 0.0 and tv_exp < 0.03
     assert off_sde < 0.005 and tv_sde < 0.03
 
@@ -525,9 +615,23 @@ def test_exp_retraction_and_sde_also_reproduce_data():
 def test_correctors_help_a_short_predictor():
     """Same 8 predictor steps, with and without 10 Langevin correctors after each (0.13 against
     0.05 seen). Not at matched NFE: with this oracle a 64-step ODE (0.016) beats both."""
-    tv_ode, _ = _tv(lambda g: sample_ode(VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 8, PSI3, generator=g))
-    tv_pc, _ = _tv(lambda g: sample_pc(VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 8, PSI3,
-                                       correctors=10, eps0=0.05, generator=g))
+    tv_ode, _ = _tv(
+        lambda g: sample_ode(VMF_ORACLE, W_ONEHOT, L, N_SAMPLES, KAPPA_MAX, 8, PSI3, generator=g)
+    )
+    tv_pc, _ = _tv(
+        lambda g: sample_pc(
+            VMF_ORACLE,
+            W_ONEHOT,
+            L,
+            N_SAMPLES,
+            KAPPA_MAX,
+            8,
+            PSI3,
+            correctors=10,
+            eps0=0.05,
+            generator=g,
+        )
+    )
     assert tv_pc < tv_ode - 0.04
 
 
@@ -577,12 +681,22 @@ def test_field_inputs_are_checked():
 
 
 def test_sampler_inputs_are_checked():
-    base = dict(posterior=VMF_ORACLE, W=W_ONEHOT, L=L, batch=4, kappa_max=KAPPA_MAX, steps=3, psi=PSI3)
-    for bad, match in [({"steps": 0}, "steps"), ({"steps": 2.5}, "steps"), ({"batch": 0}, "batch"),
-                       ({"L": -1}, "L must"), ({"kappa_max": 0.0}, "kappa_max"),
-                       ({"retraction": "project"}, "retraction"), ({"forbid": 3}, "forbid"),
-                       ({"forbid": [0, 1, 2]}, "no token"), ({"correctors": -1}, "correctors"),
-                       ({"corrector_every": 0}, "corrector_every"), ({"eps0": -0.1}, "eps0")]:
+    base = dict(
+        posterior=VMF_ORACLE, W=W_ONEHOT, L=L, batch=4, kappa_max=KAPPA_MAX, steps=3, psi=PSI3
+    )
+    for bad, match in [
+        ({"steps": 0}, "steps"),
+        ({"steps": 2.5}, "steps"),
+        ({"batch": 0}, "batch"),
+        ({"L": -1}, "L must"),
+        ({"kappa_max": 0.0}, "kappa_max"),
+        ({"retraction": "project"}, "retraction"),
+        ({"forbid": 3}, "forbid"),
+        ({"forbid": [0, 1, 2]}, "no token"),
+        ({"correctors": -1}, "correctors"),
+        ({"corrector_every": 0}, "corrector_every"),
+        ({"eps0": -0.1}, "eps0"),
+    ]:
         with pytest.raises(ValueError, match=match):
             sample_pc(**{**base, **bad})
     with pytest.raises(ValueError, match="sigma2"):
@@ -600,7 +714,9 @@ def test_bad_posterior_outputs_are_refused():
     with pytest.raises(ValueError, match=r"shape \(B, L, V\)"):
         sample_ode(lambda h, k: torch.full((4, L, 2), 0.5, dtype=DT), **base)
     with pytest.raises(ValueError, match="softmax"):
-        sample_ode(lambda h, k: torch.ones(4, L, V, dtype=DT), **base)  # logits-like, not normalised
+        sample_ode(
+            lambda h, k: torch.ones(4, L, V, dtype=DT), **base
+        )  # logits-like, not normalised
     with pytest.raises(TypeError, match="callable"):
         sample_ode(None, **base)
     with pytest.raises(ValueError, match=r"shape \(B, L, V\)"):

@@ -91,9 +91,14 @@ def test_cosine_density_integrates_to_one_with_mean_A(d, kappa):
     mode = geo.cosine_mode(d, kappa)
     opts = dict(points=[a, mode], limit=400, epsabs=1e-13, epsrel=1e-11)
     if d == 2:  # integrable 1/sqrt(1 - s^2) poles: use the angle
-        mass = integrate.quad(lambda t: geo.cosine_density(math.cos(t), d, kappa) * math.sin(t), 0, math.pi)[0]
-        mean = integrate.quad(lambda t: math.cos(t) * geo.cosine_density(math.cos(t), d, kappa) * math.sin(t),
-                              0, math.pi)[0]
+        mass = integrate.quad(
+            lambda t: geo.cosine_density(math.cos(t), d, kappa) * math.sin(t), 0, math.pi
+        )[0]
+        mean = integrate.quad(
+            lambda t: math.cos(t) * geo.cosine_density(math.cos(t), d, kappa) * math.sin(t),
+            0,
+            math.pi,
+        )[0]
     else:
         mass = integrate.quad(lambda s: geo.cosine_density(s, d, kappa), -1, 1, **opts)[0]
         mean = integrate.quad(lambda s: s * geo.cosine_density(s, d, kappa), -1, 1, **opts)[0]
@@ -117,7 +122,9 @@ def test_cosine_cdf_d3_closed_form_in_both_tails():
     k = 300.0
     s = np.array([-0.999, -0.5, 0.0, 0.9, 0.99])
     log_f = k * (s - 1) + np.log1p(-np.exp(-k * (1 + s))) - np.log1p(-np.exp(-2 * k))
-    np.testing.assert_allclose(geo.cosine_cdf(s, 3, k, log=True), log_f, rtol=1e-12)  # down to log F ~ -600
+    np.testing.assert_allclose(
+        geo.cosine_cdf(s, 3, k, log=True), log_f, rtol=1e-12
+    )  # down to log F ~ -600
     s_hi = 1.0 - np.array([1e-9, 1e-6, 1e-3])
     log_sf = np.log(-np.expm1(-k * (1 - s_hi))) - np.log1p(-np.exp(-2 * k))
     np.testing.assert_allclose(geo.cosine_sf(s_hi, 3, k, log=True), log_sf, rtol=1e-10)
@@ -126,15 +133,24 @@ def test_cosine_cdf_d3_closed_form_in_both_tails():
 def test_cosine_cdf_matches_quadrature_and_icdf_inverts_it():
     d, k = 16, 72.0
     for s in (0.6, 0.8, 0.9, 0.95, 0.99):
-        ref = integrate.quad(lambda r: geo.cosine_density(r, d, k), -1, s, points=[0.8, 0.9],
-                             epsabs=1e-15, epsrel=1e-12, limit=400)[0]
+        ref = integrate.quad(
+            lambda r: geo.cosine_density(r, d, k),
+            -1,
+            s,
+            points=[0.8, 0.9],
+            epsabs=1e-15,
+            epsrel=1e-12,
+            limit=400,
+        )[0]
         assert geo.cosine_cdf(s, d, k) == pytest.approx(ref, rel=1e-10, abs=1e-15)
         assert geo.cosine_cdf(s, d, k) + geo.cosine_sf(s, d, k) == pytest.approx(1.0, abs=1e-14)
     u = np.array([1e-12, 1e-4, 0.2, 0.5, 0.8, 1 - 1e-4, 1 - 1e-12])
     for dd, kk in ((3, 0.0), (16, 72.0), (64, 3000.0)):
         s = geo.cosine_icdf(u, dd, kk)
         assert np.all(np.diff(s) > 0)
-        np.testing.assert_allclose(geo.cosine_cdf(s, dd, kk), u, rtol=1e-9, atol=1e-15)  # s = -1 + 2e-12 is rounded
+        np.testing.assert_allclose(
+            geo.cosine_cdf(s, dd, kk), u, rtol=1e-9, atol=1e-15
+        )  # s = -1 + 2e-12 is rounded
     # deep in the lower tail, via log u
     s = geo.cosine_icdf(-500.0, 3, 300.0, log=True)
     assert geo.cosine_cdf(s, 3, 300.0, log=True) == pytest.approx(-500.0, rel=1e-12)
@@ -160,7 +176,9 @@ def test_psi_at_kappa_zero_is_one_over_d_minus_one(d):
 def test_psi_d3_closed_form_equals_quadrature():
     s = np.r_[np.linspace(-0.999, 0.999, 81), -1.0, 1.0]
     for k in (1e-5, 0.01, 0.5, 3.0, 20.0, 72.0, 300.0):
-        np.testing.assert_allclose(geo.psi(s, k, 3), geo.psi_d3(s, k), rtol=1e-8, err_msg=f"kappa={k}")
+        np.testing.assert_allclose(
+            geo.psi(s, k, 3), geo.psi_d3(s, k), rtol=1e-8, err_msg=f"kappa={k}"
+        )
     assert geo.psi_d3(0.3, 0.0) == 0.5
 
 
@@ -176,15 +194,30 @@ def _psi_mpmath(s: float, k: float, d: int) -> float:
     # 32 even pieces, plus a subdivision graded geometrically towards the endpoint s
     toward = -1 if s_ < a else 1
     graded = [s_ + toward * mpmath.mpf(2) ** -j for j in range(1, 24)]
-    pts = sorted({lo, hi} | {lo + (hi - lo) * j / 32 for j in range(1, 32)} | {p for p in graded if lo < p < hi})
+    pts = sorted(
+        {lo, hi}
+        | {lo + (hi - lo) * j / 32 for j in range(1, 32)}
+        | {p for p in graded if lo < p < hi}
+    )
     num = mpmath.quad(f, pts) * (-1 if s_ < a else 1)
     return float(num / (1 - s_ * s_) ** (mpmath.mpf(d - 1) / 2))
 
 
-@pytest.mark.parametrize("s, kappa, d", [
-    (-0.99, 5.0, 3), (0.95, 10.0, 4), (-0.5, 72.0, 16), (0.5, 72.0, 16), (0.9, 72.0, 16),
-    (0.999, 72.0, 16), (0.2, 300.0, 64), (0.9, 300.0, 64), (0.98, 3000.0, 64), (0.995, 3000.0, 64),
-])
+@pytest.mark.parametrize(
+    "s, kappa, d",
+    [
+        (-0.99, 5.0, 3),
+        (0.95, 10.0, 4),
+        (-0.5, 72.0, 16),
+        (0.5, 72.0, 16),
+        (0.9, 72.0, 16),
+        (0.999, 72.0, 16),
+        (0.2, 300.0, 64),
+        (0.9, 300.0, 64),
+        (0.98, 3000.0, 64),
+        (0.995, 3000.0, 64),
+    ],
+)
 def test_psi_matches_an_mpmath_reference(s, kappa, d):
     assert geo.psi(s, kappa, d) == pytest.approx(_psi_mpmath(s, kappa, d), rel=1e-9)
 
@@ -197,9 +230,13 @@ def test_psi_solves_the_continuity_ode(d):
     for k in (0.0, 0.2 * KAPPA_RANGE[d], KAPPA_RANGE[d]):
         a = geo.mean_cosine(d, k)
         for s0 in (-0.9, -0.3, 0.0, a - 0.01, a, min(a + 0.01, 0.99), 0.5, 0.99):
+
             def flux(x):
                 return math.exp(k * (x - s0)) * (1 - x * x) ** ((d - 1) / 2) * geo.psi(x, k, d)
-            lhs = (-flux(s0 + 2 * h) + 8 * flux(s0 + h) - 8 * flux(s0 - h) + flux(s0 - 2 * h)) / (12 * h)
+
+            lhs = (-flux(s0 + 2 * h) + 8 * flux(s0 + h) - 8 * flux(s0 - h) + flux(s0 - 2 * h)) / (
+                12 * h
+            )
             rhs = -(s0 - a) * (1 - s0 * s0) ** ((d - 3) / 2)
             scale = abs(flux(s0)) * (k + (d - 1) * abs(s0) / (1 - s0 * s0) + 1) + abs(rhs)
             assert abs(lhs - rhs) <= 1e-6 * scale, (k, s0, lhs, rhs)
@@ -238,7 +275,9 @@ def test_psi_table_nodes_interpolation_broadcast_and_clamp():
     rng = np.random.default_rng(0)
     s = rng.uniform(-0.99, 0.99, 400)
     k = rng.uniform(0.0, 72.0, 400)
-    np.testing.assert_allclose(table(torch.as_tensor(s), torch.as_tensor(k)).numpy(), geo.psi(s, k, 16), rtol=2e-2)
+    np.testing.assert_allclose(
+        table(torch.as_tensor(s), torch.as_tensor(k)).numpy(), geo.psi(s, k, 16), rtol=2e-2
+    )
     # broadcasting, dtype, scalars
     out = table(torch.zeros(3, 1, dtype=torch.float32), torch.tensor([0.0, 10.0, 72.0]))
     assert out.shape == (3, 3) and out.dtype == torch.float32
@@ -261,8 +300,12 @@ def test_flow_map_velocity_equals_psi_times_one_minus_s2(d):
         s = np.asarray(geo.cosine_icdf(u, d, k))
         dk = 1e-3 * k
         up, down = geo.flow_map_cosine(s, k, k + dk, d), geo.flow_map_cosine(s, k, k - dk, d)
-        v = (np.asarray(up) - np.asarray(down)) / (2 * dk)  # central difference along the trajectory
-        np.testing.assert_allclose(v, np.asarray(geo.psi(s, k, d)) * (1 - s**2), rtol=1e-5, err_msg=f"kappa={k}")
+        v = (np.asarray(up) - np.asarray(down)) / (
+            2 * dk
+        )  # central difference along the trajectory
+        np.testing.assert_allclose(
+            v, np.asarray(geo.psi(s, k, d)) * (1 - s**2), rtol=1e-5, err_msg=f"kappa={k}"
+        )
     # from kappa = 0 (one-sided difference)
     s = np.linspace(-0.95, 0.95, 9)
     dk = 1e-4
@@ -274,7 +317,9 @@ def test_flow_map_transports_quantiles_and_composes():
     d = 16
     s0 = np.linspace(-0.9, 0.9, 13)
     s1 = np.asarray(geo.flow_map_cosine(s0, 2.0, 40.0, d))
-    np.testing.assert_allclose(geo.cosine_cdf(s1, d, 40.0), geo.cosine_cdf(s0, d, 2.0), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(
+        geo.cosine_cdf(s1, d, 40.0), geo.cosine_cdf(s0, d, 2.0), rtol=1e-10, atol=1e-14
+    )
     assert np.all(np.diff(s1) > 0)
     s2 = np.asarray(geo.flow_map_cosine(s1, 40.0, 90.0, d))
     np.testing.assert_allclose(s2, geo.flow_map_cosine(s0, 2.0, 90.0, d), atol=1e-12)
@@ -315,12 +360,16 @@ def test_push_forward_of_uniform_quantiles_lands_on_vmf_quantiles(d, kappa_max):
 # the sampler (brief unit test 7)
 
 
-@pytest.mark.parametrize("d, kappa", [(2, 3.0), (3, 0.0), (3, 5.0), (16, 72.0), (64, 300.0), (64, 3000.0)])
+@pytest.mark.parametrize(
+    "d, kappa", [(2, 3.0), (3, 0.0), (3, 5.0), (16, 72.0), (64, 300.0), (64, 3000.0)]
+)
 def test_sampler_mean_cosine_and_ks_against_scipy(d, kappa):
     n = 20000
     rng = np.random.default_rng(d + int(kappa))
     mu = _unit(rng, d)
-    x = geo.sample_vmf(mu, torch.full((n,), kappa), torch.Generator().manual_seed(d * 1000 + int(kappa)))
+    x = geo.sample_vmf(
+        mu, torch.full((n,), kappa), torch.Generator().manual_seed(d * 1000 + int(kappa))
+    )
     assert x.shape == (n, d)
     assert torch.max((x.norm(dim=-1) - 1).abs()) < 1e-12
     c = (x @ mu).numpy()
@@ -328,7 +377,10 @@ def test_sampler_mean_cosine_and_ks_against_scipy(d, kappa):
     assert abs(c.mean() - a) < 4 * c.std() / math.sqrt(n)
     # the whole vector: E[h] = A_d mu (the tangent part averages out)
     assert torch.linalg.norm(x.mean(0) - a * mu).item() < 5 / math.sqrt(n)
-    assert stats.kstest(c, lambda s: np.asarray(geo.cosine_cdf(np.clip(s, -1, 1), d, kappa))).pvalue > 0.01
+    assert (
+        stats.kstest(c, lambda s: np.asarray(geo.cosine_cdf(np.clip(s, -1, 1), d, kappa))).pvalue
+        > 0.01
+    )
     if kappa > 0:
         ref = stats.vonmises_fisher(mu.numpy(), kappa).rvs(n, random_state=d) @ mu.numpy()
     else:
@@ -372,14 +424,22 @@ def test_tangent_retract_and_exp_map():
         assert torch.max((geo.retract(h + dt * pv).norm(dim=-1) - 1).abs()) < 1e-12
     hn = geo.retract(np.asarray(h) + 0.3 * np.asarray(pv))
     assert np.max(np.abs(np.linalg.norm(hn, axis=-1) - 1)) < 1e-12
-    assert np.max(np.abs(np.sum(np.asarray(h) * geo.tangent(np.asarray(h), np.asarray(v)), -1))) < 1e-12
+    assert (
+        np.max(np.abs(np.sum(np.asarray(h) * geo.tangent(np.asarray(h), np.asarray(v)), -1)))
+        < 1e-12
+    )
     # the exp map: unit norm, geodesic distance |v|, exp_h(0) = h, agrees with Retr to O(|v|^3)
     w = 0.7 * pv / pv.norm(dim=-1, keepdim=True)
     e = geo.exp_map(h, w)
     assert torch.max((e.norm(dim=-1) - 1).abs()) < 1e-12
-    torch.testing.assert_close(torch.arccos((h * e).sum(-1).clamp(-1, 1)), torch.full((64,), 0.7, dtype=torch.float64))
+    torch.testing.assert_close(
+        torch.arccos((h * e).sum(-1).clamp(-1, 1)), torch.full((64,), 0.7, dtype=torch.float64)
+    )
     torch.testing.assert_close(geo.exp_map(h, torch.zeros_like(h)), h)
-    gaps = [torch.max((geo.retract(h + eps * w) - geo.exp_map(h, eps * w)).norm(dim=-1)).item() for eps in (1e-1, 1e-2)]
+    gaps = [
+        torch.max((geo.retract(h + eps * w) - geo.exp_map(h, eps * w)).norm(dim=-1)).item()
+        for eps in (1e-1, 1e-2)
+    ]
     assert 500 < gaps[0] / gaps[1] < 2000
     np.testing.assert_allclose(geo.exp_map(np.asarray(h), np.asarray(w)), e.numpy(), atol=1e-14)
 

@@ -15,9 +15,22 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from reprobook.papers.acorn_occupancy import CAMERA, Preset, fit_map, grad_log_posterior, log_posterior, pack_params, simulate
+from reprobook.papers.acorn_occupancy import (
+    CAMERA,
+    Preset,
+    fit_map,
+    grad_log_posterior,
+    log_posterior,
+    pack_params,
+    simulate,
+)
 from reprobook.papers.acorn_occupancy.likelihood import PARAM_NAMES
-from reprobook.papers.acorn_occupancy.nuts import NutsResult, log_posterior_jax, make_nuts_data, run_nuts
+from reprobook.papers.acorn_occupancy.nuts import (
+    NutsResult,
+    log_posterior_jax,
+    make_nuts_data,
+    run_nuts,
+)
 
 jax = pytest.importorskip("jax")
 
@@ -26,21 +39,37 @@ def mixed_case(seed: int, n: int = 12, k: int = 5):
     """A small survey with overlapping scores and reviewed positives, reviewed negatives and
     unreviewed units (and one site with every unit reviewed)."""
     rng = np.random.default_rng(seed)
-    preset = Preset(n_sites=n, n_units=k, beta=(0.2, 0.9), alpha=(-0.3, 0.5),
-                    mu0=-1.0, sigma0=0.8, mu1=0.5, sigma1=1.3)
+    preset = Preset(
+        n_sites=n,
+        n_units=k,
+        beta=(0.2, 0.9),
+        alpha=(-0.3, 0.5),
+        mu0=-1.0,
+        sigma0=0.8,
+        mu1=0.5,
+        sigma1=1.3,
+    )
     sv = simulate(preset, rng)
     reviewed = rng.random((n, k)) < 0.4
     labels = rng.integers(0, 2, (n, k))  # arbitrary labels, also at unreviewed units (ignored)
     reviewed[0, :2], labels[0, :2] = True, [1, 0]
     reviewed[1, :], labels[1, :] = True, 0
     reviewed[2, :] = False
-    assert (reviewed & (labels == 1)).any() and (reviewed & (labels == 0)).any() and (~reviewed).any()
+    assert (
+        (reviewed & (labels == 1)).any() and (reviewed & (labels == 0)).any() and (~reviewed).any()
+    )
     return sv, reviewed, labels, rng
 
 
 def random_params(rng) -> np.ndarray:
-    return pack_params(rng.normal(0, 1, 2), rng.normal(0, 1, 2), rng.normal(-1, 0.5),
-                       float(np.exp(rng.normal(0, 0.3))), rng.normal(1, 0.5) + 2.5, float(np.exp(rng.normal(0, 0.3))))
+    return pack_params(
+        rng.normal(0, 1, 2),
+        rng.normal(0, 1, 2),
+        rng.normal(-1, 0.5),
+        float(np.exp(rng.normal(0, 0.3))),
+        rng.normal(1, 0.5) + 2.5,
+        float(np.exp(rng.normal(0, 0.3))),
+    )
 
 
 def test_log_posterior_jax_equals_numpy():
@@ -63,7 +92,9 @@ def test_jax_gradient_equals_closed_form():
         u = random_params(rng)
         g = np.asarray(grad(u, data))
         assert np.all(np.isfinite(g))  # also at sites with a reviewed positive (B_i = -inf)
-        np.testing.assert_allclose(g, grad_log_posterior(u, sv, reviewed, labels)[1], rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(
+            g, grad_log_posterior(u, sv, reviewed, labels)[1], rtol=1e-8, atol=1e-8
+        )
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +118,19 @@ def test_nuts_is_reproducible_and_agrees_with_laplace(small_survey):
     b1_sd = a.beta1.std(ddof=1)
     assert abs(a.beta1.mean() - fit.beta1) < 0.5 * b1_sd
     assert 1 / 1.5 < b1_sd / fit.beta1_se < 1.5
-    np.testing.assert_allclose(a.psi_bar[0, 7], np.mean(1 / (1 + np.exp(-(a.draws[0, 7, 0] + a.draws[0, 7, 1] * sv.x)))))
+    np.testing.assert_allclose(
+        a.psi_bar[0, 7], np.mean(1 / (1 + np.exp(-(a.draws[0, 7, 0] + a.draws[0, 7, 1] * sv.x))))
+    )
     pb_sd = a.psi_bar.std(ddof=1)
     assert abs(a.psi_bar.mean() - fit.psi_bar) < 0.5 * pb_sd
     assert 1 / 1.5 < pb_sd / fit.psi_bar_se < 1.5
     table = a.summary()
-    assert list(table.index) == [*PARAM_NAMES, "psi_bar"] and list(table.columns) == ["mean", "sd", "r_hat", "ess"]
+    assert list(table.index) == [*PARAM_NAMES, "psi_bar"] and list(table.columns) == [
+        "mean",
+        "sd",
+        "r_hat",
+        "ess",
+    ]
     assert table.loc["beta1", "mean"] == pytest.approx(a.beta1.mean())
     assert table.loc["psi_bar", "sd"] == pytest.approx(pb_sd)
 
@@ -100,8 +138,16 @@ def test_nuts_is_reproducible_and_agrees_with_laplace(small_survey):
 def test_multiple_chains_differ_by_their_keys_and_are_diagnosed(small_survey):
     sv, reviewed, labels = small_survey
     start = fit_map(sv, reviewed, labels).params
-    res = run_nuts(sv, reviewed, labels, num_warmup=100, num_samples=100, num_chains=2, seed=1,
-                   init=np.stack([start, start]))  # same start: the chains differ only by their PRNG keys
+    res = run_nuts(
+        sv,
+        reviewed,
+        labels,
+        num_warmup=100,
+        num_samples=100,
+        num_chains=2,
+        seed=1,
+        init=np.stack([start, start]),
+    )  # same start: the chains differ only by their PRNG keys
     assert res.draws.shape == (2, 100, 8) and res.psi_bar.shape == (2, 100)
     assert res.r_hat.shape == (8,) and res.ess.shape == (8,)
     assert not np.array_equal(res.draws[0], res.draws[1])
@@ -143,7 +189,9 @@ def test_bad_inputs_raise_clear_errors(small_survey):
 
 
 def test_package_import_does_not_import_jax():
-    code = ("import sys, reprobook.papers.acorn_occupancy, reprobook.papers.acorn_occupancy.nuts; "
-            "assert 'jax' not in sys.modules and 'numpyro' not in sys.modules, 'jax imported'")
+    code = (
+        "import sys, reprobook.papers.acorn_occupancy, reprobook.papers.acorn_occupancy.nuts; "
+        "assert 'jax' not in sys.modules and 'numpyro' not in sys.modules, 'jax imported'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -33,7 +33,15 @@ import pytest
 import torch
 from scipy import stats
 
-from reprobook.papers.vmf_sphere_flow import config, data, evaluate, experiments, geometry, paths, samplers
+from reprobook.papers.vmf_sphere_flow import (
+    config,
+    data,
+    evaluate,
+    experiments,
+    geometry,
+    paths,
+    samplers,
+)
 from reprobook.papers.vmf_sphere_flow.config import Language, Net
 from reprobook.papers.vmf_sphere_flow.fields import T_CAP
 from reprobook.papers.vmf_sphere_flow.model import PosteriorTransformer, train_posterior
@@ -56,7 +64,7 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _psi(d: int, kappa_max: float, n_kappa: int = 121, n_s: int = 201) -> geometry.PsiTable:
     return geometry.PsiTable(d, kappa_max, n_kappa=n_kappa, n_s=n_s)
 
@@ -85,7 +93,9 @@ def test_sequence_entropy_closed_forms():
     np.testing.assert_allclose(evaluate.sequence_entropy(t, V), ref, rtol=0, atol=1e-12)
     # order within a sequence does not matter; the largest value is log V (L a multiple of V)
     np.testing.assert_allclose(evaluate.sequence_entropy(t[:, ::-1], V), ref, atol=1e-12)
-    assert evaluate.sequence_entropy(np.tile(np.arange(V), 2)[None], V)[0] == pytest.approx(math.log(V))
+    assert evaluate.sequence_entropy(np.tile(np.arange(V), 2)[None], V)[0] == pytest.approx(
+        math.log(V)
+    )
 
 
 def test_sequence_entropy_errors():
@@ -126,10 +136,20 @@ def test_mean_interval_default_level_is_95_percent():
     assert abs(iv.lo - lo) < 1e-12 and abs(iv.hi - hi) < 1e-12
 
 
-@pytest.mark.parametrize("x, level", [
-    ([1.0], 0.95), ([], 0.95), ([1.0, np.nan, 2.0], 0.95), ([1.0, np.inf], 0.95), ([1.0, -np.inf, 3.0], 0.95),
-    ([1.0, 2.0], 0.0), ([1.0, 2.0], 1.0), ([1.0, 2.0], 1.5), ([1.0, 2.0], -0.5),
-])
+@pytest.mark.parametrize(
+    "x, level",
+    [
+        ([1.0], 0.95),
+        ([], 0.95),
+        ([1.0, np.nan, 2.0], 0.95),
+        ([1.0, np.inf], 0.95),
+        ([1.0, -np.inf, 3.0], 0.95),
+        ([1.0, 2.0], 0.0),
+        ([1.0, 2.0], 1.0),
+        ([1.0, 2.0], 1.5),
+        ([1.0, 2.0], -0.5),
+    ],
+)
 def test_mean_interval_errors(x, level):
     with pytest.raises(ValueError):
         evaluate.mean_interval(x, level)
@@ -142,11 +162,15 @@ def test_difference_interval_welch_matches_scipy(level):
     iv = evaluate.difference_interval(a, b, level)
     ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(level)
     assert iv.estimate == pytest.approx(a.mean() - b.mean(), abs=1e-12)
-    assert iv.low == pytest.approx(ci.low, abs=1e-10) and iv.high == pytest.approx(ci.high, abs=1e-10)
+    assert iv.low == pytest.approx(ci.low, abs=1e-10) and iv.high == pytest.approx(
+        ci.high, abs=1e-10
+    )
     assert iv.n == 65 and iv.method.startswith("Welch")
     # swapping the samples mirrors the interval
     rev = evaluate.difference_interval(b, a, level)
-    assert rev.low == pytest.approx(-iv.high, abs=1e-12) and rev.high == pytest.approx(-iv.low, abs=1e-12)
+    assert rev.low == pytest.approx(-iv.high, abs=1e-12) and rev.high == pytest.approx(
+        -iv.low, abs=1e-12
+    )
 
 
 def test_difference_interval_paired_matches_scipy_and_differs_from_welch():
@@ -155,7 +179,9 @@ def test_difference_interval_paired_matches_scipy_and_differs_from_welch():
     a, b = unit + rng.normal(0.3, 0.2, 30), unit + rng.normal(0.0, 0.2, 30)
     iv = evaluate.difference_interval(a, b, paired=True)
     ci = stats.ttest_rel(a, b).confidence_interval(0.95)
-    assert iv.low == pytest.approx(ci.low, abs=1e-10) and iv.high == pytest.approx(ci.high, abs=1e-10)
+    assert iv.low == pytest.approx(ci.low, abs=1e-10) and iv.high == pytest.approx(
+        ci.high, abs=1e-10
+    )
     assert iv.n == 30 and iv.method.startswith("paired")
     assert iv.low > 0  # the paired interval finds the 0.3 shift
     welch = evaluate.difference_interval(a, b)
@@ -170,10 +196,16 @@ def test_difference_interval_of_constant_samples_is_a_point():
     assert (iv.estimate, iv.low, iv.high) == (1.0, 1.0, 1.0)
 
 
-@pytest.mark.parametrize("a, b, kw", [
-    ([1.0], [1.0, 2.0], {}), ([1.0, 2.0], [np.nan, 1.0], {}), ([1.0, 2.0, 3.0], [1.0, 2.0], {"paired": True}),
-    ([1.0, 2.0], [2.0, 3.0], {"level": 1.0}), ([1.0, 2.0], [2.0, 3.0], {"level": 0.0}),
-])
+@pytest.mark.parametrize(
+    "a, b, kw",
+    [
+        ([1.0], [1.0, 2.0], {}),
+        ([1.0, 2.0], [np.nan, 1.0], {}),
+        ([1.0, 2.0, 3.0], [1.0, 2.0], {"paired": True}),
+        ([1.0, 2.0], [2.0, 3.0], {"level": 1.0}),
+        ([1.0, 2.0], [2.0, 3.0], {"level": 0.0}),
+    ],
+)
 def test_difference_interval_errors(a, b, kw):
     with pytest.raises(ValueError):
         evaluate.difference_interval(a, b, **kw)
@@ -190,14 +222,18 @@ def test_bonferroni_level():
 
 def test_smallest_difference_is_the_bonferroni_minimum():
     rng = np.random.default_rng(5)
-    pairs = {"x": (rng.normal(1.0, 1.0, 50), rng.normal(0.0, 1.0, 50)),
-             "y": (rng.normal(0.4, 1.0, 50), rng.normal(0.0, 1.0, 50)),
-             "z": (rng.normal(2.0, 1.0, 50), rng.normal(0.0, 1.0, 50))}
+    pairs = {
+        "x": (rng.normal(1.0, 1.0, 50), rng.normal(0.0, 1.0, 50)),
+        "y": (rng.normal(0.4, 1.0, 50), rng.normal(0.0, 1.0, 50)),
+        "z": (rng.normal(2.0, 1.0, 50), rng.normal(0.0, 1.0, 50)),
+    }
     name, iv = evaluate.smallest_difference(pairs, 0.95)
     each = {k: evaluate.difference_interval(a, b, 1 - 0.05 / 3) for k, (a, b) in pairs.items()}
     assert name == min(each, key=lambda k: each[k].estimate) == "y"
     assert iv.estimate == each["y"].estimate
-    assert iv.low == min(e.low for e in each.values()) and iv.high == min(e.high for e in each.values())
+    assert iv.low == min(e.low for e in each.values()) and iv.high == min(
+        e.high for e in each.values()
+    )
     # each Bonferroni interval is wider than the plain 95% one
     plain = evaluate.difference_interval(*pairs["y"])
     assert each["y"].low < plain.low and each["y"].high > plain.high
@@ -217,8 +253,10 @@ def test_smallest_difference_covers_at_the_stated_level():
     rng = np.random.default_rng(6)
     hits = 0
     for _ in range(400):
-        pairs = {"a": (rng.normal(0.2, 1.0, 12), rng.normal(0.0, 1.0, 12)),
-                 "b": (rng.normal(0.5, 1.0, 12), rng.normal(0.0, 1.0, 12))}
+        pairs = {
+            "a": (rng.normal(0.2, 1.0, 12), rng.normal(0.0, 1.0, 12)),
+            "b": (rng.normal(0.5, 1.0, 12), rng.normal(0.0, 1.0, 12)),
+        }
         _, iv = evaluate.smallest_difference(pairs, 0.9)
         hits += iv.low <= 0.2 <= iv.high
     assert hits / 400 > 0.86
@@ -329,8 +367,14 @@ def test_markov_oracle_vmf_is_the_chain_posterior_exactly():
     assert not torch.allclose(post(h, 2.5), post(h, 17.0))
 
 
-@pytest.mark.parametrize("path, levels", [("vmf", (0.0, 5.0, 40.0)), ("geodesic", (0.0, 0.5, 0.99, 1.0)),
-                                          ("euclidean", (0.0, 0.5, 0.99, 1.0))])
+@pytest.mark.parametrize(
+    "path, levels",
+    [
+        ("vmf", (0.0, 5.0, 40.0)),
+        ("geodesic", (0.0, 0.5, 0.99, 1.0)),
+        ("euclidean", (0.0, 0.5, 0.99, 1.0)),
+    ],
+)
 def test_markov_oracle_outputs_probabilities_on_every_path(path, levels):
     h = _unit((3, 5, 4), 1)
     post = evaluate.markov_oracle(CHAIN, W4, path)
@@ -363,8 +407,10 @@ def test_oracles_cap_the_baselines_level(path, monkeypatch):
     monkeypatch.setattr(paths, "emission_loglik", spy)
     # (a random Shidoku state at t = 0.5 can be impossible for all 288 grids on the geodesic path: levels 1 and 0 only)
     hg = _unit((2, 16, 5), 3)
-    for oracle, state, levels in ((evaluate.markov_oracle(CHAIN, W4, path), h, (1.0, 0.5, 0.0)),
-                                  (evaluate.grid_oracle(torch.eye(5, dtype=DT), path), hg, (1.0, 0.0))):
+    for oracle, state, levels in (
+        (evaluate.markov_oracle(CHAIN, W4, path), h, (1.0, 0.5, 0.0)),
+        (evaluate.grid_oracle(torch.eye(5, dtype=DT), path), hg, (1.0, 0.0)),
+    ):
         seen.clear()
         for level in levels:
             oracle(state, level)
@@ -386,7 +432,9 @@ def test_markov_oracle_baselines_against_independent_forms():
     geo = evaluate.markov_oracle(CHAIN, W4, "geodesic")
     torch.testing.assert_close(geo(h, 0.0), vmf(h, 0.0), rtol=0, atol=1e-12)
     prior = CHAIN.posterior_marginals(np.zeros((5, 4)))
-    torch.testing.assert_close(vmf(h, 0.0), torch.as_tensor(prior).expand(4, 5, 4), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        vmf(h, 0.0), torch.as_tensor(prior).expand(4, 5, 4), rtol=0, atol=1e-12
+    )
     with pytest.raises(ValueError, match="path"):
         evaluate.markov_oracle(CHAIN, W4, "slerp")
 
@@ -407,7 +455,9 @@ def test_grid_oracle_respects_clues_and_matches_the_data_oracle():
     # state can be impossible for every grid on the geodesic path, whose likelihood has compact support)
     truth = torch.as_tensor(grids[[3, 100, 250]])
     for path, level in (("vmf", 3.0), ("geodesic", 0.5), ("euclidean", 0.5)):
-        hp = paths.noisy_states(W5.T[truth], torch.full((3,), level, dtype=DT), path, torch.Generator().manual_seed(6))
+        hp = paths.noisy_states(
+            W5.T[truth], torch.full((3,), level, dtype=DT), path, torch.Generator().manual_seed(6)
+        )
         p = evaluate.grid_oracle(W5, path, clues=clues)(hp, level).numpy()
         assert np.isfinite(p).all()
         np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-12)
@@ -416,7 +466,9 @@ def test_grid_oracle_respects_clues_and_matches_the_data_oracle():
             allowed = np.zeros((16, 5), dtype=bool)
             allowed[np.arange(16)[None, :], agree] = True
             assert (p[b][~allowed] == 0).all()
-            assert (p[b][np.arange(16), grids[[3, 100, 250]][b]] > 0).all()  # the true grid is possible
+            assert (
+                p[b][np.arange(16), grids[[3, 100, 250]][b]] > 0
+            ).all()  # the true grid is possible
             if path != "geodesic":  # full-support likelihoods: every allowed token keeps some mass
                 assert (p[b][allowed] > 0).all()
             clued = clues[b] > 0
@@ -447,14 +499,17 @@ def _counting(post):
     return wrapped, calls
 
 
-@pytest.mark.parametrize("sampler, kwargs, path", [
-    ("ode", {}, "vmf"),
-    ("pc", {"correctors": 2}, "vmf"),
-    ("pc", {"correctors": 0}, "vmf"),
-    ("sde", {"sigma2": 0.5}, "vmf"),
-    ("geodesic", {}, "geodesic"),
-    ("euclidean", {}, "euclidean"),
-])
+@pytest.mark.parametrize(
+    "sampler, kwargs, path",
+    [
+        ("ode", {}, "vmf"),
+        ("pc", {"correctors": 2}, "vmf"),
+        ("pc", {"correctors": 0}, "vmf"),
+        ("sde", {"sigma2": 0.5}, "vmf"),
+        ("geodesic", {}, "geodesic"),
+        ("euclidean", {}, "euclidean"),
+    ],
+)
 def test_generate_runs_every_sampler_with_its_nfe(sampler, kwargs, path):
     post, calls = _counting(evaluate.markov_oracle(CHAIN, W4, path))
     extra = {} if path != "vmf" else {"kappa_max": KMAX_TINY, "psi": _psi(4, KMAX_TINY, 21, 51)}
@@ -473,7 +528,9 @@ def test_generate_runs_every_sampler_with_its_nfe(sampler, kwargs, path):
     other = evaluate.generate(sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=1, **extra, **kwargs)
     assert not torch.equal(out.tokens, other.tokens) and not torch.equal(out.state, other.state)
     # forbid reaches the sampler's read-out
-    banned = evaluate.generate(sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=0, forbid=[1, 2], **extra, **kwargs)
+    banned = evaluate.generate(
+        sampler, post, W4, L_TINY, B_TINY, S_TINY, seed=0, forbid=[1, 2], **extra, **kwargs
+    )
     assert ((banned.tokens == 0) | (banned.tokens == 3)).all()
 
 
@@ -482,16 +539,22 @@ def test_generate_is_the_seeded_library_sampler():
     post = evaluate.markov_oracle(CHAIN, W4)
     g = lambda s: torch.Generator().manual_seed(s)  # noqa: E731
     args = (post, W4, L_TINY, B_TINY)
-    out = evaluate.generate("pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=2, eps0=0.05, seed=7)
+    out = evaluate.generate(
+        "pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=2, eps0=0.05, seed=7
+    )
     ref = samplers.sample_pc(*args, KMAX_TINY, S_TINY, psi, correctors=2, eps0=0.05, generator=g(7))
     assert torch.equal(out.state, ref.state) and torch.equal(out.tokens, ref.tokens)
     out = evaluate.generate("sde", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, sigma2=0.3, seed=7)
     ref = samplers.sample_sde(*args, KMAX_TINY, S_TINY, psi, sigma2=0.3, generator=g(7))
     assert torch.equal(out.state, ref.state)
     # the corrector step size and the SDE noise level are passed on
-    pc_other = evaluate.generate("pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=2, eps0=0.2, seed=7)
+    pc_other = evaluate.generate(
+        "pc", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, correctors=2, eps0=0.2, seed=7
+    )
     assert not torch.equal(pc_other.state, ref.state)
-    sde_other = evaluate.generate("sde", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, sigma2=1.5, seed=7)
+    sde_other = evaluate.generate(
+        "sde", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, sigma2=1.5, seed=7
+    )
     assert not torch.equal(sde_other.state, out.state)
     # pc without correctors is the ODE sampler
     ode = evaluate.generate("ode", *args, S_TINY, kappa_max=KMAX_TINY, psi=psi, seed=3)
@@ -499,7 +562,10 @@ def test_generate_is_the_seeded_library_sampler():
     assert torch.equal(ode.state, pc0.state)
     ref = samplers.sample_ode(*args, KMAX_TINY, S_TINY, psi, generator=g(3))
     assert torch.equal(ode.state, ref.state)
-    for name, fn in (("geodesic", samplers.sample_geodesic), ("euclidean", samplers.sample_euclidean)):
+    for name, fn in (
+        ("geodesic", samplers.sample_geodesic),
+        ("euclidean", samplers.sample_euclidean),
+    ):
         base = evaluate.markov_oracle(CHAIN, W4, name)
         out = evaluate.generate(name, base, W4, L_TINY, B_TINY, S_TINY, seed=2)
         ref = fn(base, W4, L_TINY, B_TINY, S_TINY, generator=g(2))
@@ -523,7 +589,9 @@ def test_generate_errors():
 # =============================================================================================
 
 CONV_V, CONV_L, CONV_KMAX, CONV_N = 4, 4, 40.0, 4000
-ALL_SEQS = np.array(list(itertools.product(range(CONV_V), repeat=CONV_L)))  # row i: base-4 digits of i
+ALL_SEQS = np.array(
+    list(itertools.product(range(CONV_V), repeat=CONV_L))
+)  # row i: base-4 digits of i
 
 
 def _chi_square(tokens: torch.Tensor, probs: np.ndarray):
@@ -533,7 +601,9 @@ def _chi_square(tokens: torch.Tensor, probs: np.ndarray):
     exp = probs * tokens.shape[0]
     big = exp >= 5
     assert exp[~big].sum() >= 5  # the merged cell itself is large enough
-    return stats.chisquare(np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum()))
+    return stats.chisquare(
+        np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum())
+    )
 
 
 def test_ode_with_the_exact_posterior_samples_the_markov_language():
@@ -545,7 +615,9 @@ def test_ode_with_the_exact_posterior_samples_the_markov_language():
     post = evaluate.markov_oracle(chain, W)
 
     def run(posterior, steps):
-        return evaluate.generate("ode", posterior, W, CONV_L, CONV_N, steps, kappa_max=CONV_KMAX, psi=psi, seed=0)
+        return evaluate.generate(
+            "ode", posterior, W, CONV_L, CONV_N, steps, kappa_max=CONV_KMAX, psi=psi, seed=0
+        )
 
     # Euler's bias falls like 1/S: at 64 steps the total variation to the exact law is ~0.033
     # (40000 samples), which 4000 samples detect for about half the seeds (p < 1e-3 for 4 of seeds
@@ -555,9 +627,11 @@ def test_ode_with_the_exact_posterior_samples_the_markov_language():
     # power: one step misses the coupling between positions (chi2 ~ 17000 seen)
     one = _chi_square(run(post, 1).tokens, probs)
     assert one.pvalue < 1e-3 and one.statistic > 50 * good.statistic
+
     # and a wrong posterior (uniform over tokens) is rejected as well (chi2 ~ 4e5 seen)
     def uniform(h, level):
         return torch.full(h.shape[:-1] + (CONV_V,), 1.0 / CONV_V, dtype=h.dtype)
+
     wrong = _chi_square(run(uniform, 256).tokens, probs)
     assert wrong.pvalue < 1e-3 and wrong.statistic > 50 * good.statistic
 
@@ -577,14 +651,20 @@ def test_lr_schedule_warmup_then_cosine_to_a_tenth():
     net = _net(warmup_steps=10, total_steps=110)
     cfg = net.configure_optimizers()
     opt, sched = cfg["optimizer"], cfg["lr_scheduler"]["scheduler"]
-    assert isinstance(opt, torch.optim.AdamW) and isinstance(sched, torch.optim.lr_scheduler.LambdaLR)
+    assert isinstance(opt, torch.optim.AdamW) and isinstance(
+        sched, torch.optim.lr_scheduler.LambdaLR
+    )
     assert cfg["lr_scheduler"]["interval"] == "step"
     f = sched.lr_lambdas[0]
     assert f(0) == pytest.approx(1 / 10)
     assert f(4) == pytest.approx(5 / 10)
     assert f(9) == pytest.approx(1.0) and f(10) == pytest.approx(1.0)
     assert f(60) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway through the cosine part
-    assert f(110) == pytest.approx(0.1) and f(111) == pytest.approx(0.1) and f(10_000) == pytest.approx(0.1)
+    assert (
+        f(110) == pytest.approx(0.1)
+        and f(111) == pytest.approx(0.1)
+        and f(10_000) == pytest.approx(0.1)
+    )
     values = [f(s) for s in range(120)]
     assert all(a < b for a, b in zip(values[:10], values[1:10]))  # rising warm-up
     assert all(a >= b for a, b in zip(values[10:], values[11:]))  # then never rising
@@ -599,16 +679,27 @@ def test_lr_schedule_warmup_then_cosine_to_a_tenth():
 
 
 def test_lr_schedule_without_warmup_and_without_total():
-    f = _net(warmup_steps=0, total_steps=100).configure_optimizers()["lr_scheduler"]["scheduler"].lr_lambdas[0]
+    f = (
+        _net(warmup_steps=0, total_steps=100)
+        .configure_optimizers()["lr_scheduler"]["scheduler"]
+        .lr_lambdas[0]
+    )
     assert f(0) == 1.0 and f(50) == pytest.approx(0.55) and f(100) == pytest.approx(0.1)
     assert isinstance(_net(warmup_steps=5).configure_optimizers(), torch.optim.AdamW)  # no schedule
 
 
-@pytest.mark.parametrize("kw", [
-    {"warmup_steps": -1}, {"warmup_steps": 1.5}, {"warmup_steps": True},
-    {"warmup_steps": 10, "total_steps": 10}, {"warmup_steps": 10, "total_steps": 5},
-    {"warmup_steps": 0, "total_steps": 0}, {"warmup_steps": 0, "total_steps": 2.5},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"warmup_steps": -1},
+        {"warmup_steps": 1.5},
+        {"warmup_steps": True},
+        {"warmup_steps": 10, "total_steps": 10},
+        {"warmup_steps": 10, "total_steps": 5},
+        {"warmup_steps": 0, "total_steps": 0},
+        {"warmup_steps": 0, "total_steps": 2.5},
+    ],
+)
 def test_schedule_options_are_checked(kw):
     with pytest.raises(ValueError, match="warmup_steps|total_steps"):
         _net(**kw)
@@ -621,7 +712,16 @@ def _tiny_tokens(n=256, L=5, seed=0):
 
 def test_train_posterior_is_deterministic_and_returns_eval_mode():
     tokens = _tiny_tokens()
-    kw = dict(kappa_max=10.0, width=8, depth=1, heads=2, lr=3e-3, warmup_steps=2, batch_size=16, train_steps=20)
+    kw = dict(
+        kappa_max=10.0,
+        width=8,
+        depth=1,
+        heads=2,
+        lr=3e-3,
+        warmup_steps=2,
+        batch_size=16,
+        train_steps=20,
+    )
     a = train_posterior(tokens, torch.eye(4), seed=0, **kw)
     b = train_posterior(tokens, torch.eye(4), seed=0, **kw)
     c = train_posterior(tokens, torch.eye(4), seed=1, **kw)
@@ -631,7 +731,9 @@ def test_train_posterior_is_deterministic_and_returns_eval_mode():
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert any(not torch.equal(sa[k], sc[k]) for k in sa if sa[k].is_floating_point())
     # it trained: the weights moved away from the initialisation with the same seed
-    init = PosteriorTransformer(torch.eye(4), 5, kappa_max=10.0, width=8, depth=1, heads=2, seed=0).state_dict()
+    init = PosteriorTransformer(
+        torch.eye(4), 5, kappa_max=10.0, width=8, depth=1, heads=2, seed=0
+    ).state_dict()
     assert any(not torch.equal(sa[k], init[k]) for k in init if k != "W")
     assert a.total_steps == 20 and a.warmup_steps == 2
     with pytest.raises(ValueError, match="tokens must be"):
@@ -642,7 +744,9 @@ def test_train_posterior_lowers_the_loss():
     tokens = _tiny_tokens(n=512)
     kw = dict(kappa_max=10.0, width=16, depth=1, heads=2, seed=0)
     before = PosteriorTransformer(torch.eye(4), 5, **kw)
-    after = train_posterior(tokens, torch.eye(4), lr=3e-3, warmup_steps=10, batch_size=64, train_steps=150, **kw)
+    after = train_posterior(
+        tokens, torch.eye(4), lr=3e-3, warmup_steps=10, batch_size=64, train_steps=150, **kw
+    )
     batch = torch.as_tensor(tokens[:256])
     with torch.no_grad():
         l0 = float(before.loss(batch, generator=torch.Generator().manual_seed(123)))
@@ -667,7 +771,9 @@ def test_language_task_is_seeded_by_data_seed():
     assert task.train.shape == (NET.n_train, LANG.L) and task.train.dtype == np.int64
     assert task.train.min() >= 0 and task.train.max() < LANG.V
     np.testing.assert_array_equal(task.train, again.train)
-    np.testing.assert_array_equal(task.train, chain.sample(NET.n_train, LANG.L, np.random.default_rng([NET.data_seed])))
+    np.testing.assert_array_equal(
+        task.train, chain.sample(NET.n_train, LANG.L, np.random.default_rng([NET.data_seed]))
+    )
     other = experiments.language_task(LANG, dataclasses.replace(NET, data_seed=NET.data_seed + 1))
     assert not np.array_equal(task.train, other.train)
     assert task.W.dtype == DT and torch.equal(task.W, torch.eye(LANG.V, dtype=DT))
@@ -696,19 +802,35 @@ def test_language_network_is_cached(tmp_path, monkeypatch):
     assert loaded is True and not second.training and second is not first
     assert _same_weights(first, second)
     # the network is the one train_posterior builds from the configs
-    ref = train_posterior(task.train, task.W.float(), kappa_max=LANG.kappa_max, width=NET.width, depth=NET.depth,
-                          heads=NET.heads, lr=NET.lr, warmup_steps=NET.warmup_steps, batch_size=NET.batch_size,
-                          train_steps=NET.train_steps, seed=0)
+    ref = train_posterior(
+        task.train,
+        task.W.float(),
+        kappa_max=LANG.kappa_max,
+        width=NET.width,
+        depth=NET.depth,
+        heads=NET.heads,
+        lr=NET.lr,
+        warmup_steps=NET.warmup_steps,
+        batch_size=NET.batch_size,
+        train_steps=NET.train_steps,
+        seed=0,
+    )
     assert _same_weights(first, ref)
     # another path, time conditioning, seed or net: new cache entries, trained afresh
-    for kw, net in (({"path": "geodesic"}, NET), ({"time_conditioned": True}, NET), ({"seed": 1}, NET),
-                    ({}, dataclasses.replace(NET, width=16))):
+    for kw, net in (
+        ({"path": "geodesic"}, NET),
+        ({"time_conditioned": True}, NET),
+        ({"seed": 1}, NET),
+        ({}, dataclasses.replace(NET, width=16)),
+    ):
         model, loaded = experiments.language_network(task, LANG, net, profile="reduced", **kw)
         assert loaded is False
     assert model.embed.out_features == 16
     assert len(_checkpoint_files(tmp_path)) == 5
     # each of them is now cached too
-    _, loaded = experiments.language_network(task, LANG, NET, profile="reduced", time_conditioned=True)
+    _, loaded = experiments.language_network(
+        task, LANG, NET, profile="reduced", time_conditioned=True
+    )
     assert loaded is True
     # another profile is another cache folder
     _, loaded = experiments.language_network(task, LANG, NET, profile="full")
@@ -718,13 +840,17 @@ def test_language_network_is_cached(tmp_path, monkeypatch):
 def test_language_network_always_train_still_writes_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
     task = experiments.language_task(LANG, NET)
-    trained, loaded = experiments.language_network(task, LANG, NET, profile="reduced", always_train=True)
+    trained, loaded = experiments.language_network(
+        task, LANG, NET, profile="reduced", always_train=True
+    )
     assert loaded is False and not trained.training
     assert len(_checkpoint_files(tmp_path)) == 1
     cached, loaded = experiments.language_network(task, LANG, NET, profile="reduced")
     assert loaded is True and _same_weights(trained, cached)
     # with a checkpoint present, always_train still trains (and returns the same deterministic weights)
-    again, loaded = experiments.language_network(task, LANG, NET, profile="reduced", always_train=True)
+    again, loaded = experiments.language_network(
+        task, LANG, NET, profile="reduced", always_train=True
+    )
     assert loaded is False and again is not cached and _same_weights(again, cached)
     with pytest.raises(ValueError, match="path"):
         experiments.language_network(task, LANG, NET, profile="reduced", path="slerp")
@@ -785,8 +911,15 @@ def test_path_config_kappa_max_gives_mean_cosine_near_0_9(profile):
         assert 0.85 < a < 0.95, (d, k, a)
 
 
-@pytest.mark.parametrize("notebook, claim", [("learning_the_posterior", "C5"), ("three_paths", "C4"),
-                                             ("time_conditioning", "C6"), ("shidoku_puzzles", "C7")])
+@pytest.mark.parametrize(
+    "notebook, claim",
+    [
+        ("learning_the_posterior", "C5"),
+        ("three_paths", "C4"),
+        ("time_conditioning", "C6"),
+        ("shidoku_puzzles", "C7"),
+    ],
+)
 def test_claims_about_training_are_decided_only_with_three_training_seeds(notebook, claim):
     """C4-C7 compare or describe trained networks: a profile decides them only if it trains at
     least three seeds of each network, and marks them needs_full otherwise."""
@@ -823,8 +956,10 @@ def test_grid_oracle_geodesic_survives_states_off_the_path():
     likelihood has holes); the oracle must fall back to the nearest grid instead of raising."""
     W = torch.eye(5, dtype=torch.float64)
     clues = data.make_puzzles(data.shidoku_grids()[:64], rng=0)
-    for post, n, c in ((evaluate.grid_oracle(W, "geodesic", clues=clues), 64, clues),
-                       (evaluate.grid_oracle(W, "geodesic"), 256, None)):
+    for post, n, c in (
+        (evaluate.grid_oracle(W, "geodesic", clues=clues), 64, clues),
+        (evaluate.grid_oracle(W, "geodesic"), 256, None),
+    ):
         out = evaluate.generate("geodesic", post, W, 16, n, 4, seed=0, forbid=0)
         if c is None:
             assert evaluate.grid_uniformity(out.tokens.numpy()).valid == 1.0
@@ -858,11 +993,22 @@ def test_training_and_sampling_on_a_gpu(path):
 
     chain = data.MarkovChain(4, seed=0)
     seqs = chain.sample(64, 5, np.random.default_rng(0))
-    m = vmodel.train_posterior(seqs, torch.eye(4), kappa_max=10.0, width=8, depth=1, heads=2, train_steps=2, path=path)
+    m = vmodel.train_posterior(
+        seqs, torch.eye(4), kappa_max=10.0, width=8, depth=1, heads=2, train_steps=2, path=path
+    )
     m = experiments.to_accelerator(m)
     W = torch.eye(4, dtype=torch.float64)
-    out = evaluate.generate(SAMPLERS_FOR[path], vmodel.as_posterior(m), W, 5, 8, 3, kappa_max=10.0,
-                            psi=geometry.PsiTable(4, 10.0), seed=0)
+    out = evaluate.generate(
+        SAMPLERS_FOR[path],
+        vmodel.as_posterior(m),
+        W,
+        5,
+        8,
+        3,
+        kappa_max=10.0,
+        psi=geometry.PsiTable(4, 10.0),
+        seed=0,
+    )
     assert out.tokens.shape == (8, 5)
 
 

@@ -180,7 +180,11 @@ def test_vmf_mean_cosine(kappa):
 
 def test_noisy_states_deterministic_and_shapes():
     w = torch.eye(3, dtype=torch.float64)[torch.tensor([[0, 1], [2, 0], [1, 1]])]
-    for path, lv in (("vmf", [0.0, 1.0, 5.0]), ("geodesic", [0.0, 0.5, 1.0]), ("euclidean", [0.0, 0.5, 1.0])):
+    for path, lv in (
+        ("vmf", [0.0, 1.0, 5.0]),
+        ("geodesic", [0.0, 0.5, 1.0]),
+        ("euclidean", [0.0, 0.5, 1.0]),
+    ):
         a = paths.noisy_states(w, torch.tensor(lv), path, _gen(9))
         b = paths.noisy_states(w, torch.tensor(lv), path, _gen(9))
         assert a.shape == (3, 2, 3) and a.dtype == torch.float64 and torch.equal(a, b)
@@ -202,7 +206,7 @@ def _calibration_z(path: str, level: float, d: int = 5, n: int = 20000, seed: in
     p = _softmax(loglik(h, W, level, path)[:, 0, :])
     dots = h[:, 0, :] @ W
     r = np.eye(3)[x.numpy()] - p
-    return np.stack([_z(r), _z(r * p), _z(r * dots), _z(r * dots ** 2)])
+    return np.stack([_z(r), _z(r * p), _z(r * dots), _z(r * dots**2)])
 
 
 @pytest.mark.parametrize("path", paths.PATHS)
@@ -213,7 +217,9 @@ def test_emission_loglik_gives_a_calibrated_posterior(path):
 
 def test_calibration_check_rejects_wrong_likelihoods():
     # an over-confident Euclidean likelihood (scaled by 2): E[(y - p) p] < 0 far beyond 4 SE
-    z = _calibration_z("euclidean", 0.4, loglik=lambda h, W, t, p: 2.0 * paths.emission_loglik(h, W, t, p))
+    z = _calibration_z(
+        "euclidean", 0.4, loglik=lambda h, W, t, p: 2.0 * paths.emission_loglik(h, W, t, p)
+    )
     assert np.all(z[1] < -4), z
     # an under-confident vMF likelihood (kappa halved): E[(y - p) p] > 0 beyond 4 SE
     z = _calibration_z("vmf", 3.0, loglik=lambda h, W, k, p: paths.emission_loglik(h, W, k / 2, p))
@@ -249,8 +255,12 @@ def test_vmf_and_euclidean_closed_forms():
     assert np.array_equal(paths.emission_loglik(h, W, 2.5, "vmf"), 2.5 * (h @ W))
     x = 1.7 * h  # Euclidean states need not be unit vectors
     for t in (0.0, 0.3, 0.8):
-        assert np.allclose(paths.emission_loglik(x, W, t, "euclidean"), t / (1 - t) ** 2 * (x @ W),
-                           rtol=1e-13, atol=0)
+        assert np.allclose(
+            paths.emission_loglik(x, W, t, "euclidean"),
+            t / (1 - t) ** 2 * (x @ W),
+            rtol=1e-13,
+            atol=0,
+        )
     # the Euclidean loglik is the Gaussian log-density N(t w, (1 - t)^2 I) up to a per-position constant
     t = 0.35
     full = -((x[..., :, None] - t * W[None, None]) ** 2).sum(-2) / (2 * (1 - t) ** 2)
@@ -273,7 +283,9 @@ def test_geodesic_closed_form_by_hand():
                 if a > (1 - t) * math.pi:
                     expect.append(-math.inf)
                 else:
-                    expect.append((d - 2) * (math.log(math.sin(a / (1 - t))) - math.log(math.sin(a))))
+                    expect.append(
+                        (d - 2) * (math.log(math.sin(a / (1 - t))) - math.log(math.sin(a)))
+                    )
             expect = np.array(expect)
             got = ll[idx]
             fin = np.isfinite(expect)
@@ -293,8 +305,12 @@ def test_geodesic_closed_form_by_hand():
 def test_geodesic_support_boundary_and_small_angles():
     d, t = 4, 0.5
     W = np.eye(d)[:, :2]  # e_1 is within pi/2 of every point below, so no position is "dead"
-    ll = paths.emission_loglik(_on_circle([0.4 * math.pi, 0.5 * math.pi - 1e-6, 0.5 * math.pi + 1e-6, 0.9 * math.pi],
-                                          d), W, t, "geodesic")[0, :, 0]
+    ll = paths.emission_loglik(
+        _on_circle([0.4 * math.pi, 0.5 * math.pi - 1e-6, 0.5 * math.pi + 1e-6, 0.9 * math.pi], d),
+        W,
+        t,
+        "geodesic",
+    )[0, :, 0]
     assert np.isfinite(ll[:2]).all() and np.isneginf(ll[2:]).all()
     W = W[:, :1]
     # at alpha -> 0 the value tends to -(d - 2) log(1 - t), and h = w itself gets that limit
@@ -303,7 +319,9 @@ def test_geodesic_support_boundary_and_small_angles():
     assert at_w[1] == pytest.approx(at_w[0], rel=1e-8)
     # d = 2: the angle law is flat, so only the support matters
     W2 = np.eye(2)
-    ll2 = paths.emission_loglik(_on_circle([0.1, 0.3 * math.pi, 0.6 * math.pi], 2), W2, t, "geodesic")[0]
+    ll2 = paths.emission_loglik(
+        _on_circle([0.1, 0.3 * math.pi, 0.6 * math.pi], 2), W2, t, "geodesic"
+    )[0]
     assert np.array_equal(ll2[0], [0.0, 0.0])  # angles 0.1 and pi/2 - 0.1 both < pi/2
     assert np.array_equal(ll2[2], [-np.inf, 0.0])  # angle 0.6 pi to e_0 > pi/2, 0.1 pi to e_1
 
@@ -319,7 +337,9 @@ def test_geodesic_at_t_one_gives_the_nearest_token():
         off /= np.linalg.norm(off, axis=-1, keepdims=True)
         ll = paths.emission_loglik(off, W, 1.0, "geodesic")
         assert not np.isnan(ll).any() and np.array_equal(_softmax(ll), h)
-    assert np.all(np.isfinite(ll))  # eps = 1e-3: every token is outside the support, the fallback ran
+    assert np.all(
+        np.isfinite(ll)
+    )  # eps = 1e-3: every token is outside the support, the fallback ran
 
 
 @pytest.mark.parametrize("path", paths.PATHS)
@@ -353,7 +373,12 @@ def test_geodesic_density_matches_the_sampler(d):
     alpha = np.arccos(np.clip(h[:, 0], -1, 1))
     assert stats.kstest(alpha, cdf_of(paths.emission_loglik)).pvalue > 0.01
     # power: the vMF-like likelihood 2 w.h (which ignores the path) is rejected
-    assert stats.kstest(alpha, cdf_of(lambda h_, W_, t_, p_: paths.emission_loglik(h_, W_, 2.0, "vmf"))).pvalue < 1e-3
+    assert (
+        stats.kstest(
+            alpha, cdf_of(lambda h_, W_, t_, p_: paths.emission_loglik(h_, W_, 2.0, "vmf"))
+        ).pvalue
+        < 1e-3
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,10 +387,12 @@ def test_geodesic_density_matches_the_sampler(d):
 
 def test_unknown_path_raises_naming_the_paths():
     w = torch.eye(3, dtype=torch.float64)[None]
-    for call in (lambda: paths.check_path("slerp"),
-                 lambda: paths.sample_levels(3, "slerp", 1.0),
-                 lambda: paths.noisy_states(w, torch.ones(1), "slerp"),
-                 lambda: paths.emission_loglik(np.eye(3)[None], np.eye(3), 1.0, "slerp")):
+    for call in (
+        lambda: paths.check_path("slerp"),
+        lambda: paths.sample_levels(3, "slerp", 1.0),
+        lambda: paths.noisy_states(w, torch.ones(1), "slerp"),
+        lambda: paths.emission_loglik(np.eye(3)[None], np.eye(3), 1.0, "slerp"),
+    ):
         with pytest.raises(ValueError, match="vmf.*geodesic.*euclidean"):
             call()
     assert paths.check_path("geodesic") == "geodesic"
@@ -408,13 +435,17 @@ def test_bad_shapes_and_embeddings_raise():
     with pytest.raises(ValueError, match="same d"):
         paths.emission_loglik(np.ones(3) / math.sqrt(3), np.eye(3), 0.5, "vmf")  # h not (..., L, d)
     with pytest.raises(ValueError):
-        paths.emission_loglik(np.ones((2, 3, 3)) / math.sqrt(3), np.eye(3), np.ones(3) * 0.5, "vmf")  # 3 levels, 2 seqs
+        paths.emission_loglik(
+            np.ones((2, 3, 3)) / math.sqrt(3), np.eye(3), np.ones(3) * 0.5, "vmf"
+        )  # 3 levels, 2 seqs
     w = torch.eye(3, dtype=torch.float64)
     for path in paths.PATHS:
         with pytest.raises(ValueError, match=r"\(B, L, d\)"):
             paths.noisy_states(w, torch.ones(3) * 0.5, path)  # mean not 3-D
         with pytest.raises(ValueError, match=r"\(B, L, d\)"):
-            paths.noisy_states(w[None].expand(2, 3, 3), torch.ones(3) * 0.5, path)  # 3 levels, B = 2
+            paths.noisy_states(
+                w[None].expand(2, 3, 3), torch.ones(3) * 0.5, path
+            )  # 3 levels, B = 2
         with pytest.raises(ValueError, match=r"\(B, L, d\)"):
             paths.noisy_states(w[None], torch.tensor(0.5), path)  # scalar level
 
@@ -424,7 +455,9 @@ def test_bad_shapes_and_embeddings_raise():
 
 
 def _net(path: str, **kw) -> PosteriorTransformer:
-    return PosteriorTransformer(torch.eye(4), 6, kappa_max=12.0, width=16, depth=1, heads=2, path=path, **kw)
+    return PosteriorTransformer(
+        torch.eye(4), 6, kappa_max=12.0, width=16, depth=1, heads=2, path=path, **kw
+    )
 
 
 @pytest.mark.parametrize("path", paths.PATHS)
@@ -466,7 +499,9 @@ def test_noisy_batch_levels_follow_the_path():
 def test_unknown_path_raises_at_construction():
     with pytest.raises(ValueError, match="path must be one of"):
         _net("spherical")
-    assert _net("vmf").path == "vmf" == PosteriorTransformer(torch.eye(3), 4, kappa_max=1.0).path  # default
+    assert (
+        _net("vmf").path == "vmf" == PosteriorTransformer(torch.eye(3), 4, kappa_max=1.0).path
+    )  # default
 
 
 # ---------------------------------------------------------------------------------------------

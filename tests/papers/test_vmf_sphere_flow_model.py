@@ -8,7 +8,11 @@ import torch
 
 from reprobook.papers.vmf_sphere_flow import data, samplers
 from reprobook.papers.vmf_sphere_flow.geometry import PsiTable
-from reprobook.papers.vmf_sphere_flow.model import PosteriorTransformer, TokenDataModule, as_posterior
+from reprobook.papers.vmf_sphere_flow.model import (
+    PosteriorTransformer,
+    TokenDataModule,
+    as_posterior,
+)
 
 
 def _markov(V=4, L=6, n=512, seed=0):
@@ -35,7 +39,9 @@ def test_training_learns_the_posterior_and_is_deterministic():
     W = torch.eye(4)
 
     def train(seed):
-        net = PosteriorTransformer(W, seqs.shape[1], kappa_max=20.0, width=32, depth=1, heads=2, lr=3e-3, seed=seed)
+        net = PosteriorTransformer(
+            W, seqs.shape[1], kappa_max=20.0, width=32, depth=1, heads=2, lr=3e-3, seed=seed
+        )
         opt = net.configure_optimizers()
         g = torch.Generator().manual_seed(seed)
         tok = torch.as_tensor(seqs)
@@ -56,18 +62,30 @@ def test_training_learns_the_posterior_and_is_deterministic():
         ce = torch.nn.functional.cross_entropy(a(h).reshape(-1, 4), tok.reshape(-1))
     assert float(ce) < 0.3 < np.log(4)
     # on noisy inputs it beats the untrained network's cross-entropy
-    untrained = PosteriorTransformer(W, seqs.shape[1], kappa_max=20.0, width=32, depth=1, heads=2, seed=0)
+    untrained = PosteriorTransformer(
+        W, seqs.shape[1], kappa_max=20.0, width=32, depth=1, heads=2, seed=0
+    )
     with torch.no_grad():
-        assert float(a.loss(tok, generator=torch.Generator().manual_seed(5))) < \
-            float(untrained.loss(tok, generator=torch.Generator().manual_seed(5))) - 0.2
+        assert (
+            float(a.loss(tok, generator=torch.Generator().manual_seed(5)))
+            < float(untrained.loss(tok, generator=torch.Generator().manual_seed(5))) - 0.2
+        )
 
 
 def test_as_posterior_drives_a_sampler_with_counted_evaluations():
     W = torch.eye(5, dtype=torch.float64)
     net = PosteriorTransformer(W, 16, kappa_max=30.0, width=32, depth=1, heads=2, seed=0)
     table = PsiTable(5, 30.0, n_kappa=31, n_s=51)
-    out = samplers.sample_ode(as_posterior(net, forbid=0), W, 16, 4, 30.0, 5, table,
-                              generator=torch.Generator().manual_seed(0))
+    out = samplers.sample_ode(
+        as_posterior(net, forbid=0),
+        W,
+        16,
+        4,
+        30.0,
+        5,
+        table,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert out.nfe == 6 and out.tokens.shape == (4, 16) and (out.tokens != 0).all()
 
 
@@ -92,8 +110,18 @@ def test_lightning_fit_runs_through_the_data_module(with_clues):
     grids = data.shidoku_grids()
     clues = data.make_puzzles(grids, rng=0) if with_clues else None
     W = torch.eye(5)
-    net = PosteriorTransformer(W, 16, kappa_max=20.0, width=32, depth=1, heads=2, seed=0,
-                               n_clue_tokens=5 if with_clues else None)
+    net = PosteriorTransformer(
+        W,
+        16,
+        kappa_max=20.0,
+        width=32,
+        depth=1,
+        heads=2,
+        seed=0,
+        n_clue_tokens=5 if with_clues else None,
+    )
     before = [p.detach().clone() for p in net.parameters()]
-    make_trainer(max_steps=5).fit(net, datamodule=TokenDataModule(grids, clues, batch_size=32, seed=0))
+    make_trainer(max_steps=5).fit(
+        net, datamodule=TokenDataModule(grids, clues, batch_size=32, seed=0)
+    )
     assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))

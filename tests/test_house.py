@@ -1,0 +1,197 @@
+"""The house rules every chapter follows (CONTRIBUTING.md, "Adding a chapter"), checked so that
+a new chapter copying an old one copies the rules too:
+
+- the book stands alone: no file points at notes outside the repository;
+- each chapter states the equations its library implements, labelled on its index page, and
+  the library's docstrings cite those labels (and only labels that exist);
+- each chapter shows its method's core functions on a page (``core.show_source``);
+- notebooks teach: short code cells, and a closing "What we found" and "Things to try" with
+  the ``-p`` overrides a reader can change, which are real parameters of the notebook;
+- one way to check inputs (``reprobook.core.checks``) and one way to resolve a profile
+  (``core.resolve_notebook``); each paper package has its tests under its own name.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reprobook.core import find_chapters
+from reprobook.core.chapters import VERDICT_LABELS, VERDICT_MEANINGS, VERDICTS
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = find_chapters(ROOT)
+NOTEBOOKS = sorted(
+    p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+)
+MAX_CELL_LINES = 25
+
+# Spelled in pieces so that this file does not match itself.
+OUTSIDE = [
+    re.compile(r"\.\./" + "shared"),
+    re.compile(r"\b" + "brief" + r"(s|'s)?\b", re.IGNORECASE),
+    re.compile("BOOK_" + "DESIGN"),
+]
+EQ_LABEL = re.compile(r"^\$\$\s*\(([A-Za-z][\w-]*)\)\s*$", re.M)  # $$ (label) closing a display
+EQ_CITE = re.compile(r"eq\.\s+`([A-Za-z][\w-]*)`")  # eq. `label` in a docstring or comment
+
+
+def _tracked_text_files() -> list[Path]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    files = []
+    for name in out.stdout.splitlines():
+        path = ROOT / name
+        if path.suffix in {".png", ".jpg", ".gz", ".parquet", ".npz", ".pt"} or not path.is_file():
+            continue
+        files.append(path)
+    return files
+
+
+def _cells(nb: Path) -> list[dict]:
+    return json.loads(nb.read_text(encoding="utf-8"))["cells"]
+
+
+def _source(cell: dict) -> str:
+    src = cell["source"]
+    return src if isinstance(src, str) else "".join(src)
+
+
+def test_no_file_points_outside_the_repository():
+    hits = []
+    for path in _tracked_text_files():
+        if path == Path(__file__).resolve():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for pattern in OUTSIDE:
+            for m in pattern.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                hits.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)!r}")
+    assert not hits, (
+        "the book must stand alone; put what these point at on the chapter's page:\n"
+        + "\n".join(hits)
+    )
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.slug)
+def test_equations_are_labelled_on_the_page_and_cited_by_the_library(chapter):
+    pages = [chapter.folder / "index.md"]
+    labels: set[str] = set()
+    for page in pages:
+        labels |= set(EQ_LABEL.findall(page.read_text(encoding="utf-8")))
+    for nb in sorted(chapter.folder.glob("*.ipynb")):
+        for cell in _cells(nb):
+            if cell["cell_type"] == "markdown":
+                labels |= set(EQ_LABEL.findall(_source(cell)))
+    assert labels, f"{chapter.folder.name}/index.md states no labelled equation ($$ ... $$ (label))"
+    package = ROOT / "lib" / "reprobook" / "papers" / chapter.slug
+    cited: dict[str, list[str]] = {}
+    for py in sorted(package.rglob("*.py")):
+        for label in EQ_CITE.findall(py.read_text(encoding="utf-8")):
+            cited.setdefault(label, []).append(py.name)
+    unknown = {k: v for k, v in cited.items() if k not in labels}
+    assert not unknown, f"the library cites equations no page of {chapter.slug} labels: {unknown}"
+    uncited = sorted(labels - set(cited))
+    assert not uncited, f"labelled equations of {chapter.slug} that no docstring cites: {uncited}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.slug)
+def test_each_chapter_shows_its_method_on_a_page(chapter):
+    shown = [
+        nb.name
+        for nb in chapter.folder.glob("*.ipynb")
+        if "core.show_source(" in nb.read_text(encoding="utf-8")
+    ]
+    assert shown, f"no notebook of {chapter.slug} shows its method's code with core.show_source"
+
+
+def _parameters(nb: Path) -> set[str]:
+    for cell in _cells(nb):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            tree = ast.parse(_source(cell))
+            return {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
+    return set()
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebook_cells_are_short_and_it_closes_with_findings_and_things_to_try(nb):
+    cells = _cells(nb)
+    long = [
+        f"cell {i} ({len(_source(c).splitlines())} lines)"
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "code"
+        and "colab" not in c.get("metadata", {}).get("tags", [])
+        and len(_source(c).splitlines()) > MAX_CELL_LINES
+    ]
+    assert not long, (
+        f"code cells over {MAX_CELL_LINES} lines (move the logic to the library): {long}"
+    )
+    headings = [
+        line.strip().lstrip("#").strip().lower()
+        for c in cells
+        if c["cell_type"] == "markdown"
+        for line in _source(c).splitlines()
+        if line.startswith("## ")
+    ]
+    assert "what we found" in headings, 'no closing "## What we found" section'
+    assert "things to try" in headings, 'no closing "## Things to try" section'
+    assert headings.index("things to try") > headings.index("what we found")
+    tries = next(
+        _source(c)
+        for c in cells
+        if c["cell_type"] == "markdown" and "## Things to try" in _source(c)
+    )
+    overrides = set(re.findall(r"-p\s+([a-z_][a-z0-9_]*)=", tries))
+    assert overrides, '"Things to try" names no `-p name=value` override'
+    unknown = overrides - _parameters(nb)
+    assert not unknown, (
+        f'"Things to try" overrides {sorted(unknown)}, which are not parameters of the notebook'
+    )
+
+
+def test_paper_packages_check_inputs_through_core_checks():
+    copies = []
+    for py in sorted((ROOT / "lib" / "reprobook" / "papers").rglob("*.py")):
+        for i, line in enumerate(py.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"isinstance\([^)]*\bbool\b", line):
+                copies.append(f"{py.relative_to(ROOT)}:{i}")
+    assert not copies, "a hand-written bool/int test; use reprobook.core.checks:\n" + "\n".join(
+        copies
+    )
+
+
+def test_profiles_resolve_through_the_core():
+    wrappers = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "lib" / "reprobook" / "papers").glob("*/config.py")
+        if re.search(r"^def resolve\(", p.read_text(encoding="utf-8"), re.M)
+    ]
+    assert not wrappers, (
+        f"use core.resolve_notebook(config.PROFILES, ...), not a wrapper: {wrappers}"
+    )
+
+
+def test_each_paper_package_has_tests_under_its_name():
+    slugs = sorted(
+        p.name
+        for p in (ROOT / "lib" / "reprobook" / "papers").iterdir()
+        if (p / "__init__.py").exists()
+    )
+    files = sorted(p.name for p in (ROOT / "tests" / "papers").glob("test_*.py"))
+    for slug in slugs:
+        assert any(re.fullmatch(rf"test_{slug}(_\w+)?\.py", f) for f in files), (
+            f"no tests/papers/test_{slug}.py"
+        )
+    strays = [f for f in files if not any(re.fullmatch(rf"test_{s}(_\w+)?\.py", f) for s in slugs)]
+    assert not strays, f"test files named after no paper package (test_<slug>[_part].py): {strays}"
+
+
+def test_every_verdict_has_a_label_and_a_meaning():
+    assert set(VERDICT_LABELS) == set(VERDICTS) == set(VERDICT_MEANINGS)
