@@ -399,7 +399,7 @@ def test_new_intervals_match_scipy_and_check_input() -> None:
     ref = stats.binomtest(3, 20).proportion_ci(method="exact")
     assert iv.estimate == 0.15 and (iv.low, iv.high) == pytest.approx((ref.low, ref.high))
     assert core.proportion_interval(0, 5).low == 0.0 and core.proportion_interval(5, 5).high == 1.0
-    with pytest.raises(ValueError, match="0 <= successes <= n"):
+    with pytest.raises(ValueError, match=r"successes must be an integer >= 0 and <= 5, got 6"):
         core.proportion_interval(6, 5)
     with pytest.raises(TypeError, match="successes must be an integer"):
         core.proportion_interval(2.5, 5)
@@ -625,3 +625,71 @@ def test_t_interval_matches_scipy_and_checks_its_input():
     ):
         with pytest.raises(ValueError, match=match):
             t_interval(bad, 1.5 if match == "level" else 0.95)
+
+
+def test_worst_group_interval_is_the_bonferroni_envelope():
+    from reprobook.core import stats
+
+    groups = {"a": [0.9, 0.8, 0.85, 0.95], "b": [0.5, 0.6, 0.55, 0.4], "c": [0.7, 0.75, 0.72]}
+    out = stats.worst_group_interval(groups, level=0.9)
+    each = [stats.t_interval(v, level=1 - 0.1 / 3) for v in groups.values()]
+    assert out.group == "b"
+    assert out.interval.estimate == pytest.approx(np.mean(groups["b"]))
+    assert out.interval.low == pytest.approx(min(t.low for t in each))
+    assert out.interval.high == pytest.approx(min(t.high for t in each))
+    top = stats.worst_group_interval(groups, worst="max")
+    assert top.group == "a" and top.interval.high == max(t.high for t in top.by_group.values())
+    with pytest.raises(ValueError, match="worst must be one of 'min', 'max'"):
+        stats.worst_group_interval(groups, worst="mean")
+    with pytest.raises(ValueError, match="at least one group"):
+        stats.worst_group_interval({})
+
+
+def test_checks_return_clean_values_and_name_what_is_allowed():
+    from reprobook.core import checks
+
+    assert checks.integer(np.int64(3), "n", minimum=1) == 3 and type(checks.integer(3, "n")) is int
+    assert checks.real(2, "x") == 2.0 and checks.probability(1, "p") == 1.0
+    with pytest.raises(checks.InputError, match=r"n must be an integer >= 1, got 0"):
+        checks.integer(0, "n", minimum=1)
+    for bad in (True, 2.0, "3"):
+        with pytest.raises(TypeError, match="n must be an integer"):
+            checks.integer(bad, "n")
+    with pytest.raises(ValueError, match=r"eta must be a finite real number >= 0 and < 0.5"):
+        checks.real(0.5, "eta", minimum=0, below=0.5)
+    with pytest.raises(ValueError, match="finite"):
+        checks.real(float("nan"), "x")
+    with pytest.raises(ValueError, match=r"p must be a finite real number > 0 and <= 1, got 0"):
+        checks.probability(0, "p", open_low=True)
+    with pytest.raises(ValueError, match="True or False"):
+        checks.boolean(1, "flag")
+    assert checks.choice("min", "worst", ("min", "max")) == "min"
+    with pytest.raises(ValueError, match=r"rng must be a numpy.random.Generator"):
+        checks.generator(0)
+    X = checks.array([[1, 2], [3, 4]], "X", ndim=2, shape=(None, 2))
+    assert X.dtype == float and X.shape == (2, 2)
+    with pytest.raises(
+        ValueError, match=r"X \(n, d\) must have shape \(any, 3\), got shape \(2, 2\)"
+    ):
+        checks.array(X, "X", shape=(None, 3), what="(n, d)")
+    with pytest.raises(ValueError, match="must be a 1-D or 2-D array"):
+        checks.array(np.zeros((1, 1, 1)), "X", ndim=(1, 2))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        checks.array([1.0, np.inf], "v")
+    with pytest.raises(
+        ValueError, match=r"a and b must have the same shape, got \(2,\) and \(3,\)"
+    ):
+        checks.same_shape("a", np.zeros(2), "b", np.zeros(3))
+
+
+def test_show_source_renders_a_function_without_its_docstring(capsys):
+    from reprobook.core import stats
+
+    text = core.show_source(stats.t_interval)
+    assert text.startswith("`reprobook.core.stats.t_interval` (reprobook/core/stats.py, line ")
+    assert "```python\ndef t_interval(values" in text and "mean +- t_" not in text.split("```")[1]
+    assert "mean +- t_" in text.split("```")[0]  # the docstring's first sentence is the caption
+    assert "```python" in capsys.readouterr().out  # outside a notebook it prints
+    assert '"""' in core.show_source(stats.t_interval, docstring=True)
+    with pytest.raises(TypeError, match="needs a function"):
+        core.show_source(42)

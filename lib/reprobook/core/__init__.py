@@ -16,10 +16,12 @@ from .runtime import quiet_lightning, runtime_facts, seed_everything
 from .stats import (
     Interval,
     TInterval,
+    WorstGroup,
     as_interval,
     bootstrap_interval,
     proportion_interval,
     t_interval,
+    worst_group_interval,
 )
 from .training import make_trainer, to_accelerator
 
@@ -65,4 +67,6 @@ __all__ = [
     "checks",
     "InputError",
     "show_source",
+    "WorstGroup",
+    "worst_group_interval",
 ]

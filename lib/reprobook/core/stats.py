@@ -1,13 +1,18 @@
 """Small statistics shared by the chapters: the intervals that decide statistical claims (the
-Student-t interval of a mean, the Clopper-Pearson interval of a proportion, a bootstrap)."""
+Student-t interval of a mean, the Clopper-Pearson interval of a proportion, a bootstrap, and a
+simultaneous interval of the worst of several group means)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
+
+from . import checks
 
 
 class TInterval(NamedTuple):
@@ -28,8 +33,7 @@ def _checked(values, level) -> np.ndarray:
         raise ValueError(
             f"all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not"
         )
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    checks.real(level, "level", above=0, below=1)
     return v
 
 
@@ -57,13 +61,9 @@ class Interval(NamedTuple):
 
 def proportion_interval(successes: int, n: int, level: float = 0.95) -> Interval:
     """The Clopper-Pearson (exact binomial) interval of a proportion ``successes / n``."""
-    for name, v in (("successes", successes), ("n", n)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name} must be an integer, got {v!r}")
-    if not 0 <= successes <= n or n < 1:
-        raise ValueError(f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    n = checks.integer(n, "n", minimum=1)
+    successes = checks.integer(successes, "successes", minimum=0, maximum=n)
+    checks.real(level, "level", above=0, below=1)
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(
         confidence_level=level, method="exact"
     )
@@ -123,3 +123,41 @@ def as_interval(value) -> Interval | None:
             value.n,
         )
     return None
+
+
+@dataclass(frozen=True)
+class WorstGroup:
+    """The worst of several group means: ``interval`` (estimate, low, high) of that worst mean,
+    the ``group`` it came from, and each group's interval (at the Bonferroni level)."""
+
+    interval: Interval
+    group: str
+    by_group: dict[str, TInterval]
+
+
+def worst_group_interval(
+    values_by_group: Mapping[str, object], worst: str = "min", level: float = 0.95
+) -> WorstGroup:
+    """The smallest (``worst="min"``) or largest (``"max"``) of the group means mu_g, with a
+    simultaneous interval: the way to decide "every group reaches the bar" on noisy groups.
+
+    Each group gets its Student-t interval [l_g, h_g] at level 1 - (1 - level) / G (Bonferroni
+    over the G groups), so all G hold together with probability at least ``level``; then
+    min_g mu_g lies in [min_g l_g, min_g h_g] (max: [max_g l_g, max_g h_g]). A group whose
+    interval contradicts a claim is never averaged away by the others.
+    """
+    checks.choice(worst, "worst", ("min", "max"))
+    if not values_by_group:
+        raise checks.InputError("values_by_group must hold at least one group, got none")
+    checks.real(level, "level", above=0, below=1)
+    each = 1 - (1 - level) / len(values_by_group)
+    by = {str(g): t_interval(v, level=each) for g, v in values_by_group.items()}
+    pick = min if worst == "min" else max
+    group = pick(by, key=lambda g: by[g].mean)
+    n = sum(t.n for t in by.values())
+    method = (
+        f"{'smallest' if worst == 'min' else 'largest'} of {len(by)} group means, Student-t "
+        f"{each:.1%} each (Bonferroni, {level:.0%} together), {n} units"
+    )
+    low, high = pick(t.low for t in by.values()), pick(t.high for t in by.values())
+    return WorstGroup(Interval(by[group].mean, low, high, method, n), group, by)
