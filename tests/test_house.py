@@ -37,8 +37,15 @@ OUTSIDE = [
     re.compile(r"\b" + "brief" + r"(s|'s)?\b", re.IGNORECASE),
     re.compile("BOOK_" + "DESIGN"),
 ]
-EQ_LABEL = re.compile(r"^\$\$\s*\(([A-Za-z][\w-]*)\)\s*$", re.M)  # $$ (label) closing a display
+# $$ ... $$ (label), or a {math} directive with a :label: option
+EQ_LABEL = re.compile(
+    r"^\$\$\s*\(([A-Za-z][\w-]*)\)\s*$|^```\{math\}\s*\n:label:\s*([A-Za-z][\w-]*)\s*$", re.M
+)
 EQ_CITE = re.compile(r"eq\.\s+`([A-Za-z][\w-]*)`")  # eq. `label` in a docstring or comment
+
+
+def _labels(text: str) -> set[str]:
+    return {a or b for a, b in EQ_LABEL.findall(text)}
 
 
 def _tracked_text_files() -> list[Path]:
@@ -85,11 +92,11 @@ def test_equations_are_labelled_on_the_page_and_cited_by_the_library(chapter):
     pages = [chapter.folder / "index.md"]
     labels: set[str] = set()
     for page in pages:
-        labels |= set(EQ_LABEL.findall(page.read_text(encoding="utf-8")))
+        labels |= _labels(page.read_text(encoding="utf-8"))
     for nb in sorted(chapter.folder.glob("*.ipynb")):
         for cell in _cells(nb):
             if cell["cell_type"] == "markdown":
-                labels |= set(EQ_LABEL.findall(_source(cell)))
+                labels |= _labels(_source(cell))
     assert labels, f"{chapter.folder.name}/index.md states no labelled equation ($$ ... $$ (label))"
     package = ROOT / "lib" / "reprobook" / "papers" / chapter.slug
     cited: dict[str, list[str]] = {}

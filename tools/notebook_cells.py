@@ -11,32 +11,13 @@ import sys
 from pathlib import Path
 
 import nbformat
-import yaml
+
+from reprobook.scaffold import colab_cell
 
 ROOT = Path(__file__).resolve().parents[1]
-REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
 
-COLAB_CELL = f'''\
-# Colab only: clone this book at the branch the pages were built from and install its library.
-# Colab keeps its own torch (nothing here installs torch); everywhere else this cell does nothing.
-# (REPROBOOK_COLAB=1 with REPROBOOK_REPO and REPROBOOK_HOME rehearse it offline; see the tests.)
-import os
-import subprocess
-import sys
-
-if "google.colab" in sys.modules or os.environ.get("REPROBOOK_COLAB") == "1":
-    REPO = os.environ.get("REPROBOOK_REPO", "{REPOSITORY["url"]}")
-    REF = os.environ.get("REPROBOOK_REF", "{REPOSITORY["branch"]}")
-    HOME = os.environ.get("REPROBOOK_HOME", "/content/reprobook")
-    if not os.path.isdir(HOME):
-        subprocess.run(
-            ["git", "clone", "--depth", "1", "--branch", REF, REPO, HOME], check=True
-        )
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "-e", HOME], check=True
-        )
-    sys.path.insert(0, os.path.join(HOME, "lib"))
-    os.environ["REPROBOOK_ROOT"] = HOME'''
+# The cell's text lives in the library (the chapter scaffold writes it too).
+COLAB_CELL = colab_cell(ROOT)
 
 
 def notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:

@@ -1,10 +1,34 @@
-"""The ``reprobook`` command line: list, run, ledger, book."""
+"""The ``reprobook`` command line: list, run, ledger, book, new."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    from .core.paths import book_root
+    from .scaffold import ScaffoldError, new_chapter, remove_chapter
+
+    root = book_root()
+    try:
+        if args.remove:
+            remove_chapter(args.number, args.slug, args.title, args.arxiv, root)
+            print(f"removed the scaffold of chapter {args.number}_{args.slug}")
+            return 0
+        paths = new_chapter(args.number, args.slug, args.title, args.arxiv, root)
+    except ScaffoldError as err:
+        print(f"reprobook new: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"  {path.relative_to(root)}")
+    print(
+        f"Chapter {args.number}_{args.slug} is in place and passes `make test` as it stands. "
+        f"Next: replace the examples (CONTRIBUTING.md, 'Adding a chapter'), then "
+        f"`reprobook run {args.number} --force`."
+    )
+    return 0
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -28,7 +52,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
             ids = [c.id for c in ch.claims if c.notebook == nb.stem]
             print(f"    {nb.name}" + (f"  [{', '.join(ids)}]" if ids else ""))
     print(
-        f"the book at the {args.profile} profile: {total_h:g} hours of jobs, {total_gpu_h:g} GPU-hours"
+        f"the book at the {args.profile} profile: {total_h:g} hours of jobs, "
+        f"{total_gpu_h:g} GPU-hours"
     )
     return 0
 
@@ -77,7 +102,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(runner.format_summary(summary))
     if not summary.ok:
         print(
-            f"{len(summary.failed)} notebook(s) failed, {len(summary.failures)} job(s) did not finish",
+            f"{len(summary.failed)} notebook(s) failed, "
+            f"{len(summary.failures)} job(s) did not finish",
             file=sys.stderr,
         )
         return 1
@@ -159,6 +185,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
     s.set_defaults(func=_cmd_list)
 
+    s = sub.add_parser(
+        "new", help="write the scaffold of a new chapter (passes make test as it stands)"
+    )
+    s.add_argument("number", metavar="NN", help="two-digit chapter number")
+    s.add_argument("slug", help="the paper package's name, e.g. spr_ldp")
+    s.add_argument("title", help="the paper's title")
+    s.add_argument("--arxiv", default="", help="the paper's arXiv id, e.g. 2606.07443")
+    s.add_argument(
+        "--remove",
+        action="store_true",
+        help="take out an unmodified scaffold written with the same arguments",
+    )
+    s.set_defaults(func=_cmd_new)
+
     s = sub.add_parser("run", help="execute chapters with papermill (skipping unchanged notebooks)")
     s.add_argument(
         "chapters",
@@ -222,7 +262,8 @@ def parser() -> argparse.ArgumentParser:
         "--tag",
         default=None,
         metavar="NAME",
-        help="keep this run's outputs under _build/tagged/NAME (default: seedN when -p seed=N, N != 0; "
+        help="keep this run's outputs under _build/tagged/NAME "
+        "(default: seedN when -p seed=N, N != 0; "
         "'default' forces the untagged folders)",
     )
     s.set_defaults(func=_cmd_run)
@@ -233,7 +274,8 @@ def parser() -> argparse.ArgumentParser:
         "--format",
         default="compact",
         choices=["compact", "table", "markdown", "json"],
-        help="compact: one line per claim, cut to the terminal (default); table: every column in full",
+        help="compact: one line per claim, cut to the terminal (default); "
+        "table: every column in full",
     )
     s.add_argument(
         "--wide", action="store_true", help="the full text of every column (same as --format table)"
@@ -258,7 +300,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--source-only",
         action="store_true",
-        help="render the notebooks as committed (no outputs): checks the book's structure without executing",
+        help="render the notebooks as committed (no outputs): "
+        "checks the book's structure without executing",
     )
     s.add_argument(
         "--allow-stale",

@@ -1,0 +1,606 @@
+"""``reprobook new NN slug "Title"``: a new chapter that passes ``make test`` as it stands.
+
+It writes the chapter's folder (``index.md`` with the standard sections and one labelled
+equation, ``claims.yml`` with one example claim, one notebook with the title cell, the Colab
+cell, the parameters cell and the closing sections), its paper package (``__init__.py``,
+``config.py`` with both profiles, ``method.py`` with the example estimator the equation
+describes), its tests, and its entries in ``_toc.yml``, ``book/references.bib`` and the
+README's chapter table. Every example is marked "replace": the chapter is a template, not a
+result. ``reprobook new NN slug --remove`` takes an unmodified scaffold out again and leaves the
+tree as it was.
+
+The shared Colab cell lives here too (``tools/notebook_cells.py`` re-exports it), so that the
+scaffold and the committed notebooks use one text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .core.paths import atomic_write_text, book_root
+
+__all__ = [
+    "ScaffoldError",
+    "PLANNED_PARTS",
+    "colab_cell",
+    "notebook_json",
+    "new_chapter",
+    "remove_chapter",
+]
+
+# The part of the book each planned chapter joins (the table of contents groups papers by field).
+PLANNED_PARTS = {
+    "Statistics, privacy and learning theory": ("02", "05", "07", "18"),
+    "Generative models": ("03", "11", "16", "19"),
+    "Vision and language": ("04", "08", "14"),
+    "Benchmarks and agents": ("01", "06", "10", "12", "15"),
+    "Graphs, optimisation and security": ("09", "13", "17"),
+}
+OTHER_PART = "Other papers"
+BACK_MATTER = "Back matter"
+
+
+class ScaffoldError(ValueError):
+    """A request the scaffold cannot carry out; the message says what to change."""
+
+
+def colab_cell(root: Path | None = None) -> str:
+    """The first code cell of every notebook: in Colab (or with ``REPROBOOK_COLAB=1``) it clones
+    the book at the branch the pages were built from and installs the library; elsewhere it
+    does nothing. The repository and branch come from ``_config.yml``."""
+    root = root or book_root()
+    repo = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))["repository"]
+    return f'''\
+# Colab only: clone the book at the branch these pages were built from; install it.
+# Colab keeps its own torch (nothing here installs torch); elsewhere this does nothing.
+# REPROBOOK_COLAB=1, REPROBOOK_REPO and REPROBOOK_HOME rehearse it offline (see tests).
+import os
+import subprocess
+import sys
+
+if "google.colab" in sys.modules or os.environ.get("REPROBOOK_COLAB") == "1":
+    REPO = os.environ.get("REPROBOOK_REPO", "{repo["url"]}")
+    REF = os.environ.get("REPROBOOK_REF", "{repo["branch"]}")
+    HOME = os.environ.get("REPROBOOK_HOME", "/content/reprobook")
+    if not os.path.isdir(HOME):
+        subprocess.run(
+            ["git", "clone", "--depth", "1", "--branch", REF, REPO, HOME], check=True
+        )
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "-e", HOME], check=True
+        )
+    sys.path.insert(0, os.path.join(HOME, "lib"))
+    os.environ["REPROBOOK_ROOT"] = HOME'''
+
+
+def notebook_json(cells: list[tuple[str, str]], root: Path | None = None) -> str:
+    """A notebook (JSON text, no outputs) from ``(kind, source)`` pairs, kind ``"md"``,
+    ``"code"`` or ``"parameters"``: the first pair (the title) first, then the Colab cell."""
+    out = []
+    for kind, source in cells:
+        source = source.strip("\n")
+        if kind not in ("md", "code", "parameters"):
+            raise ScaffoldError(f"cell kind must be 'md', 'code' or 'parameters', got {kind!r}")
+        if kind == "md":
+            out.append({"cell_type": "markdown", "metadata": {}, "source": source})
+        else:
+            tags = {"tags": ["parameters"]} if kind == "parameters" else {}
+            out.append(
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": tags,
+                    "outputs": [],
+                    "source": source,
+                }
+            )
+    colab = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {"tags": ["colab", "hide-input"]},
+        "outputs": [],
+        "source": colab_cell(root),
+    }
+    out.insert(1 if out and out[0]["cell_type"] == "markdown" else 0, colab)
+    for i, cell in enumerate(out):
+        cell["id"] = f"cell-{i:02d}"
+    nb = {
+        "cells": out,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class _Names:
+    number: str
+    slug: str
+    title: str
+    arxiv: str
+
+    @property
+    def folder(self) -> str:
+        return f"{self.number}_{self.slug}"
+
+    @property
+    def label(self) -> str:  # equation labels are global in the book: prefix them
+        return self.slug.replace("_", "-")
+
+    @property
+    def bibkey(self) -> str:
+        return f"paper{self.number}_{self.slug}"
+
+
+def _check_names(number: str, slug: str, title: str, arxiv: str) -> _Names:
+    number = str(number)
+    if not re.fullmatch(r"\d\d", number) or number == "00":
+        raise ScaffoldError(f"NN must be a two-digit chapter number 01-99, got {number!r}")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*[a-z0-9]", slug) or "__" in slug:
+        raise ScaffoldError(
+            f"slug must be lower-case letters, digits and single underscores, starting with a "
+            f"letter (a Python package name such as spr_ldp), got {slug!r}"
+        )
+    title = " ".join(str(title).split())
+    if not title or any(c in title for c in '"{}\\|'):
+        raise ScaffoldError(
+            f"title must be the paper's title, without the characters \" {{ }} \\ |, got {title!r}"
+        )
+    if arxiv and not re.fullmatch(r"\d{4}\.\d{4,5}", arxiv):
+        raise ScaffoldError(f"arxiv must be an arXiv id such as 2606.07443, got {arxiv!r}")
+    return _Names(number, slug, title, arxiv)
+
+
+# --- the files ---------------------------------------------------------------------------------
+
+
+def _index_md(n: _Names) -> str:
+    arxiv = (
+        f"arXiv [{n.arxiv}](https://arxiv.org/abs/{n.arxiv}), " if n.arxiv else "(no arXiv id), "
+    )
+    return f"""\
+({n.label})=
+# {n.title}
+
+**Paper:** *{n.title}*, the authors (replace), {arxiv}NeurIPS 2026 {{cite}}`{n.bibkey}`.
+
+<!-- reprobook:status -->
+
+## The question
+
+Replace: two paragraphs on what the paper asks, what was known before it, and what it claims.
+
+## How we rebuilt the method
+
+Replace: where the method comes from (the full text, the released code, or only the abstract:
+say plainly when it is our reconstruction), and the equations the library implements, each
+labelled and cited by the docstring of the function that computes it. The example below is the
+template's own.
+
+The example estimator is the sample mean of $n$ independent draws $x_1, \\dots, x_n$:
+
+$$
+\\hat\\mu_n = \\frac{{1}}{{n}} \\sum_{{i=1}}^{{n}} x_i
+$$ ({n.label}-estimator)
+
+`{n.slug}.method.estimate` implements {{eq}}`{n.label}-estimator`; the first notebook shows its
+code.
+
+## What is checked, and where
+
+- {{doc}}`01_first` checks the example claim C1: the estimator {{eq}}`{n.label}-estimator` is
+  unbiased, decided on a Student-t interval over repetitions.
+
+## What cannot be checked here
+
+Replace: the claims no profile of this book can measure, and why.
+"""
+
+
+def _claims_yml(n: _Names) -> str:
+    arxiv = f'"{n.arxiv}"' if n.arxiv else '""'
+    return f"""\
+# Claims of "{n.title}". C1 is the template's example: replace it with the paper's claims,
+# each with its check written before its notebook first runs (see CONTRIBUTING.md).
+paper:
+  title: "{n.title}"
+  arxiv: {arxiv}
+  bibkey: {n.bibkey}
+  full_text: false
+
+claims:
+  - id: C1
+    claim: >-
+      Example (replace): the estimator of the chapter's first equation is unbiased.
+    metric: mean over repetitions of (estimate - true mean)
+    paper_value: "0 (example)"
+    source: extension
+    evidence: statistical
+    notebook: 01_first
+    check:
+      reproduced: {{min: -0.1, max: 0.1}}
+"""
+
+
+def _notebook(n: _Names, root: Path) -> str:
+    mod = n.slug
+    return notebook_json(
+        [
+            (
+                "md",
+                f"""\
+# 1. First notebook (C1)
+
+Replace: what this notebook checks and what it costs. The example checks that the estimator
+{{eq}}`{n.label}-estimator` is unbiased, over repeated samples, in a few seconds.""",
+            ),
+            (
+                "parameters",
+                """\
+profile: str = "reduced"  # "reduced": 2 CPU cores, about a minute; "full": paper scale
+seed: int = 0  # seed of the samples
+n_repeats: int | None = None  # repetitions of the estimate; None keeps the profile's""",
+            ),
+            (
+                "code",
+                f"""\
+import numpy as np
+
+from reprobook import core
+from reprobook.papers.{mod} import config, method
+
+cfg = core.resolve_notebook(config.PROFILES, "first", profile, n_repeats=n_repeats)
+run = core.start("{mod}", "01_first", profile=profile, seed=seed, config=cfg)
+core.set_theme()""",
+            ),
+            (
+                "md",
+                f"""\
+## The method
+
+The library computes {{eq}}`{n.label}-estimator`:""",
+            ),
+            ("code", "core.show_source(method.estimate)"),
+            (
+                "md",
+                """\
+## Is it unbiased? (C1)
+
+Each repetition draws a fresh sample and records the estimate's error; the claim is decided on
+the Student-t interval of the mean error.""",
+            ),
+            (
+                "code",
+                """\
+rng = np.random.default_rng(seed)
+errors = [
+    method.estimate(rng.normal(cfg.true_mean, 1.0, cfg.n)) - cfg.true_mean
+    for _ in range(cfg.n_repeats)
+]
+run.record("C1", core.t_interval(errors))
+run.claims_table()""",
+            ),
+            ("md", "## What we found"),
+            (
+                "code",
+                """\
+iv = core.t_interval(errors)
+core.md(
+    f"Over {iv.n} repetitions the mean error is {iv.mean:.4f}, with a 95% interval of "
+    f"[{iv.low:.4f}, {iv.high:.4f}]: C1 is {run.verdict_label('C1')}."
+)""",
+            ),
+            (
+                "md",
+                f"""\
+## Things to try
+
+- `reprobook run {n.folder} -p n_repeats=20`: fewer repetitions widen the interval; watch
+  the verdict turn inconclusive when it straddles a bar.""",
+            ),
+        ],
+        root,
+    )
+
+
+def _init_py(n: _Names) -> str:
+    return f'''\
+"""{n.title}.
+
+Library of chapter {n.number} (notebooks/{n.folder}): replace the example estimator
+(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+"""
+
+from . import config, method
+from .method import estimate
+
+__all__ = ["config", "method", "estimate"]
+'''
+
+
+def _config_py(n: _Names) -> str:
+    return f'''\
+"""Profiles of the notebooks of chapter {n.number}: one frozen dataclass per notebook, with a
+``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
+scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reprobook.core.resources import Resources
+
+
+@dataclass(frozen=True)
+class FirstConfig:
+    """C1 (example): the estimator's error over repeated samples."""
+
+    n: int = 100  # draws per sample
+    n_repeats: int = 200  # repeated samples
+    true_mean: float = 1.0  # the mean the draws come from
+
+
+PROFILES = {{
+    "first": {{"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)}},
+}}
+
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+RESOURCES = {{
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
+    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+}}
+'''
+
+
+def _method_py(n: _Names) -> str:
+    return f'''\
+"""The example method of chapter {n.number} (replace with the paper's): the sample mean."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reprobook.core import checks
+
+
+def estimate(x) -> float:
+    """The sample mean of the draws ``x`` (1-D, finite, at least one).
+
+    Implements eq. `{n.label}-estimator` of notebooks/{n.folder}/index.md.
+    """
+    x = checks.array(x, "x", ndim=1)
+    if x.size == 0:
+        raise checks.InputError("x must hold at least one draw, got an empty array")
+    return float(np.sum(x) / x.size)  # eq. {n.label}-estimator: (1 / n) sum_i x_i
+'''
+
+
+def _test_py(n: _Names) -> str:
+    return f'''\
+"""Tests of chapter {n.number}'s library (replace with the paper's exact properties)."""
+
+import numpy as np
+import pytest
+
+from reprobook import core
+from reprobook.papers.{n.slug} import config, method
+
+
+def test_estimate_is_the_sample_mean():
+    assert method.estimate([1.0, 2.0, 6.0]) == 3.0
+    x = np.random.default_rng(0).normal(size=50)
+    assert method.estimate(x) == pytest.approx(x.mean(), abs=1e-12)
+
+
+def test_estimate_refuses_bad_input():
+    with pytest.raises(ValueError, match="x must be a 1-D array"):
+        method.estimate(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="at least one draw"):
+        method.estimate([])
+
+
+def test_profiles_resolve():
+    reduced = core.resolve_notebook(config.PROFILES, "first", "reduced")
+    assert core.resolve_notebook(config.PROFILES, "first", "reduced", n_repeats=7).n_repeats == 7
+    assert core.resolve_notebook(config.PROFILES, "first", "full").n > reduced.n
+'''
+
+
+def _bib_entry(n: _Names) -> str:
+    eprint = (
+        f"  eprint        = {{{n.arxiv}}},\n  archivePrefix = {{arXiv}},\n"
+        f"  url           = {{https://arxiv.org/abs/{n.arxiv}}},\n"
+        if n.arxiv
+        else ""
+    )
+    return (
+        f"@misc{{{n.bibkey},\n  author        = {{{{The authors}}}},\n"
+        f"  title         = {{{n.title}}},\n  year          = {{2026}},\n{eprint}"
+        f"  note          = {{NeurIPS 2026}}\n}}\n"
+    )
+
+
+def _files(n: _Names, root: Path) -> dict[Path, str]:
+    pkg = root / "lib" / "reprobook" / "papers" / n.slug
+    folder = root / "notebooks" / n.folder
+    return {
+        folder / "index.md": _index_md(n),
+        folder / "claims.yml": _claims_yml(n),
+        folder / "01_first.ipynb": _notebook(n, root),
+        pkg / "__init__.py": _init_py(n),
+        pkg / "config.py": _config_py(n),
+        pkg / "method.py": _method_py(n),
+        root / "tests" / "papers" / f"test_{n.slug}.py": _test_py(n),
+    }
+
+
+# --- the shared files: _toc.yml, references.bib, README.md ------------------------------------
+
+
+def _part_of(number: str) -> str:
+    return next((p for p, nums in PLANNED_PARTS.items() if number in nums), OTHER_PART)
+
+
+def _toc_with(text: str, n: _Names) -> str:
+    """``_toc.yml`` with the chapter's entry in its part, in chapter order (a new part goes
+    before the back matter). Edits the text, so comments and layout stay as they are."""
+    block = [
+        f"      - file: notebooks/{n.folder}/index",
+        "        sections:",
+        f"          - file: notebooks/{n.folder}/01_first",
+    ]
+    lines = text.splitlines()
+    part = _part_of(n.number)
+    caption = f"  - caption: {part}"
+    if caption not in lines:
+        at = lines.index(f"  - caption: {BACK_MATTER}")
+        lines[at:at] = [caption, "    chapters:", *block]
+        return "\n".join(lines) + "\n"
+    start = lines.index(caption) + 2  # past "    chapters:"
+    at = start
+    while at < len(lines) and not lines[at].startswith("  - caption:"):
+        m = re.match(r"      - file: notebooks/(\d\d)_", lines[at])
+        if m and m.group(1) > n.number:
+            break
+        at += 1
+    lines[at:at] = block
+    return "\n".join(lines) + "\n"
+
+
+def _toc_without(text: str, n: _Names) -> str:
+    lines = [ln for ln in text.splitlines() if f"notebooks/{n.folder}/" not in ln]
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        if ln == "        sections:" and (
+            i + 1 >= len(lines) or "          - file:" not in lines[i + 1]
+        ):
+            continue  # the sections line of the removed chapter
+        out.append(ln)
+    # a part left without chapters goes too
+    cleaned: list[str] = []
+    i = 0
+    while i < len(out):
+        if (
+            out[i].startswith("  - caption:")
+            and i + 1 < len(out)
+            and out[i + 1] == "    chapters:"
+            and (i + 2 >= len(out) or not out[i + 2].startswith("      - file:"))
+        ):
+            i += 2
+            continue
+        cleaned.append(out[i])
+        i += 1
+    return "\n".join(cleaned) + "\n"
+
+
+README_ROW = re.compile(r"^\| (\d\d) \| `[a-z0-9_]+` \| .+ \|$")
+
+
+def _readme_with(text: str, n: _Names) -> str:
+    lines = text.splitlines()
+    rows = [i for i, ln in enumerate(lines) if README_ROW.match(ln)]
+    if not rows:
+        raise ScaffoldError("README.md has no chapter table (| NN | `slug` | title |) to extend")
+    at = next((i for i in rows if lines[i][2:4] > n.number), rows[-1] + 1)
+    lines.insert(at, f"| {n.number} | `{n.slug}` | {n.title} |")
+    return "\n".join(lines) + "\n"
+
+
+def _readme_without(text: str, n: _Names) -> str:
+    lines = [ln for ln in text.splitlines() if not ln.startswith(f"| {n.number} | `{n.slug}` |")]
+    return "\n".join(lines) + "\n"
+
+
+def _bib_with(text: str, n: _Names) -> str:
+    return text.rstrip("\n") + "\n\n" + _bib_entry(n)
+
+
+def _bib_without(text: str, n: _Names) -> str:
+    entry = _bib_entry(n)
+    if ("\n\n" + entry) in text:
+        return text.replace("\n\n" + entry, "\n", 1)
+    return text.replace(entry, "", 1)
+
+
+# --- the commands ------------------------------------------------------------------------------
+
+
+def new_chapter(
+    number: str, slug: str, title: str, arxiv: str = "", root: Path | None = None
+) -> list[Path]:
+    """Write the scaffold of chapter ``number``/``slug``; returns the files written or changed.
+    Refuses (changing nothing) when the number, slug, folder or package is taken."""
+    root = root or book_root()
+    n = _check_names(number, slug, title, arxiv)
+    taken = [p.name for p in (root / "notebooks").glob(f"{n.number}_*")]
+    if taken:
+        raise ScaffoldError(f"chapter number {n.number} is taken by notebooks/{taken[0]}")
+    if list((root / "notebooks").glob(f"[0-9][0-9]_{n.slug}")):
+        raise ScaffoldError(f"slug {n.slug!r} is taken by another chapter")
+    files = _files(n, root)
+    existing = [str(p.relative_to(root)) for p in files if p.exists()]
+    if existing:
+        raise ScaffoldError(f"these files exist already: {', '.join(existing)}")
+    bib = (root / "book" / "references.bib").read_text(encoding="utf-8")
+    if re.search(rf"@\w+\{{{n.bibkey},", bib):
+        raise ScaffoldError(f"book/references.bib has an entry {n.bibkey} already")
+    shared = {
+        root / "_toc.yml": _toc_with((root / "_toc.yml").read_text(encoding="utf-8"), n),
+        root / "book" / "references.bib": _bib_with(bib, n),
+        root / "README.md": _readme_with((root / "README.md").read_text(encoding="utf-8"), n),
+    }
+    written: list[Path] = []
+    try:
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+            written.append(path)
+    except OSError:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    for path, text in shared.items():
+        atomic_write_text(path, text)
+    return [*files, *shared]
+
+
+def remove_chapter(
+    number: str, slug: str, title: str, arxiv: str = "", root: Path | None = None
+) -> None:
+    """Take out a scaffold that ``new_chapter`` wrote with these arguments, as long as none of
+    its files was changed since (a chapter someone worked on is never deleted this way)."""
+    root = root or book_root()
+    n = _check_names(number, slug, title, arxiv)
+    files = _files(n, root)
+    changed = [
+        str(p.relative_to(root))
+        for p, text in files.items()
+        if p.exists() and p.read_text(encoding="utf-8") != text
+    ]
+    if changed:
+        raise ScaffoldError(
+            f"refusing to remove chapter {n.folder}: these files differ from the scaffold "
+            f"(delete them by hand if that is what you want): {', '.join(changed)}"
+        )
+    for path in files:
+        path.unlink(missing_ok=True)
+    for folder in (root / "notebooks" / n.folder, root / "lib" / "reprobook" / "papers" / n.slug):
+        shutil.rmtree(folder / "__pycache__", ignore_errors=True)
+        shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
+        if folder.exists() and not any(folder.iterdir()):
+            folder.rmdir()
+    toc, bib, readme = root / "_toc.yml", root / "book" / "references.bib", root / "README.md"
+    atomic_write_text(toc, _toc_without(toc.read_text(encoding="utf-8"), n))
+    atomic_write_text(bib, _bib_without(bib.read_text(encoding="utf-8"), n))
+    atomic_write_text(readme, _readme_without(readme.read_text(encoding="utf-8"), n))
