@@ -153,3 +153,16 @@ def test_bad_requests_are_refused_and_change_nothing(book: Path, args, message) 
     with pytest.raises(scaffold.ScaffoldError, match=message):
         scaffold.new_chapter(*args, root=book)
     assert _digests(book) == before
+
+
+def test_a_planned_paper_keeps_its_bibliography_entry(book: Path) -> None:
+    bib = book / "book" / "references.bib"
+    before = bib.read_text()
+    assert "@misc{paper06_tastebench," in before
+    scaffold.new_chapter("06", "tastebench", "TasteBench", root=book)
+    assert bib.read_text() == before  # the hand-written entry is used, not duplicated
+    toc = (book / "_toc.yml").read_text()
+    part = toc.index("  - caption: Benchmarks and agents")
+    assert part < toc.index("notebooks/06_tastebench/index") < toc.index("notebooks/10_tactile")
+    scaffold.remove_chapter("06", "tastebench", "TasteBench", root=book)
+    assert bib.read_text() == before and "06_tastebench" not in (book / "_toc.yml").read_text()

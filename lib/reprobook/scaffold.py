@@ -527,6 +527,7 @@ def _bib_with(text: str, n: _Names) -> str:
 
 
 def _bib_without(text: str, n: _Names) -> str:
+    """The bibliography without the scaffold's own entry (an entry written by hand stays)."""
     entry = _bib_entry(n)
     if ("\n\n" + entry) in text:
         return text.replace("\n\n" + entry, "\n", 1)
@@ -553,11 +554,11 @@ def new_chapter(
     if existing:
         raise ScaffoldError(f"these files exist already: {', '.join(existing)}")
     bib = (root / "book" / "references.bib").read_text(encoding="utf-8")
-    if re.search(rf"@\w+\{{{n.bibkey},", bib):
-        raise ScaffoldError(f"book/references.bib has an entry {n.bibkey} already")
+    if not re.search(rf"@\w+\{{{n.bibkey},", bib):  # a planned paper has its entry already
+        bib = _bib_with(bib, n)
     shared = {
         root / "_toc.yml": _toc_with((root / "_toc.yml").read_text(encoding="utf-8"), n),
-        root / "book" / "references.bib": _bib_with(bib, n),
+        root / "book" / "references.bib": bib,
         root / "README.md": _readme_with((root / "README.md").read_text(encoding="utf-8"), n),
     }
     written: list[Path] = []
