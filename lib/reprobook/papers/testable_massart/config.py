@@ -10,7 +10,8 @@ seed is a notebook parameter; Monte Carlo streams derive from it.
 The full profile runs the same NumPy and SciPy code at larger sizes (higher degrees, dimensions
 and sample sizes, more seeds). Degree-4 to 6 moments in d = 20 to 50 would suit a GPU; this
 chapter computes features in float64 NumPy, in row chunks, and has not been ported to torch, so
-the full profile is sized for a many-core CPU (it runs on the GPU machine's CPUs). No data set applies: every distribution is generated.
+the full profile is sized for a many-core CPU (it runs on the GPU machine's CPUs). No data set
+applies: every distribution is generated.
 """
 
 from __future__ import annotations
@@ -20,44 +21,29 @@ from typing import Any
 
 from reprobook.core.resources import Resources
 
-__all__ = ["SandwichingConfig", "MomentTesterConfig", "TesterLearnerConfig", "PROFILES", "resolve"]
+__all__ = ["SandwichingConfig", "MomentTesterConfig", "TesterLearnerConfig", "PROFILES"]
 
 
 @dataclass(frozen=True)
 class SandwichingConfig:
     """C1: sandwiching polynomials for sign(z - t) by linear programming."""
 
-    thresholds: tuple[float, ...] = (
-        0.0,
-        0.5,
-        1.0,
-        1.5,
-        2.0,
-        2.5,
-        3.0,
-    )  # thresholds t (bias gamma = Phi(-|t|))
+    # thresholds t (bias gamma = Phi(-|t|))
+    thresholds: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
     degrees: tuple[int, ...] = (2, 4, 6, 8, 10, 12, 14, 16)  # polynomial degrees k
-    grid_points: int = (
-        1001  # LP constraint points on [-R, R], R = max(8, |t| + 6), before refinement
-    )
-    refine: int = (
-        8  # exchange rounds: violations on a 40x finer check grid are added and the LP re-solved
-    )
-    valid_tol: float = (
-        1e-5  # a sandwich is valid when its off-grid violation on [-R, R] is at most this
-    )
+    # LP constraint points on [-R, R], R = max(8, |t| + 6), before refinement
+    grid_points: int = 1001
+    # exchange rounds: violations on a 40x finer check grid are added and the LP re-solved
+    refine: int = 8
+    # a sandwich is valid when its off-grid violation on [-R, R] is at most this
+    valid_tol: float = 1e-5
     ratio_targets: tuple[float, ...] = (30.0, 10.0)  # G / gamma levels for the degree-needed plot
-    cf_thresholds: tuple[float, ...] = tuple(
-        0.5 * i for i in range(17)
-    )  # thresholds of the closed-form sweep (t up to 8)
+    # thresholds of the closed-form sweep (t up to 8)
+    cf_thresholds: tuple[float, ...] = tuple(0.5 * i for i in range(17))
     cf_max_degree: int = 4000  # largest degree of the closed-form sweep
     cf_ratio: float = 2.0  # constant-factor multiplicative error G <= cf_ratio * gamma (C1)
     cf_slope_from: float = 2.0  # C1's slope is fitted over thresholds t >= this
-    eps_ratios: tuple[float, ...] = (
-        1.0,
-        0.5,
-        0.25,
-    )  # G <= eps * gamma: the degree this reading needs
+    eps_ratios: tuple[float, ...] = (1.0, 0.5, 0.25)  # G <= eps * gamma: the degree it needs
     example_t: float = 1.0  # threshold of the drawn example
     example_degrees: tuple[int, ...] = (4, 12)  # degrees of the drawn example
 
@@ -69,19 +55,15 @@ class MomentTesterConfig:
     d: int = 5  # dimension
     degree: int = 4  # largest total degree of the tested moments (125 features at d = 5)
     n: int = 20_000  # samples per test (the largest of sample_sizes); the tester of C2 and C3
-    quantile: float = 0.99  # the threshold is this quantile of chi-squared (at n) or of Monte Carlo null draws (smaller n)
+    # the threshold is this quantile of chi-squared (at n) or of Monte Carlo null draws (smaller n)
+    quantile: float = 0.99
     check_reps: int = 400  # fresh Gaussian samples for the acceptance rate (C2)
     score_reps: int = 80  # samples per alternative and of the grid at n (C3)
     alt_reps: int = 20  # samples per alternative at the smaller sample sizes (the power curves)
-    sample_sizes: tuple[int, ...] = (
-        1000,
-        3000,
-        10_000,
-        20_000,
-    )  # n of the power curves (the largest is n)
-    null_reps_small: int = (
-        100  # Monte Carlo null draws calibrating the threshold at each smaller sample size
-    )
+    # n of the power curves (the largest is n)
+    sample_sizes: tuple[int, ...] = (1000, 3000, 10_000, 20_000)
+    # Monte Carlo null draws calibrating the threshold at each smaller sample size
+    null_reps_small: int = 100
 
 
 @dataclass(frozen=True)
@@ -92,28 +74,22 @@ class TesterLearnerConfig:
     n: int = 2000  # training samples
     n_test: int = 50_000  # test samples (error against the noisy labels; opt = E[eta])
     thresholds: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)  # halfspace thresholds t
-    noises: tuple[str, ...] = (
-        "boundary_band",
-        "minority_side",
-        "random_flips",
-    )  # Massart noise models
+    # Massart noise models
+    noises: tuple[str, ...] = ("boundary_band", "minority_side", "random_flips")
     eta_max: float = 0.4  # largest flip probability
     eta_low: float = 0.05  # flip probability away from the boundary band
     flip_eta: float = 0.1  # flip probability of the random-flips control (the easy case)
     band: float = 0.5  # half-width of the boundary band
     degrees: tuple[int, ...] = (1, 3)  # degrees of the L1 regression learners
-    eps: float = (
-        0.03  # target excess error; the constant hypothesis is used when the minority is rarer
-    )
-    solver: str = (
-        "dual"  # L1 regression: "dual" (HiGHS on the LP dual, about 7x faster) or "sklearn"
-    )
+    # target excess error; the constant hypothesis is used when the minority is rarer
+    eps: float = 0.03
+    # L1 regression: "dual" (HiGHS on the LP dual, about 7x faster) or "sklearn"
+    solver: str = "dual"
     test_degree: int = 4  # degree of the tester's moments
     null_reps: int = 100  # Gaussian samples to calibrate the tester at n
     seeds: int = 5  # repetitions (data seeds) of the learner comparison; C4's interval is over them
-    soundness_reps: int = (
-        2  # repetitions per non-Gaussian marginal in the soundness runs (shown, not scored)
-    )
+    # repetitions per non-Gaussian marginal in the soundness runs (shown, not scored)
+    soundness_reps: int = 2
     cost_dims: tuple[int, ...] = (2, 5, 10, 20)  # dimensions of the cost illustration
     cost_degrees: tuple[int, ...] = (2, 3, 4)  # degrees of the cost illustration
     cost_n: int = 5000  # samples in the cost illustration
@@ -182,11 +158,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
     "full": Resources(gpus=0, cpus=16, mem_gb=32, hours=2.0),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
-    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
-    from reprobook.core.profiles import resolve_notebook
-
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)

@@ -15,7 +15,7 @@ read. Everything here is our reconstruction of the setting the abstract describe
   :func:`boundary_band` (the hard case near the boundary), :func:`random_flips` (constant eta, the
   easy control) and :func:`minority_side` (all the noise on the smaller side: the case that makes
   the constant hypothesis look best). Because eta < 1/2 everywhere, f is Bayes optimal and
-  opt = err(f) = E[eta(x)].
+  opt = err(f) = E[eta(x)] (eq. `massart-noise` of notebooks/05_testable_massart/index.md).
 * :func:`massart_problem` puts these together into a :class:`Problem`.
 
 Every random function takes ``rng`` (a ``numpy.random.Generator`` or an integer seed).
@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import integrate, stats
 
+from reprobook.core import checks
 from reprobook.core.rng import as_generator
 
 from .sandwich import bias  # gamma = Phi(-|t|): one definition for the chapter
@@ -82,40 +83,9 @@ _MARGINAL_PARAMS: dict[str, dict[str, Any]] = {
 # --- checks -----------------------------------------------------------------------------------
 
 
-def _check_count(value: Any, name: str, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return int(value)
-
-
-def _check_real(value: Any, name: str) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(out):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return out
-
-
 def _check_eta(value: Any, name: str) -> float:
-    eta = _check_real(value, name)
-    if not 0.0 <= eta < 0.5:
-        raise ValueError(f"{name} must be in [0, 1/2) for Massart noise, got {eta!r}")
-    return eta
-
-
-def _check_X(X: ArrayLike, d: int | None = None) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (n, d), got an array of shape {X.shape}")
-    if d is not None and X.shape[1] != d:
-        raise ValueError(
-            f"X has {X.shape[1]} columns but the halfspace lives in d = {d} dimensions"
-        )
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X has non-finite entries (nan or inf); every feature must be finite")
-    return X
+    """A Massart flip probability: in [0, 1/2), so that the target stays Bayes optimal."""
+    return checks.real(value, name, minimum=0, below=0.5)
 
 
 # --- marginals --------------------------------------------------------------------------------
@@ -124,8 +94,9 @@ def _check_X(X: ArrayLike, d: int | None = None) -> np.ndarray:
 def _slab_removed_coordinate(n: int, a: float, rng: np.random.Generator) -> np.ndarray:
     """x ~ N(0, 1) conditioned on |x| >= a, divided by its standard deviation.
 
-    Drawn by rejection (about 1 / P[|z| >= a] draws per sample). E[x^2 | |x| >= a] = 1 + a phi(a) / Phi(-a)
-    (integrate x^2 phi(x) by parts on [a, inf)), so the rescaled coordinate has variance 1;
+    Drawn by rejection (about 1 / P[|z| >= a] draws per sample).
+    E[x^2 | |x| >= a] = 1 + a phi(a) / Phi(-a) (integrate x^2 phi(x) by parts on [a, inf)), so
+    the rescaled coordinate has variance 1;
     the mean is 0 by symmetry.
     """
     out = np.empty(0)
@@ -150,8 +121,9 @@ def sample_marginal(
     * "laplace": x_j ~ Laplace(0, 1 / sqrt 2) (variance 2 b^2 = 1).
     * "student_t": x_j = T sqrt((df - 2) / df), T ~ t_df (variance df / (df - 2) before scaling);
       ``df`` > 2, default 8.
-    * "mixture": x_j = (s_j mu + s z) / sqrt(mu^2 + s^2), s_j = +-1 with probability 1/2, z ~ N(0, 1);
-      a two-component Gaussian mixture, visibly bimodal at the defaults ``mu`` = 1, ``s`` = 0.6.
+    * "mixture": x_j = (s_j mu + s z) / sqrt(mu^2 + s^2), s_j = +-1 with probability 1/2,
+      z ~ N(0, 1); a two-component Gaussian mixture, visibly bimodal at the defaults ``mu`` = 1,
+      ``s`` = 0.6.
     * "slab_removed": x_1 ~ N(0, 1) conditioned on |x_1| >= a (by rejection; ``a`` = 0.3), then
       divided by sqrt(1 + a phi(a) / Phi(-a)); x_2..x_d ~ N(0, 1).
     * "gauss_hermite": x_j drawn from the ``n_nodes``-point probabilists' Gauss-Hermite rule
@@ -162,8 +134,8 @@ def sample_marginal(
     """
     if name not in MARGINALS:
         raise ValueError(f"unknown marginal {name!r}; allowed: {', '.join(MARGINALS)}")
-    n = _check_count(n, "n")
-    d = _check_count(d, "d")
+    n = checks.integer(n, "n", minimum=1)
+    d = checks.integer(d, "d", minimum=1)
     allowed = _MARGINAL_PARAMS[name]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
@@ -179,28 +151,20 @@ def sample_marginal(
     if name == "laplace":
         return gen.laplace(0.0, 1.0 / math.sqrt(2.0), size=(n, d))
     if name == "student_t":
-        df = _check_real(p["df"], "df")
-        if df <= 2:
-            raise ValueError(f"student_t needs df > 2 for a finite variance, got df={df!r}")
+        df = checks.real(p["df"], "df", above=2)  # a finite variance
         return gen.standard_t(df, size=(n, d)) * math.sqrt((df - 2.0) / df)
     if name == "mixture":
-        mu = _check_real(p["mu"], "mu")
-        s = _check_real(p["s"], "s")
-        if s <= 0 or mu < 0:
-            raise ValueError(f"mixture needs mu >= 0 and s > 0, got mu={mu!r}, s={s!r}")
+        mu = checks.real(p["mu"], "mu", minimum=0)
+        s = checks.real(p["s"], "s", above=0)
         centres = mu * gen.choice(np.array([-1.0, 1.0]), size=(n, d))
         return (centres + s * gen.standard_normal((n, d))) / math.sqrt(mu * mu + s * s)
     if name == "slab_removed":
-        a = _check_real(p["a"], "a")
-        if not 0 <= a <= 3:
-            raise ValueError(
-                f"slab_removed needs 0 <= a <= 3 (the slab |x_1| < a is removed), got a={a!r}"
-            )
+        a = checks.real(p["a"], "a", minimum=0, maximum=3)  # the slab |x_1| < a is removed
         X = gen.standard_normal((n, d))
         X[:, 0] = _slab_removed_coordinate(n, a, gen)
         return X
     # gauss_hermite
-    n_nodes = _check_count(p["n_nodes"], "n_nodes")
+    n_nodes = checks.integer(p["n_nodes"], "n_nodes", minimum=1)
     from . import hermite  # written alongside this module; imported here to keep data usable alone
 
     atoms, weights = hermite.gauss_hermite_product(1, n_nodes)
@@ -235,7 +199,7 @@ class Halfspace:
 
     def margin(self, X: ArrayLike) -> np.ndarray:
         """z = X w - t, shape (n,)."""
-        return _check_X(X, self.d) @ self.w - self.t
+        return checks.array(X, "X", shape=(None, self.d), what="(n, d)") @ self.w - self.t
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """sign(X w - t) in {-1, +1} (int, shape (n,)); a point on the boundary gets +1."""
@@ -246,20 +210,18 @@ class Halfspace:
 
 def halfspace(w: ArrayLike, t: float) -> Halfspace:
     """The halfspace sign(w . x - t); ``w`` (d,) is normalised to unit length."""
-    w = np.asarray(w, dtype=float)
-    if w.ndim != 1 or w.size == 0:
-        raise ValueError(f"w must be a non-empty 1-D vector, got shape {w.shape}")
+    w = checks.array(w, "w", ndim=1, what="(d,)")
     norm = float(np.linalg.norm(w))
-    if not math.isfinite(norm) or norm == 0:
-        raise ValueError(f"w must be finite and non-zero, got norm {norm!r}")
+    if w.size == 0 or not math.isfinite(norm) or norm == 0:
+        raise checks.InputError(f"w (d,) must be non-empty and non-zero, got {w!r}")
     w = w / norm
     w.setflags(write=False)
-    return Halfspace(w, _check_real(t, "t"))
+    return Halfspace(w, checks.real(t, "t"))
 
 
 def random_direction(d: int, rng: np.random.Generator | int) -> np.ndarray:
     """A uniformly random unit vector in R^d: g / ||g||, g ~ N(0, I_d)."""
-    d = _check_count(d, "d")
+    d = checks.integer(d, "d", minimum=1)
     g = as_generator(rng).standard_normal(d)
     return g / np.linalg.norm(g)
 
@@ -342,9 +304,7 @@ def boundary_band(eta_max: float = 0.4, width: float = 0.5, eta_low: float = 0.0
     """
     eta_max = _check_eta(eta_max, "eta_max")
     eta_low = _check_eta(eta_low, "eta_low")
-    width = _check_real(width, "width")
-    if width < 0:
-        raise ValueError(f"width must be >= 0, got {width!r}")
+    width = checks.real(width, "width", minimum=0)
     return BoundaryBand(eta_max=eta_max, width=width, eta_low=eta_low)
 
 
@@ -366,6 +326,8 @@ def massart_labels(
     rng: np.random.Generator | int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Massart labels: y_i = -f(x_i) with probability eta_i = eta_fn(w . x_i - t, t), else f(x_i).
+
+    Implements eq. `massart-noise` of notebooks/05_testable_massart/index.md.
 
     f(x) = sign(w . x - t) (sign(0) = +1, ``w`` normalised). ``eta_fn`` is a noise model from this
     module or any function of (margins (n,), t) returning probabilities in [0, 1/2); values
@@ -415,13 +377,14 @@ def _cuts(noise: Any, t: float) -> list[float]:
 
 
 def population_opt(t: float, noise: Callable[[np.ndarray, float], np.ndarray]) -> float:
-    """opt = E_{x ~ N(0, I_d)}[eta(w . x - t)] = E_{z ~ N(0, 1)}[eta(z - t)] (independent of d and w).
+    """opt = E_{x ~ N(0, I_d)}[eta(w . x - t)] = E_{z ~ N(0, 1)}[eta(z - t)] (independent of d
+    and w). Implements the opt of eq. `massart-noise` of notebooks/05_testable_massart/index.md.
 
     Closed forms: random_flips(eta): eta; minority_side(eta_max): gamma eta_max with
     gamma = Phi(-|t|). Otherwise (boundary_band, any function of the margin) by quadrature over
     the projection z = w . x ~ N(0, 1), split where eta jumps.
     """
-    t = _check_real(t, "t")
+    t = checks.real(t, "t")
     if isinstance(noise, RandomFlips):
         return noise.eta_max
     if isinstance(noise, MinoritySide):
@@ -440,7 +403,7 @@ def positive_rate(t: float, noise: Callable[[np.ndarray, float], np.ndarray]) ->
     minority_side(eta_max): q (1 - eta_max) when t >= 0 (the noise sits on the +1 side) and
     q + (1 - q) eta_max when t < 0 (it sits on the -1 side). Otherwise by quadrature.
     """
-    t = _check_real(t, "t")
+    t = checks.real(t, "t")
     q = float(stats.norm.sf(t))
     if isinstance(noise, RandomFlips):
         return q * (1.0 - noise.eta_max) + (1.0 - q) * noise.eta_max
@@ -506,14 +469,13 @@ def massart_problem(
     ``w`` defaults to a random unit vector drawn from ``rng`` first; pass the training problem's
     ``w`` to draw a test set for the same target.
     """
-    n = _check_count(n, "n")
-    d = _check_count(d, "d")
+    n = checks.integer(n, "n", minimum=1)
+    d = checks.integer(d, "d", minimum=1)
     gen = as_generator(rng)
     if w is None:
         w = random_direction(d, gen)
     h = halfspace(w, t)
-    if h.d != d:
-        raise ValueError(f"w has {h.d} entries but d = {d}")
+    checks.array(h.w, "w", shape=(d,), what="(d,)")
     X = sample_marginal(marginal, n, d, gen, **(marginal_params or {}))
     y, eta = massart_labels(X, h.w, h.t, noise, gen)
     f = h.predict(X)

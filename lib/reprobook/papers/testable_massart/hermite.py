@@ -5,8 +5,9 @@ Kane, Liu), arXiv 2602.22300. Only the abstract was read; this module is the sta
 the testable-learning template that the chapter reconstructs (moment matching and sandwiching
 polynomials are both written in it), not code from the paper.
 
-The probabilists' Hermite polynomials He_j are orthogonal under N(0, 1) with E[He_i He_j] = i! [i = j],
-so h_j = He_j / sqrt(j!) is orthonormal. For a multi-index a in N^d,
+The probabilists' Hermite polynomials He_j are orthogonal under N(0, 1) with
+E[He_i He_j] = i! [i = j], so h_j = He_j / sqrt(j!) is orthonormal. For a multi-index a in N^d
+(eq. `massart-hermite` of notebooks/05_testable_massart/index.md),
 
     H_a(x) = prod_{j=1..d} h_{a_j}(x_j),          E_{N(0, I_d)}[H_a H_b] = [a = b],
 
@@ -28,6 +29,8 @@ import numpy as np
 from numpy.polynomial import hermite_e
 from numpy.typing import ArrayLike
 
+from reprobook.core import checks
+
 __all__ = [
     "multi_indices",
     "n_features",
@@ -46,31 +49,24 @@ _MIN_ROWS = 16
 _MAX_ATOMS = 20_000_000
 
 
-def _check_nonneg_int(value, name: str, *, minimum: int = 0) -> int:
-    """Return ``value`` as an int, or raise if it is not an integer >= minimum."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return int(value)
-
-
 def n_features(d: int, degree: int, include_constant: bool = True) -> int:
-    """Number of multi-indices a in N^d with |a| <= degree: C(d + degree, degree), minus 1 without a = 0."""
-    d = _check_nonneg_int(d, "d", minimum=1)
-    degree = _check_nonneg_int(degree, "degree")
+    """Number of multi-indices a in N^d with |a| <= degree: C(d + degree, degree), minus 1
+    without a = 0."""
+    d = checks.integer(d, "d", minimum=1)
+    degree = checks.integer(degree, "degree", minimum=0)
     return math.comb(d + degree, degree) - (0 if include_constant else 1)
 
 
 def multi_indices(d: int, degree: int, *, include_constant: bool = True) -> np.ndarray:
-    """All a in N^d with |a| <= degree, as an int array of shape (m, d), m = C(d + degree, degree) [- 1].
+    """All a in N^d with |a| <= degree, as an int array of shape (m, d),
+    m = C(d + degree, degree) [- 1].
 
     Order: by total degree |a|, then, within a degree, in decreasing lexicographic order of the
     exponent vector (x_1 before x_2, x_1^2 before x_1 x_2 before x_2^2: the order of
     ``sklearn.preprocessing.PolynomialFeatures``). Without the constant, a = 0 is left out.
     """
-    d = _check_nonneg_int(d, "d", minimum=1)
-    degree = _check_nonneg_int(degree, "degree")
+    d = checks.integer(d, "d", minimum=1)
+    degree = checks.integer(degree, "degree", minimum=0)
     return _cached_indices(d, degree, bool(include_constant)).copy()
 
 
@@ -99,12 +95,14 @@ def _cached_plan(d: int, degree: int, include_constant: bool) -> tuple[np.ndarra
 
 
 def hermite_1d(x: ArrayLike, degree: int) -> np.ndarray:
-    """Orthonormal Hermite values h_j(x) = He_j(x) / sqrt(j!), j = 0..degree, shape x.shape + (degree + 1,).
+    """Orthonormal Hermite values h_j(x) = He_j(x) / sqrt(j!), j = 0..degree, shape
+    x.shape + (degree + 1,).
 
-    Three-term recurrence of the normalised polynomials (stable in float64, no factorials):
+    Implements the recurrence of eq. `massart-hermite` of notebooks/05_testable_massart/index.md:
+    the three-term recurrence of the normalised polynomials (stable in float64, no factorials):
     h_0 = 1, h_1 = x, h_{j+1} = (x h_j - sqrt(j) h_{j-1}) / sqrt(j + 1).
     """
-    degree = _check_nonneg_int(degree, "degree")
+    degree = checks.integer(degree, "degree", minimum=0)
     x = np.asarray(x, dtype=np.float64)
     out = np.empty(x.shape + (degree + 1,), dtype=np.float64)
     out[..., 0] = 1.0
@@ -115,15 +113,11 @@ def hermite_1d(x: ArrayLike, degree: int) -> np.ndarray:
     return out
 
 
-def _check_X(X: ArrayLike, name: str = "X") -> np.ndarray:
+def _check_X(X: ArrayLike) -> np.ndarray:
     """X as a finite float64 array of shape (n, d) with n >= 1 and d >= 1."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(
-            f"{name} must be a 2-d array of shape (n, d) with n, d >= 1, got shape {X.shape}"
-        )
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} must be finite; it holds NaN or infinite entries")
+    X = checks.array(X, "X", ndim=2, what="(n, d)")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise checks.InputError(f"X (n, d) must have n, d >= 1, got shape {X.shape}")
     return X
 
 
@@ -158,7 +152,7 @@ def _plan(X: ArrayLike, degree: int, include_constant: bool, indices):
     X = _check_X(X)
     d = X.shape[1]
     if indices is None:
-        degree = _check_nonneg_int(degree, "degree")
+        degree = checks.integer(degree, "degree", minimum=0)
         A, cols = _cached_plan(d, degree, bool(include_constant))
     else:
         A = _check_indices(indices, d)
@@ -192,6 +186,8 @@ def features(
 ) -> np.ndarray:
     """Orthonormal Hermite features H_a(x_i) = prod_j h_{a_j}(x_ij), shape (n, m).
 
+    Implements the products of eq. `massart-hermite` of notebooks/05_testable_massart/index.md.
+
     The columns follow ``multi_indices(d, degree, include_constant=include_constant)`` unless an
     explicit (m, d) array of multi-indices ``indices`` is given (then ``degree`` is ignored and
     the largest |a| is used). Rows are processed in blocks of about 65,536 entries, so only the
@@ -217,7 +213,9 @@ def feature_means(
     indices: ArrayLike | None = None,
     weights: ArrayLike | None = None,
 ) -> np.ndarray:
-    """Empirical (or weighted) means of the Hermite features, shape (m,), without storing the (n, m) matrix.
+    """Empirical (or weighted) means of the Hermite features, shape (m,), without storing the
+    (n, m) matrix: the inner means of eq. `massart-moment-stat` of
+    notebooks/05_testable_massart/index.md.
 
     mean_a = sum_i w_i H_a(x_i) with w_i = 1 / n by default, or the given non-negative weights
     (normalised to sum to 1). Rows are processed in blocks, so memory is O(block * m + m).
@@ -228,11 +226,9 @@ def feature_means(
     if weights is None:
         w = np.full(n, 1.0 / n)
     else:
-        w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-            raise ValueError(
-                f"weights must be a finite non-negative array of shape ({n},) with a positive sum"
-            )
+        w = checks.array(weights, "weights", shape=(n,))
+        if np.any(w < 0) or w.sum() <= 0:
+            raise checks.InputError("weights must be non-negative with a positive sum")
         w = w / w.sum()
     out = np.zeros(m, dtype=np.float64)
     if m == 0:
@@ -252,8 +248,8 @@ def gauss_hermite_product(d: int, n_nodes: int) -> tuple[np.ndarray, np.ndarray]
     <= 2 n_nodes - 1; hence every Hermite feature with all a_j <= 2 n_nodes - 1 (in particular
     every |a| <= 2 n_nodes - 1) has weighted mean exactly [a = 0], up to rounding.
     """
-    d = _check_nonneg_int(d, "d", minimum=1)
-    n_nodes = _check_nonneg_int(n_nodes, "n_nodes", minimum=1)
+    d = checks.integer(d, "d", minimum=1)
+    n_nodes = checks.integer(n_nodes, "n_nodes", minimum=1)
     if n_nodes**d > _MAX_ATOMS:
         raise ValueError(
             f"gauss_hermite_product(d={d}, n_nodes={n_nodes}) would have {n_nodes}**{d} atoms; "

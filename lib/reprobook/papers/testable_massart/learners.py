@@ -31,6 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize
 
+from reprobook.core import checks
+
 from .data import Problem, positive_rate
 
 __all__ = [
@@ -55,26 +57,21 @@ L1_SOLVERS = ("sklearn", "dual")
 
 
 def _check_Xy(X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y)
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise ValueError(f"X must be a non-empty 2-D array (n, d), got shape {X.shape}")
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X has non-finite entries (nan or inf); every feature must be finite")
+    """A non-empty finite sample X (n, d) and its labels y (n,) in {-1, +1}."""
+    X = checks.array(X, "X", ndim=2, what="(n, d)")
+    if X.shape[0] == 0:
+        raise checks.InputError("X (n, d) must have at least one row, got shape (0, ...)")
+    y = checks.array(y, "y", shape=(X.shape[0],), what="(n,)")
     if not np.all((y == 1) | (y == -1)):
-        raise ValueError(f"labels must be -1 or +1, got the values {np.unique(y)[:5].tolist()}")
+        raise checks.InputError(
+            f"y (labels) must be -1 or +1, got the values {np.unique(y)[:5].tolist()}"
+        )
     return X, y.astype(np.int64)
 
 
 def _check_X(X: ArrayLike, d: int) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[1] != d:
-        raise ValueError(
-            f"X must be a 2-D array with d = {d} columns (as in fit), got shape {X.shape}"
-        )
-    return X
+    """X with the d columns the hypothesis was fitted on."""
+    return checks.array(X, "X", shape=(None, d), what="(n, d) as in fit")
 
 
 def _sign(s: np.ndarray) -> np.ndarray:
@@ -84,6 +81,8 @@ def _sign(s: np.ndarray) -> np.ndarray:
 
 def best_threshold(scores: ArrayLike, y: ArrayLike) -> tuple[float, float]:
     """theta minimising the training error of sign(s - theta): (theta, error).
+
+    The threshold theta-hat of eq. `massart-l1` of notebooks/05_testable_massart/index.md.
 
     Sort the scores; cutting before position k predicts -1 for the k smallest and +1 for the rest,
     with err(k) = (#{y = +1 among the k smallest} + #{y = -1 among the others}) / n, computed for
@@ -160,7 +159,8 @@ def l1_regression(
 ) -> np.ndarray:
     """argmin_c sum_i s_i |y_i - F_i . c| (weighted least absolute deviations), c of shape (m,).
 
-    s_i = ``sample_weight`` (default 1).
+    Implements the fit of eq. `massart-l1` of notebooks/05_testable_massart/index.md (with the
+    Hermite features in F); s_i = ``sample_weight`` (default 1).
 
     * "sklearn": ``QuantileRegressor(quantile=0.5, alpha=0, solver="highs", fit_intercept=False)``,
       i.e. HiGHS on the primal LP min s.(u + v) s.t. F c + u - v = y, u, v >= 0 (2n + m variables).
@@ -169,18 +169,13 @@ def l1_regression(
       multipliers (c = -marginals in SciPy's sign convention). Same optimum, several times faster.
     The minimiser need not be unique; the two solvers may return different optimal vertices.
     """
-    F = np.asarray(F, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if F.ndim != 2 or y.shape != (F.shape[0],):
-        raise ValueError(f"F must be (n, m) and y (n,); got F {F.shape} and y {y.shape}")
+    solver = checks.choice(solver, "solver", L1_SOLVERS)
+    F = checks.array(F, "F", ndim=2, what="(n, m)")
+    y = checks.array(y, "y", shape=(F.shape[0],), what="(n,)")
     if sample_weight is not None:
-        sample_weight = np.asarray(sample_weight, dtype=float)
-        if (
-            sample_weight.shape != y.shape
-            or not np.all(np.isfinite(sample_weight))
-            or np.any(sample_weight < 0)
-        ):
-            raise ValueError(f"sample_weight must be finite, non-negative and of shape {y.shape}")
+        sample_weight = checks.array(sample_weight, "sample_weight", shape=y.shape)
+        if np.any(sample_weight < 0):
+            raise checks.InputError("sample_weight must be non-negative")
     if solver == "sklearn":
         from sklearn.linear_model import QuantileRegressor
 
@@ -196,17 +191,18 @@ def l1_regression(
         if res.status != 0:
             raise RuntimeError(f"the L1 regression LP (dual) failed: {res.message}")
         return -np.asarray(res.eqlin.marginals, dtype=float)
-    raise ValueError(f"unknown L1 solver {solver!r}; allowed: {', '.join(L1_SOLVERS)}")
+    raise AssertionError(solver)  # pragma: no cover - checks.choice above
 
 
 class L1PolynomialRegression:
     """Degree-k L1 polynomial regression, thresholded (reconstructed learner; KKMS / GKK).
 
+    Implements eq. `massart-l1` of notebooks/05_testable_massart/index.md:
     p(x) = sum_{|a| <= k} c_a H_a(x) with the orthonormal Hermite features of
-    ``hermite.features`` (constant included, no separate intercept), c = argmin sum_i |y_i - p(x_i)|
-    (:func:`l1_regression`), and h(x) = sign(p(x) - theta) with theta from :func:`best_threshold`
-    (theta = 0 if ``tune_threshold`` is False). Degree 1 is a halfspace; degree k >= 2 an improper
-    polynomial threshold function.
+    ``hermite.features`` (constant included, no separate intercept),
+    c = argmin sum_i |y_i - p(x_i)| (:func:`l1_regression`), and h(x) = sign(p(x) - theta) with
+    theta from :func:`best_threshold` (theta = 0 if ``tune_threshold`` is False). Degree 1 is a
+    halfspace; degree k >= 2 an improper polynomial threshold function.
 
     L1 regression fits a conditional median, so when one label is clearly the minority (in our
     runs from about 30% of the labels down) the best low-degree p is often exactly the majority
@@ -224,13 +220,9 @@ class L1PolynomialRegression:
         tune_threshold: bool = True,
         class_weight: str | None = None,
     ):
-        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 0:
-            raise ValueError(f"degree must be an integer >= 0, got {degree!r}")
-        if solver not in L1_SOLVERS:
-            raise ValueError(f"unknown L1 solver {solver!r}; allowed: {', '.join(L1_SOLVERS)}")
-        if class_weight not in (None, "balanced"):
-            raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
-        self.degree = int(degree)
+        self.degree = checks.integer(degree, "degree", minimum=0)
+        checks.choice(solver, "solver", L1_SOLVERS)
+        checks.choice(class_weight, "class_weight", (None, "balanced"))
         self.solver = solver
         self.tune_threshold = bool(tune_threshold)
         self.class_weight = class_weight
@@ -275,7 +267,8 @@ def error(h: Any, X: ArrayLike, y: ArrayLike) -> float:
 
 
 def excess_error(h: Any, problem: Problem) -> float:
-    """err(h) - opt on a (test) problem, opt = mean(eta) (an unbiased estimate of err(h) - err(f))."""
+    """err(h) - opt on a (test) problem, opt = mean(eta) (an unbiased estimate of err(h) - err(f)):
+    the excess error of eq. `massart-noise` of notebooks/05_testable_massart/index.md."""
     return error(h, problem.X, problem.y) - problem.opt
 
 
@@ -290,13 +283,15 @@ def conditional_excess_error(h: Any, problem: Problem) -> float:
 
 
 def constant_error(t: float, noise: Any) -> float:
-    """Population error of the best constant under x ~ N(0, I_d) and Massart labels of sign(w . x - t).
+    """Population error of the best constant under x ~ N(0, I_d) and Massart labels of
+    sign(w . x - t).
 
     err = min(P[y = +1], P[y = -1]) with P[y = +1] from ``data.positive_rate`` (independent of d
     and w). Closed forms with gamma = Phi(-|t|): minority_side(eta_max): gamma (1 - eta_max) (the
     minority's labels are flipped towards the majority with probability eta_max, the majority's
     never); random_flips(eta): gamma (1 - eta) + (1 - gamma) eta. boundary_band and any other noise
-    function: by quadrature over z = w . x ~ N(0, 1). The excess is this minus ``data.population_opt``.
+    function: by quadrature over z = w . x ~ N(0, 1). The excess is this minus
+    ``data.population_opt``.
     """
     p = positive_rate(t, noise)
     return float(min(p, 1.0 - p))
@@ -324,6 +319,8 @@ class Outcome:
 class TesterLearner:
     """Test, then learn (reconstructed; the paper's non-negativity test is not implemented).
 
+    Implements eq. `massart-tester-learner` of notebooks/05_testable_massart/index.md:
+
     1. s = tester.statistic(X); if not tester.accepts(X): reject (no hypothesis).
     2. If the observed minority frequency min_b mean(y = b) <= eps, output the majority constant:
        its error is the minority frequency, so its excess error is at most about eps.
@@ -345,10 +342,10 @@ class TesterLearner:
         for method in ("accepts", "statistic"):
             if not callable(getattr(tester, method, None)):
                 raise ValueError(
-                    f"tester must have methods statistic(X) and accepts(X); {tester!r} lacks {method}"
+                    "tester must have methods statistic(X) and accepts(X); "
+                    f"{tester!r} lacks {method}"
                 )
-        if not (isinstance(eps, (int, float, np.floating)) and 0 <= float(eps) <= 0.5):
-            raise ValueError(f"eps must be a number in [0, 1/2], got {eps!r}")
+        eps = checks.real(eps, "eps", minimum=0, maximum=0.5)
         self.tester = tester
         # validates degree, solver and class_weight; each run fits a fresh copy
         self.learner = L1PolynomialRegression(degree, solver=solver, class_weight=class_weight)
@@ -356,17 +353,27 @@ class TesterLearner:
         self.eps = float(eps)
 
     def run(self, X: ArrayLike, y: ArrayLike) -> Outcome:
+        """Test the sample, then learn from it: eq. `massart-tester-learner` of
+        notebooks/05_testable_massart/index.md."""
+        # the labelled sample: X (n, d) finite, y (n,) in {-1, +1}
         X, y = _check_Xy(X, y)
+        # eq. massart-moment-stat: the tester looks at the unlabelled points only
         statistic = float(self.tester.statistic(X))
+        # eq. massart-accept: T_n <= tau
         accepted = bool(self.tester.accepts(X))
+        # the observed minority frequency min_b (1/n) #{i : y_i = b}
         minority = float(min(np.mean(y == 1), np.mean(y == -1)))
+        # eq. massart-tester-learner, first case: rejected, no hypothesis
         if not accepted:
             return Outcome(False, statistic, minority, None, None)
+        # second case: the minority is rarer than eps, so the majority label is within eps of opt
         if minority <= self.eps:
             return Outcome(True, statistic, minority, ConstantHypothesis().fit(X, y), "constant")
+        # third case: a fresh degree-k L1 learner of eq. massart-l1
         learner = L1PolynomialRegression(
             self.degree, solver=self.learner.solver, class_weight=self.learner.class_weight
         )
+        # fit it (L1 regression, then the best threshold) and hand it back
         return Outcome(True, statistic, minority, learner.fit(X, y), "polynomial")
 
 
@@ -376,13 +383,9 @@ def worst_per_seed(seeds: ArrayLike, values: ArrayLike) -> dict[int, float]:
     Claim C4 scores a run (one data seed) by the largest excess error of the tester-learner over
     the thresholds and noise models of that run, because the guarantee err <= opt + eps is made
     for every run; the claim is then decided on the Student-t interval of these per-seed values."""
-    seeds = np.asarray(seeds)
-    values = np.asarray(values, dtype=float)
-    if seeds.ndim != 1 or values.shape != seeds.shape or seeds.size == 0:
-        raise ValueError(
-            f"seeds and values must be non-empty 1-D arrays of one length, got shapes "
-            f"{seeds.shape} and {values.shape}"
-        )
-    if not np.all(np.isfinite(values)):
-        raise ValueError("values must be finite")
+    seeds = checks.array(seeds, "seeds", ndim=1, dtype=None)
+    values = checks.array(values, "values", ndim=1)
+    checks.same_shape("seeds", seeds, "values", values)
+    if seeds.size == 0:
+        raise checks.InputError("seeds and values must be non-empty")
     return {int(s): float(values[seeds == s].max()) for s in np.unique(seeds)}

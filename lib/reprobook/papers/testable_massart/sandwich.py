@@ -1,13 +1,15 @@
-"""Sandwiching polynomials for the biased sign function sign(z - t) by linear programming (claim C1).
+"""Sandwiching polynomials for the biased sign function sign(z - t) by linear programming (C1).
 
 Paper: "Testable Learning of General Halfspaces under Massart Noise" (Diakonikolas, Iakovidis,
 Kane, Liu), arXiv 2602.22300. The abstract announces sandwiching polynomials for the sign
 function "with multiplicative error". Only the abstract was read, so this module is a
 RECONSTRUCTION: we read "multiplicative error" as a sandwich gap that is small relative to the
-bias gamma = Phi(-|t|) (the Gaussian mass of the smaller side of the halfspace), and we compute
-the best sandwich of each degree numerically instead of the paper's construction.
+bias gamma = Phi(-|t|) (the Gaussian mass of the smaller side of the halfspace; eq.
+`massart-multiplicative` of notebooks/05_testable_massart/index.md), and we compute the best
+sandwich of each degree numerically instead of the paper's construction.
 
-For a threshold t and a degree k, with f(z) = sign(z - t) (sign(0) := +1) and z ~ N(0, 1),
+For a threshold t and a degree k, with f(z) = sign(z - t) (sign(0) := +1) and z ~ N(0, 1)
+(eq. `massart-sandwich-lp`),
 
     G(t, k) = min { E[p_up(z) - p_lo(z)] :  deg p_lo, deg p_up <= k,  p_lo <= f <= p_up on R },
 
@@ -20,7 +22,7 @@ or beyond the last grid points. The grid is checked afterwards on a finer one an
 reported, not hidden. Rows of points beyond R are rescaled, and the LPs are solved by HiGHS's
 interior-point method (see ``_far_scale`` and ``_solve_side``): the LP is a relaxation of the
 exact problem, so its gap may never exceed the closed form ``christoffel_gap`` (eq.
-massart-christoffel of the chapter), and with the simplex on unscaled rows it once did, by 1.1%.
+`massart-christoffel`), and with the simplex on unscaled rows it once did, by 1.1%.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import linprog
 from scipy.stats import norm
+
+from reprobook.core import checks
 
 from .hermite import hermite_1d
 
@@ -53,32 +57,16 @@ JUMP_OFFSET = 1e-9  # the grid holds t (where f = +1) and t - JUMP_OFFSET (where
 MAX_DEGREE = 40  # float64 Hermite values lose accuracy beyond this (use mpmath there)
 
 
-def _check_t(t) -> float:
-    try:
-        t = float(t)
-    except (TypeError, ValueError):
-        raise TypeError(f"t must be a real number, got {t!r}") from None
-    if not math.isfinite(t):
-        raise ValueError(f"t must be finite, got {t}")
-    return t
-
-
-def _check_degree(degree) -> int:
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)):
-        raise TypeError(f"degree must be an integer in [0, {MAX_DEGREE}], got {degree!r}")
-    if not 0 <= degree <= MAX_DEGREE:
-        raise ValueError(f"degree must be an integer in [0, {MAX_DEGREE}], got {degree}")
-    return int(degree)
-
-
 def bias(t: float) -> float:
-    """gamma = Phi(-|t|) = P[N(0, 1) on the smaller side of sign(z - t)], via ``scipy.stats.norm.sf(|t|)``."""
-    return float(norm.sf(abs(_check_t(t))))
+    """gamma = Phi(-|t|) = P[N(0, 1) on the smaller side of sign(z - t)], via
+    ``scipy.stats.norm.sf(|t|)``: the gamma of eq. `massart-multiplicative` of
+    notebooks/05_testable_massart/index.md."""
+    return float(norm.sf(abs(checks.real(t, "t"))))
 
 
 def sign_mean(t: float) -> float:
     """E[sign(z - t)] = P[z >= t] - P[z < t] = 1 - 2 Phi(t) for z ~ N(0, 1) (sign(0) := +1)."""
-    t = _check_t(t)
+    t = checks.real(t, "t")
     # 1 - 2 Phi(t) = Phi(-t) - Phi(t) = sf(t) - cdf(t), written without cancellation in the tails
     return float(norm.sf(t) - norm.cdf(t))
 
@@ -95,21 +83,12 @@ def lp_grid(
     ``grid_points`` equally spaced points on [-R, R] (R = radius or max(8, |t| + 6)), plus t and
     t - 1e-9 (the two sides of the jump), plus the pins +-(R + 2) and +-(R + 4). Sorted, unique.
     """
-    t = _check_t(t)
-    if (
-        isinstance(grid_points, bool)
-        or not isinstance(grid_points, (int, np.integer))
-        or grid_points < 3
-    ):
-        raise ValueError(f"grid_points must be an integer >= 3, got {grid_points!r}")
+    t = checks.real(t, "t")
+    grid_points = checks.integer(grid_points, "grid_points", minimum=3)
     if radius is None:
         R = max(8.0, abs(t) + 6.0)
     else:
-        R = float(radius)
-        if not math.isfinite(R) or R <= abs(t):
-            raise ValueError(
-                f"radius must be finite and larger than |t| = {abs(t)}, got {radius!r}"
-            )
+        R = checks.real(radius, "radius", above=abs(t))
     pins = [t, t - JUMP_OFFSET, R + 2, -(R + 2), R + 4, -(R + 4)]
     z = np.unique(np.concatenate([np.linspace(-R, R, int(grid_points)), pins]))
     return z, R
@@ -217,26 +196,28 @@ LP_METHOD = "highs-ipm"  # HiGHS's interior-point method (with crossover); see _
 
 
 def _solve_side(V: np.ndarray, f: np.ndarray, upper: bool, t: float, degree: int) -> np.ndarray:
-    """min c_0 s.t. V c >= f (upper) or max c_0 s.t. V c <= f (lower), with HiGHS (rows as given:
-    :func:`sandwich` scales those of far points first, see :func:`_far_scale`).
+    """One side of the sandwich LP: min c_0 s.t. V c >= f (upper) or max c_0 s.t. V c <= f (lower).
 
+    Implements one half of eq. `massart-sandwich-lp` of notebooks/05_testable_massart/index.md,
+    with HiGHS (rows as given: :func:`sandwich` scales those of far points first, see
+    :func:`_far_scale`). V holds h_0..h_k at the points of Z, f the sign function there.
     The interior-point method is used: on these rows, whose entries span 1 to about 1e7 on
     [-R, R] at degree 16, HiGHS's dual simplex returned a non-optimal vertex as optimal (the case
     in :func:`_far_scale`) and, with the far rows scaled, gave up on some refined LPs (status
     "unknown"); the interior-point method solved both, and every LP of the chapter's table, to
     the closed form within 2e-7 relative."""
-    k1 = V.shape[1]
-    cost = np.zeros(k1)
-    cost[0] = 1.0 if upper else -1.0
-    A, b = (-V, -f) if upper else (V, f)
-    res = linprog(cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, method=LP_METHOD)
-    if res.status != 0 or res.x is None:
-        side = "upper" if upper else "lower"
+    k1 = V.shape[1]  # k + 1 Hermite coefficients c_0..c_k
+    cost = np.zeros(k1)  # the objective touches c_0 = E[p] only
+    cost[0] = 1.0 if upper else -1.0  # eq. massart-sandwich-lp: min c_up[0], or max c_lo[0]
+    A, b = (-V, -f) if upper else (V, f)  # p_up(z) >= f(z), or p_lo(z) <= f(z), for z in Z
+    res = linprog(cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, method=LP_METHOD)  # HiGHS
+    if res.status != 0 or res.x is None:  # no optimum: say where, and what to try
+        side = "upper" if upper else "lower"  # which polynomial failed
         raise RuntimeError(
             f"sandwich LP for the {side} polynomial failed at t={t}, degree={degree}: "
             f"status {res.status} ({res.message}); try fewer grid_points or a smaller degree"
         )
-    return np.asarray(res.x, dtype=np.float64)
+    return np.asarray(res.x, dtype=np.float64)  # the coefficients of p_up or p_lo
 
 
 def _local_minima(slack: np.ndarray, tol: float) -> np.ndarray:
@@ -258,29 +239,27 @@ def sandwich(
 ) -> SandwichResult:
     """Optimal degree-k sandwich of f(z) = sign(z - t) under N(0, 1), by two LPs (reconstructed).
 
-    minimise c_up[0] - c_lo[0]  s.t.  sum_j c_lo[j] h_j(z) <= f(z) <= sum_j c_up[j] h_j(z)  for z in Z,
+    Implements eq. `massart-sandwich-lp` of notebooks/05_testable_massart/index.md:
 
-    Z = ``lp_grid(t, grid_points, radius)`` (uniform grid on [-R, R], the jump t and t - 1e-9, the pins
-    +-(R + 2), +-(R + 4)). ``tail_points`` > 0 adds, on each side, that many points of the
-    compactified tail |z| >= R (u = R/|z| uniform in [0, 1), rows scaled by sqrt(k!)/|z|^k) including
-    z = +-infinity, where the constraint says that the leading coefficient has the right sign (zero
-    for odd k): this removes the tail "cheat" of polynomials that dive between or beyond the pins.
-    ``tail_points=0`` is the plain grid LP. ``refine`` > 0 runs that many exchange rounds: the local
-    minima of the slack that violate by more than 1e-9 on the 40x finer check grid are added to Z
-    and the LPs are solved again; it stops early when nothing violates, and keeps the previous
-    round's polynomials (reporting their off-grid violation) if HiGHS fails on a refined LP.
+        minimise c_up[0] - c_lo[0]
+        s.t. sum_j c_lo[j] h_j(z) <= f(z) <= sum_j c_up[j] h_j(z)  for z in Z,
+
+    Z = ``lp_grid(t, grid_points, radius)`` (uniform grid on [-R, R], the jump t and t - 1e-9, the
+    pins +-(R + 2), +-(R + 4)). ``tail_points`` > 0 adds, on each side, that many points of the
+    compactified tail |z| >= R (u = R/|z| uniform in [0, 1), rows scaled by sqrt(k!)/|z|^k)
+    including z = +-infinity, where the constraint says that the leading coefficient has the right
+    sign (zero for odd k): this removes the tail "cheat" of polynomials that dive between or
+    beyond the pins. ``tail_points=0`` is the plain grid LP. ``refine`` > 0 runs that many
+    exchange rounds: the local minima of the slack that violate by more than 1e-9 on the 40x
+    finer check grid are added to Z and the LPs are solved again; it stops early when nothing
+    violates, and keeps the previous round's polynomials (reporting their off-grid violation) if
+    HiGHS fails on a refined LP.
     Raises RuntimeError if HiGHS does not return an optimum for the first LP.
     """
-    t = _check_t(t)
-    degree = _check_degree(degree)
-    if (
-        isinstance(tail_points, bool)
-        or not isinstance(tail_points, (int, np.integer))
-        or tail_points < 0
-    ):
-        raise ValueError(f"tail_points must be an integer >= 0, got {tail_points!r}")
-    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
-        raise ValueError(f"refine must be an integer >= 0, got {refine!r}")
+    t = checks.real(t, "t")
+    degree = checks.integer(degree, "degree", minimum=0, maximum=MAX_DEGREE)
+    tail_points = checks.integer(tail_points, "tail_points", minimum=0)
+    refine = checks.integer(refine, "refine", minimum=0)
     z, R = lp_grid(t, grid_points, radius)
     f = _sign(z, t)
     V = hermite_1d(z, degree)  # (|Z|, k + 1)
@@ -384,10 +363,10 @@ def sandwich_table(ts: Iterable[float], degrees: Iterable[int], **kw) -> list[Sa
 def degree_needed(
     results: Sequence[SandwichResult], ratio_target: float
 ) -> dict[float, int | None]:
-    """For each t in ``results``: the smallest degree with G(t, k) / gamma <= ratio_target (None if none)."""
-    target = float(ratio_target)
-    if not math.isfinite(target) or target <= 0:
-        raise ValueError(f"ratio_target must be a positive finite number, got {ratio_target!r}")
+    """For each t in ``results``: the smallest degree with G(t, k) / gamma <= ratio_target (None
+    if none), the degree eq. `massart-multiplicative` of notebooks/05_testable_massart/index.md
+    asks for with C = ratio_target."""
+    target = checks.real(ratio_target, "ratio_target", above=0)
     out: dict[float, int | None] = {}
     for r in results:
         out.setdefault(r.t, None)
@@ -404,20 +383,10 @@ def degree_needed(
 CLOSED_FORM_MAX_DEGREE = 10_000  # the Hermite recurrence stays accurate for |t| <= 10 up to here
 
 
-def _check_closed_form_degree(degree, name: str) -> int:
-    if (
-        isinstance(degree, bool)
-        or not isinstance(degree, (int, np.integer))
-        or not 0 <= degree <= CLOSED_FORM_MAX_DEGREE
-    ):
-        raise ValueError(
-            f"{name} must be an integer in [0, {CLOSED_FORM_MAX_DEGREE}], got {degree!r}"
-        )
-    return int(degree)
-
-
 def christoffel_gap(t: ArrayLike, degree: int) -> np.ndarray:
-    """The optimal degree-k sandwich gap of sign(z - t) under N(0, 1), in closed form:
+    """The optimal degree-k sandwich gap of sign(z - t) under N(0, 1), in closed form.
+
+    Implements eq. `massart-christoffel` of notebooks/05_testable_massart/index.md:
 
         G(t, k) = 2 lambda_m(t),   lambda_m(t) = 1 / sum_{j <= m} h_j(t)^2,   m = floor(k / 2),
 
@@ -427,13 +396,15 @@ def christoffel_gap(t: ArrayLike, degree: int) -> np.ndarray:
     height 2 at t, in the L1 norm of the weight, touch it at the nodes of the quadrature rule
     with a node at t, and the weight that rule puts on t is lambda_m(t). We did not take it from
     the paper (which we could not read); :func:`sandwich` solves the LP, and the two agree to
-    within about 1e-5 relative (tested), so the formula extends C1 to degrees no LP in float64 could reach.
-    ``t`` may be an array; returns an array of its shape."""
-    degree = _check_closed_form_degree(degree, "degree")
-    t = np.asarray(t, dtype=float)
-    if not np.all(np.isfinite(t)):
-        raise ValueError("t must be finite")
-    h = hermite_1d(t, degree // 2)  # (..., m + 1)
+    within about 1e-5 relative (tested), so the formula extends C1 to degrees no LP in float64
+    could reach. ``t`` may be an array; returns an array of its shape."""
+    # the degree k (the recurrence stays accurate up to CLOSED_FORM_MAX_DEGREE)
+    degree = checks.integer(degree, "degree", minimum=0, maximum=CLOSED_FORM_MAX_DEGREE)
+    # the thresholds t, any shape
+    t = checks.array(t, "t")
+    # eq. massart-hermite: h_0(t)..h_m(t) with m = floor(k / 2), shape (..., m + 1)
+    h = hermite_1d(t, degree // 2)
+    # eq. massart-christoffel: G(t, k) = 2 / sum_{j <= m} h_j(t)^2
     return 2.0 / np.sum(h * h, axis=-1)
 
 
@@ -442,11 +413,11 @@ def degree_needed_closed_form(
 ) -> dict[float, int | None]:
     """For each threshold t, the smallest even degree k <= max_degree with
     christoffel_gap(t, k) / bias(t) <= ratio_target (None when none is), from one Hermite
-    recurrence up to max_degree / 2."""
-    if not (isinstance(ratio_target, (int, float)) and ratio_target > 0):
-        raise ValueError(f"ratio_target must be a positive number, got {ratio_target!r}")
-    max_degree = _check_closed_form_degree(max_degree, "max_degree")
-    ts = np.atleast_1d(np.asarray(ts, dtype=float))
+    recurrence up to max_degree / 2: the degree eq. `massart-multiplicative` asks for, with the
+    gap of eq. `massart-christoffel` (notebooks/05_testable_massart/index.md)."""
+    ratio_target = checks.real(ratio_target, "ratio_target", above=0)
+    max_degree = checks.integer(max_degree, "max_degree", minimum=0, maximum=CLOSED_FORM_MAX_DEGREE)
+    ts = np.atleast_1d(checks.array(ts, "ts"))
     h = hermite_1d(ts, max_degree // 2)  # (T, m_max + 1)
     ratios = (2.0 / np.cumsum(h * h, axis=1)) / np.array([bias(t) for t in ts])[:, None]
     out: dict[float, int | None] = {}

@@ -1,20 +1,22 @@
 """The Hermite moment-matching tester, calibrated under the Gaussian null (claims C2, C3, C5).
 
 Paper: "Testable Learning of General Halfspaces under Massart Noise" (Diakonikolas, Iakovidis,
-Kane, Liu), arXiv 2602.22300. The abstract and summaries say the tester runs orthogonal
-moment-matching tests plus a non-negativity test. Only the abstract was read: this module is a
+Kane, Liu), arXiv 2602.22300. The abstract says the tester runs orthogonal moment-matching
+tests plus a non-negativity test. Only the abstract was read: this module is a
 RECONSTRUCTION of the moment-matching part in the standard form of the testable-learning template
 (Gollakota, Klivans & Kothari 2023). The paper's non-negativity test is NOT implemented.
 
 Under N(0, I_d) every orthonormal Hermite feature H_a with a != 0 has mean 0 and variance 1, and
-distinct features are uncorrelated, so for n i.i.d. Gaussian samples
+distinct features are uncorrelated, so for n i.i.d. Gaussian samples (eq. `massart-moment-stat`
+of notebooks/05_testable_massart/index.md)
 
-    S(X) = n * sum_{1 <= |a| <= k} ( (1/n) sum_i H_a(x_i) )^2   ~approx   chi^2 with C(d + k, k) - 1 d.o.f.
+    S(X) = n * sum_{1 <= |a| <= k} ( (1/n) sum_i H_a(x_i) )^2
+         ~approx chi^2 with C(d + k, k) - 1 degrees of freedom.
 
 The tester accepts when S(X) is at most a threshold, the ``quantile`` of S under the Gaussian
-null. Two calibrations: ``chi2_calibration`` takes the quantile of the chi-squared limit (eq.
-massart-moment-stat of the chapter and its chi-squared limit; no sample sets it, so Gaussian
-samples can measure the acceptance rate honestly), and ``calibrate`` estimates it by Monte Carlo
+null (eq. `massart-accept`). Two calibrations: ``chi2_calibration`` takes the quantile of the
+chi-squared limit (no sample sets it, so Gaussian samples can measure the acceptance rate
+honestly), and ``calibrate`` estimates it by Monte Carlo
 with the same (d, k, n) (better at small n, where the degree-k features' heavy tails make S's
 law heavier than chi-squared). The population analogue for a distribution D is
 sum_a E_D[H_a]^2, the squared distance of D's degree-<= k moments from the Gaussian's.
@@ -31,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import chi2
 
+from reprobook.core import checks
 from reprobook.core.stats import Interval, proportion_interval
 
 from .hermite import feature_means, n_features
@@ -47,33 +50,20 @@ __all__ = [
 ]
 
 
-def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_rng(rng) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator (numpy.random.default_rng(seed)), got {type(rng).__name__}"
-        )
-    return rng
-
-
 def moment_statistic(X: ArrayLike, degree: int) -> float:
     """S(X) = n * sum_{1 <= |a| <= degree} mean_i(H_a(x_i))^2 for X of shape (n, d).
 
+    Implements eq. `massart-moment-stat` of notebooks/05_testable_massart/index.md.
     Approximately chi^2 with ``n_features(d, degree, include_constant=False)`` degrees of freedom
     when the rows of X are i.i.d. N(0, I_d). The (n, m) feature matrix is never stored whole.
     """
-    degree = _check_int(degree, "degree", 1)
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-d array of shape (n, d), got shape {X.shape}")
-    means = feature_means(X, degree, include_constant=False)  # (m,)
+    # the largest total degree k of the tested moments
+    degree = checks.integer(degree, "degree", minimum=1)
+    # the sample x_1..x_n as an (n, d) array
+    X = checks.array(X, "X", ndim=2, what="(n, d)")
+    # eq. massart-moment-stat: (1/n) sum_i H_a(x_i) for every 1 <= |a| <= k, shape (m,)
+    means = feature_means(X, degree, include_constant=False)
+    # eq. massart-moment-stat: T_n = n * sum_a mean_a^2
     return float(X.shape[0] * np.dot(means, means))
 
 
@@ -101,7 +91,8 @@ class Calibration:
 
     @property
     def chi2_threshold(self) -> float:
-        """The same quantile of chi^2(df), the large-n limit of the null distribution (for comparison)."""
+        """The same quantile of chi^2(df), the large-n limit of the null distribution (for
+        comparison)."""
         return float(chi2.ppf(self.quantile, self.df))
 
 
@@ -114,19 +105,19 @@ def calibrate(
     quantile: float = 0.99,
     rng: np.random.Generator,
 ) -> Calibration:
-    """Monte Carlo calibration under the Gaussian null ONLY: ``reps`` draws X ~ N(0, I_d)^n, S(X) each.
+    """Monte Carlo calibration under the Gaussian null ONLY: ``reps`` draws X ~ N(0, I_d)^n,
+    S(X) each.
 
-    The threshold is the empirical ``quantile`` of the null statistics. No alternative is ever
-    looked at, so the rejection rates measured on other marginals are honest.
+    The threshold tau of eq. `massart-accept` (notebooks/05_testable_massart/index.md) is the
+    empirical ``quantile`` of the null statistics. No alternative is ever looked at, so the
+    rejection rates measured on other marginals are honest.
     """
-    d = _check_int(d, "d", 1)
-    degree = _check_int(degree, "degree", 1)
-    n = _check_int(n, "n", 1)
-    reps = _check_int(reps, "reps", 2)
-    quantile = float(quantile)
-    if not 0.0 < quantile < 1.0:
-        raise ValueError(f"quantile must lie strictly between 0 and 1, got {quantile}")
-    rng = _check_rng(rng)
+    d = checks.integer(d, "d", minimum=1)
+    degree = checks.integer(degree, "degree", minimum=1)
+    n = checks.integer(n, "n", minimum=1)
+    reps = checks.integer(reps, "reps", minimum=2)
+    quantile = checks.real(quantile, "quantile", above=0, below=1)
+    rng = checks.generator(rng)
     stats = np.empty(reps)
     for r in range(reps):
         stats[r] = moment_statistic(rng.standard_normal((n, d)), degree)
@@ -142,16 +133,16 @@ def calibrate(
 
 
 def chi2_calibration(d: int, degree: int, n: int, quantile: float = 0.99) -> Calibration:
-    """The analytic threshold: the ``quantile`` of chi^2 with C(d + degree, degree) - 1 degrees of
-    freedom, the law S(X) tends to as n grows when the rows of X are i.i.d. N(0, I_d). No sample
-    is drawn, so no Gaussian sample that is later tested has set it. ``n`` is kept so that the
-    tester still refuses samples of another size (the limit is only as good as n is large)."""
-    d = _check_int(d, "d", 1)
-    degree = _check_int(degree, "degree", 1)
-    n = _check_int(n, "n", 1)
-    quantile = float(quantile)
-    if not 0.0 < quantile < 1.0:
-        raise ValueError(f"quantile must lie strictly between 0 and 1, got {quantile}")
+    """The analytic threshold tau of eq. `massart-accept` of notebooks/05_testable_massart/index.md.
+
+    tau is the ``quantile`` of chi^2 with C(d + degree, degree) - 1 degrees of freedom, the law
+    S(X) tends to as n grows when the rows of X are i.i.d. N(0, I_d). No sample is drawn, so no
+    Gaussian sample that is later tested has set it. ``n`` is kept so that the tester still
+    refuses samples of another size (the limit is only as good as n is large)."""
+    d = checks.integer(d, "d", minimum=1)
+    degree = checks.integer(degree, "degree", minimum=1)
+    n = checks.integer(n, "n", minimum=1)
+    quantile = checks.real(quantile, "quantile", above=0, below=1)
     stats = np.empty(0)
     stats.flags.writeable = False
     df = n_features(d, degree, include_constant=False)
@@ -190,30 +181,17 @@ class MomentTester:
         return self.calibration.threshold
 
     def _check(self, X: ArrayLike) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        """X of exactly the calibration's shape (n, d): the null law of S depends on both."""
         cal = self.calibration
-        if X.ndim != 2:
-            raise ValueError(
-                f"X must be a 2-d array of shape (n, d) = ({cal.n}, {cal.d}), got shape {X.shape}"
-            )
-        if X.shape[1] != cal.d:
-            raise ValueError(
-                f"X has dimension d = {X.shape[1]}, but the tester was calibrated for d = {cal.d}; "
-                "calibrate a tester for this dimension"
-            )
-        if X.shape[0] != cal.n:
-            raise ValueError(
-                f"X has n = {X.shape[0]} samples, but the threshold was calibrated for exactly n = {cal.n} "
-                "(the null distribution of the statistic depends on n); calibrate for this sample size"
-            )
-        return X
+        return checks.array(X, "X", shape=(cal.n, cal.d), what="(n, d) of the calibration")
 
     def statistic(self, X: ArrayLike) -> float:
         """S(X) = n * sum_{1 <= |a| <= degree} mean_i(H_a(x_i))^2."""
         return moment_statistic(self._check(X), self.calibration.degree)
 
     def accepts(self, X: ArrayLike) -> bool:
-        """True when S(X) <= threshold."""
+        """True when S(X) <= threshold: eq. `massart-accept` of
+        notebooks/05_testable_massart/index.md."""
         return bool(self.statistic(X) <= self.calibration.threshold)
 
     def p_value(self, X: ArrayLike) -> float:
@@ -240,10 +218,8 @@ def population_statistic(atoms: ArrayLike, weights: ArrayLike, degree: int) -> f
     law's degree-<= k Hermite moments from N(0, I_d)'s (0 for a Gauss-Hermite product rule with
     enough nodes); the sample statistic S is about n times it plus a chi^2 term.
     """
-    degree = _check_int(degree, "degree", 1)
-    atoms = np.asarray(atoms, dtype=np.float64)
-    if atoms.ndim != 2:
-        raise ValueError(f"atoms must be a 2-d array of shape (m, d), got shape {atoms.shape}")
+    degree = checks.integer(degree, "degree", minimum=1)
+    atoms = checks.array(atoms, "atoms", ndim=2, what="(m, d)")
     means = feature_means(atoms, degree, include_constant=False, weights=weights)
     return float(np.dot(means, means))
 
@@ -252,11 +228,11 @@ def time_statistic(
     d: int, degree: int, n: int, rng: np.random.Generator, repeats: int = 3
 ) -> float:
     """Median wall time (seconds) of ``moment_statistic`` on one Gaussian sample of shape (n, d)."""
-    d = _check_int(d, "d", 1)
-    degree = _check_int(degree, "degree", 1)
-    n = _check_int(n, "n", 1)
-    repeats = _check_int(repeats, "repeats", 1)
-    X = _check_rng(rng).standard_normal((n, d))
+    d = checks.integer(d, "d", minimum=1)
+    degree = checks.integer(degree, "degree", minimum=1)
+    n = checks.integer(n, "n", minimum=1)
+    repeats = checks.integer(repeats, "repeats", minimum=1)
+    X = checks.generator(rng).standard_normal((n, d))
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -275,9 +251,8 @@ def smallest_rate_interval(counts, level: float = 0.95) -> Interval:
     items = dict(counts)
     if not items:
         raise ValueError("counts is empty: give {name: (successes, n)} for at least one rate")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    each = 1 - (1 - float(level)) / len(items)
+    level = checks.real(level, "level", above=0, below=1)
+    each = 1 - (1 - level) / len(items)
     intervals = {}
     for name, pair in items.items():
         try:
