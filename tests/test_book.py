@@ -173,7 +173,8 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
     box = site.status_box(rows, "reduced")
     assert box.startswith(
         "````{admonition} Status at the reduced profile. Of the paper's 3 claims: 1 reproduced, "
-        "1 inconclusive, 1 needs the full profile; 1 extension of ours (1 reproduced); 1 illustration"
+        "1 inconclusive, 1 needs the full profile; 1 extension of ours (1 reproduced); "
+        "1 illustration"
     )
     header = next(line for line in box.splitlines() if line.startswith("|") and "claim" in line)
     assert [c.strip() for c in header.strip("|").split("|")] == [

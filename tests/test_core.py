@@ -204,7 +204,8 @@ def test_verdicts_follow_the_check() -> None:
         (
             TOY_CLAIMS.replace(
                 "    notebook: 01_draw",
-                "    revisions: [{gave: x, why: y, check: {max: 1}, when: now}]\n    notebook: 01_draw",
+                "    revisions: [{gave: x, why: y, check: {max: 1}, when: now}]\n"
+                "    notebook: 01_draw",
             ),
             "unknown key.*when",
         ),
@@ -377,7 +378,10 @@ def test_placeholders_are_filled_from_the_results() -> None:
             details={},
         ),
     ]
-    text = "Gap [[C1]] ([[C1.verdict]]; paper [[C1.paper]]), n = [[C1.details.n]], a [[C1.details.per.a]], [[C2]]."
+    text = (
+        "Gap [[C1]] ([[C1.verdict]]; paper [[C1.paper]]), n = [[C1.details.n]], "
+        "a [[C1.details.per.a]], [[C2]]."
+    )
     assert site.fill_placeholders(text, rows, "x.md") == (
         "Gap 0.25 [0.1, 0.4] (inconclusive; paper 0.3), n = 3, a 0.5, (not run)."
     )

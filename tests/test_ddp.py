@@ -49,11 +49,15 @@ SCRIPT = textwrap.dedent("""
             # batch of 16 are together the one process's batch of 16
             ds = TensorDataset(x, y)
             world = self.trainer.world_size
-            sampler = DistributedSampler(ds, num_replicas=world, rank=self.trainer.global_rank, shuffle=False)
+            sampler = DistributedSampler(
+                ds, num_replicas=world, rank=self.trainer.global_rank, shuffle=False
+            )
             return DataLoader(ds, batch_size=16 // world, sampler=sampler)
 
     model = Reg()
-    trainer = make_trainer(max_steps=6, devices=devices, accelerator="cpu", use_distributed_sampler=False)
+    trainer = make_trainer(
+        max_steps=6, devices=devices, accelerator="cpu", use_distributed_sampler=False
+    )
     trainer.fit(model)
     if trainer.global_rank == 0:
         torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out)

@@ -43,7 +43,8 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
             statuses(runner.run(root=toy_book, progress=False, echo=lambda *_: None)) == expected
         ), name
 
-    # The core library, the chapter's library, the lock file and the claims file each invalidate it all.
+    # The core library, the chapter's library, the lock file and the claims file each
+    # invalidate it all.
     core = toy_book / "lib" / "reprobook" / "core" / "claims.py"
     core.parent.mkdir(parents=True)
     core.write_text("# core\n")
@@ -57,7 +58,8 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
         again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
         assert statuses(again) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, path.name
 
-    # A results file deleted, or rewritten by a run outside the runner, makes its notebook run again.
+    # A results file deleted, or rewritten by a run outside the runner, makes its notebook
+    # run again.
     draw = toy_book / "_build" / "results" / "reduced" / "toy" / "01_draw.json"
     draw.unlink()
     assert (

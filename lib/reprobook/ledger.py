@@ -366,7 +366,10 @@ def render_compact(rows: list[dict[str, Any]], width: int = 120) -> str:
         return text if len(text) <= n else text[: max(n - 1, 0)] + "…"
 
     def line(chapter: str, claim: str, verdict: str, ours: str, paper: str, statement: str) -> str:
-        fixed = f"{cut(chapter, 16):<16} {cut(claim, 4):<4} {cut(verdict, 22):<22} {cut(ours, 22):<22} {cut(paper, 14):<14} "
+        fixed = (
+            f"{cut(chapter, 16):<16} {cut(claim, 4):<4} {cut(verdict, 22):<22} "
+            f"{cut(ours, 22):<22} {cut(paper, 14):<14} "
+        )
         return (fixed + cut(statement, max(width - len(fixed), 0)))[:width].rstrip()
 
     lines = [line("chapter", "id", "verdict", "ours", "paper", "statement")]

@@ -63,7 +63,8 @@ def build_dir(root: Path, tag: str = "") -> Path:
 
 
 def tag_results_dir(root: Path, tag: str = "") -> Path:
-    """The results folder of a tagged run (``$REPROBOOK_RESULTS`` or ``_build/results`` untagged)."""
+    """The results folder of a tagged run (``$REPROBOOK_RESULTS`` or ``_build/results``
+    untagged)."""
     return results_dir(root) if not tag else build_dir(root, tag) / "results"
 
 
@@ -496,7 +497,8 @@ def run(
 
     def run_chapter(chapter_jobs: list[Job]) -> None:
         # A chapter's notebooks run one after another, in order: a later notebook may read what
-        # an earlier one wrote (a checkpoint, the chapter's claims so far). Chapters run in parallel.
+        # an earlier one wrote (a checkpoint, the chapter's claims so far). Chapters run in
+        # parallel.
         for job in chapter_jobs:
             finished(_execute(job, root, env, timeout))
 
@@ -543,7 +545,8 @@ def _run_slurm(
     }
     for slug, entry in queued.items():
         echo(
-            f"chapter {slug}: Slurm job {entry['job_id']} is still queued or running; not submitted again"
+            f"chapter {slug}: Slurm job {entry['job_id']} is still queued or running; "
+            "not submitted again"
         )
         del by_chapter[slug]
     for (

@@ -39,7 +39,8 @@ def _run_facts(root: Path, profile: str) -> str:
     gpus = ", ".join(hw.get("gpus") or []) or "no GPU"
     pk = m.get("packages", {})
     return (
-        f"Last run finished {m.get('finished')} at commit `{m.get('git_commit')}` on {hw.get('cpu')} "
+        f"Last run finished {m.get('finished')} at commit `{m.get('git_commit')}` "
+        f"on {hw.get('cpu')} "
         f"({hw.get('cores')} cores, {hw.get('memory_gib')} GiB, {gpus}); Python {m.get('python')}, "
         f"torch {pk.get('torch')}, numpy {pk.get('numpy')}, scipy {pk.get('scipy')}."
     )
@@ -122,8 +123,10 @@ def status_box(rows: list[dict], profile: str) -> str:
             "",
             table,
             "",
-            "The verdicts are computed from each claim's check in `claims.yml`: a statistical claim by its "
-            "interval (inconclusive when the interval straddles the bar), an illustration never decides. "
+            "The verdicts are computed from each claim's check in `claims.yml`: "
+            "a statistical claim by its "
+            "interval (inconclusive when the interval straddles the bar), "
+            "an illustration never decides. "
             f'"(revised)" marks a check changed after a first result; the '
             f"[claims ledger](ledger-page) gathers every chapter.{note}",
             "",
@@ -239,7 +242,8 @@ def overview_block(rows: list[dict[str, Any]], profile: str, name: str) -> str:
             f":name: {name}",
             ":width: 100%",
             "",
-            f"Every claim of the book at the {profile} profile, one row per chapter, coloured by verdict. "
+            f"Every claim of the book at the {profile} profile, one row per chapter, "
+            "coloured by verdict. "
             f"{ledger.headline(rows)}",
             "```",
         ]
@@ -302,7 +306,8 @@ def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = No
             ]
         )
         parts.append(
-            f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{folder}/index>`\n\n{ledger.headline(mine)}\n\n"
+            f"## {ch.number} {ch.slug}: {{doc}}`{ch.title} <{folder}/index>`\n\n"
+            f"{ledger.headline(mine)}\n\n"
             f"{table}\n\n{notes}"
         )
     return "\n\n".join(parts)
@@ -350,7 +355,8 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
         raise BuildError(
             f"results of {', '.join(stale)} were produced under an earlier claims.yml or notebook "
             "(or record a statistical claim without its interval): "
-            f"run `reprobook run --profile {profile}` again (or build with --allow-stale to show them "
+            f"run `reprobook run --profile {profile}` again "
+            "(or build with --allow-stale to show them "
             "marked STALE)"
         )
     for ch in find_chapters(root):

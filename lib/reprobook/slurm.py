@@ -163,7 +163,7 @@ def chapter_job(
     return out
 
 
-# ----------------------------------------------------------------------------- submitting and collecting
+# ------------------------------------------------------------------------ submitting and collecting
 
 
 def _registry(folder: Path) -> Path:
@@ -291,7 +291,8 @@ def collect(
                 # cancelled, pre-empted or out of time: the notebooks it finished count, the rest
                 # run again on the next `reprobook run`
                 out.failures.append(
-                    f"chapter {slug}: Slurm job {entry['job_id']} ended {state} before finishing its "
+                    f"chapter {slug}: Slurm job {entry['job_id']} ended {state} "
+                    "before finishing its "
                     f"notebooks; log: {entry['stderr']}"
                 )
             elif result[0] != "success":

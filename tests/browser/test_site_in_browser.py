@@ -48,7 +48,10 @@ def _why_skip() -> str | None:
     except ImportError:
         return "playwright is not installed: the browser test is skipped"
     if not (SITE / "index.html").exists():
-        return f"no built book at {SITE}: run `reprobook book --source-only` (make test does) or `make book`"
+        return (
+            f"no built book at {SITE}: run `reprobook book --source-only` (make test does) "
+            "or `make book`"
+        )
     return None
 
 
@@ -137,7 +140,8 @@ def visit(browser, base: str, rel: str, screenshot: Path | None = None) -> dict:
         page.evaluate("() => MathJax.startup.promise")
     text = page.evaluate("() => document.body.innerText")
     images = page.evaluate(
-        "() => Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete && i.naturalWidth > 0])"
+        "() => Array.from(document.images)"
+        ".map(i => [i.currentSrc || i.src, i.complete && i.naturalWidth > 0])"
     )
     links = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
     if screenshot is not None:

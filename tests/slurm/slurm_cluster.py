@@ -23,7 +23,10 @@ DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scancel", "sinf
 def why_no_slurm() -> str | None:
     missing = [d for d in DAEMONS if not (shutil.which(d) or Path(f"/usr/sbin/{d}").exists())]
     if missing:
-        return f"no {', '.join(missing)} on this machine (apt-get install slurmctld slurmd munge): Slurm tests skipped"
+        return (
+            f"no {', '.join(missing)} on this machine "
+            "(apt-get install slurmctld slurmd munge): Slurm tests skipped"
+        )
     if os.geteuid() != 0:
         return "the one-node Slurm cluster is started as root: Slurm tests skipped"
     return None
@@ -131,7 +134,7 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
             )
         yield {"SLURM_CONF": str(conf), "base": base}
     finally:
-        for name, pidfile in reversed(started):
+        for _name, pidfile in reversed(started):
             try:
                 pid = int(pidfile.read_text().split()[0])
                 os.kill(pid, signal.SIGTERM)

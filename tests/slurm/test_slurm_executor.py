@@ -59,7 +59,11 @@ def values(root: Path) -> dict:
 
 
 def test_slurm_runs_chapters_as_jobs_caches_and_resubmits(
-    slurm_cluster, toy_book: Path, tmp_path: Path, monkeypatch
+    # the fixture imported from slurm_cluster above, requested by name
+    slurm_cluster,  # noqa: F811
+    toy_book: Path,
+    tmp_path: Path,
+    monkeypatch,
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
     book = two_chapter_book(toy_book)
@@ -137,7 +141,8 @@ def test_dry_run_prints_one_batch_script_per_chapter(toy_book: Path, capsys) -> 
     book = two_chapter_book(toy_book)
     cfg = book / "lib" / "reprobook" / "papers" / "toy" / "config.py"
     cfg.write_text(
-        'from reprobook import core\nRESOURCES = {"full": core.Resources(gpus=2, cpus=16, mem_gb=120, '
+        "from reprobook import core\n"
+        'RESOURCES = {"full": core.Resources(gpus=2, cpus=16, mem_gb=120, '
         'hours=10), "reduced": core.Resources(cpus=2, mem_gb=4, hours=0.2)}\n'
     )
     runner.run(

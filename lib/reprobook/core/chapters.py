@@ -18,7 +18,8 @@ the check that turns a measured value into a verdict (see CONTRIBUTING.md for th
           partial: {max: 1.0e-3}      # optional
         # or per profile:  check: {reduced: {needs_full: true}, full: {reproduced: ...}}
         # or, for a claim no profile of this book can measure:  check: {not_checkable: "why"}
-        no_effect: 0                # statistical claims with a partial bar: the value under no effect
+        no_effect: 0                # statistical claims with a partial bar:
+                                    # the value under no effect
         revisions:                  # a check or metric changed after a value was recorded
           - {check: {reproduced: {max: 1.0e-9}}, gave: "3e-8 (not reproduced)", why: "..."}
 
@@ -73,7 +74,8 @@ VERDICT_LABELS = {
 }
 # what each verdict means, for readers (the introduction's table is generated from it)
 VERDICT_MEANINGS = {
-    "reproduced": "the value (for a statistical claim, its whole interval) passes the claim's check",
+    "reproduced": "the value (for a statistical claim, its whole interval) "
+    "passes the claim's check",
     "partial": "it passes the weaker check the claims file gives, and (for a statistical claim, "
     "wholly) fails the full one",
     "inconclusive": "the interval straddles one of the check's bars: more data could go either way",
@@ -129,7 +131,8 @@ class Claim:
 
     @property
     def is_papers(self) -> bool:
-        """A claim of the paper (not our extension) that a value can decide (not an illustration)."""
+        """A claim of the paper (not our extension) that a value can decide (not an
+        illustration)."""
         return self.source != "extension" and self.evidence != "illustration"
 
     def check_for(self, profile: str) -> dict[str, Any]:
@@ -235,7 +238,8 @@ def _check_condition(where: str, condition: Any) -> None:
     bad = sorted(set(condition) - set(CONDITION_KEYS))
     if bad:
         raise ClaimsFileError(
-            f"{where}: unknown condition key(s) {', '.join(bad)}; valid: {', '.join(CONDITION_KEYS)}"
+            f"{where}: unknown condition key(s) {', '.join(bad)}; "
+            f"valid: {', '.join(CONDITION_KEYS)}"
         )
     for key in ("min", "max"):
         if key in condition and (
@@ -285,9 +289,9 @@ def _check_block(
                 )
             if "partial" in block and no_effect is None:
                 raise ClaimsFileError(
-                    f"{where}: a statistical claim with a partial bar declares no_effect, the value "
-                    "its metric takes when the claimed effect is absent (0 for a difference, "
-                    "1 for a ratio)"
+                    f"{where}: a statistical claim with a partial bar declares no_effect, "
+                    "the value its metric takes when the claimed effect is absent "
+                    "(0 for a difference, 1 for a ratio)"
                 )
             if no_effect is not None and _holds(cond, no_effect):
                 raise ClaimsFileError(
@@ -312,7 +316,8 @@ def _load_revisions(where: str, entries: Any) -> tuple[Revision, ...]:
         extra = sorted(set(rev) - REVISION_KEYS)
         if extra:
             raise ClaimsFileError(
-                f"{at}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(REVISION_KEYS))}"
+                f"{at}: unknown key(s) {', '.join(extra)}; "
+                f"valid: {', '.join(sorted(REVISION_KEYS))}"
             )
         if "check" not in rev and "metric" not in rev:
             raise ClaimsFileError(
@@ -358,7 +363,8 @@ class Chapter:
             if c.id == claim_id:
                 return c
         raise KeyError(
-            f"chapter {self.slug} has no claim {claim_id!r}; its claims: {', '.join(c.id for c in self.claims)}"
+            f"chapter {self.slug} has no claim {claim_id!r}; "
+            f"its claims: {', '.join(c.id for c in self.claims)}"
         )
 
     def notebook_stems(self) -> list[str]:
@@ -389,7 +395,8 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
         extra = sorted(set(entry) - CLAIM_KEYS)
         if extra:
             raise ClaimsFileError(
-                f"{where}: unknown key(s) {', '.join(extra)}; valid: {', '.join(sorted(CLAIM_KEYS))}"
+                f"{where}: unknown key(s) {', '.join(extra)}; "
+                f"valid: {', '.join(sorted(CLAIM_KEYS))}"
             )
         cid = str(entry["id"])
         if cid in seen:
@@ -459,7 +466,8 @@ def load_chapter(folder: Path) -> Chapter:
     for c in claims:
         if c.notebook not in stems:
             raise ClaimsFileError(
-                f"{claims_path}: claim {c.id} names notebook {c.notebook!r}; the chapter's notebooks: {', '.join(sorted(stems))}"
+                f"{claims_path}: claim {c.id} names notebook {c.notebook!r}; "
+                f"the chapter's notebooks: {', '.join(sorted(stems))}"
             )
     return Chapter(
         number=m["number"],

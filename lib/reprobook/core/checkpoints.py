@@ -9,8 +9,8 @@ otherwise.
 The key of a checkpoint is the caller's description of what was trained (configurations, seed,
 data parameters, the key of the model it started from) plus a digest of the chapter's paper
 package and of ``reprobook.core``, so a change to the training code never loads a stale model.
-Files live in ``<results>/../checkpoints/<profile>/<slug>/<name>-<digest>.pt`` (``_build/checkpoints``
-by default) beside a JSON file with the key, and are written atomically.
+Files live in ``<results>/../checkpoints/<profile>/<slug>/<name>-<digest>.pt``
+(``_build/checkpoints`` by default) beside a JSON file with the key, and are written atomically.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     raise TypeError(
-        f"a checkpoint key holds only dataclasses, mappings, sequences, str, int, float, bool or None; "
+        "a checkpoint key holds only dataclasses, mappings, sequences, str, int, float, bool "
+        "or None; "
         f"got {type(value).__name__}"
     )
 

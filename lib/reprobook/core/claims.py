@@ -73,7 +73,8 @@ def _claim_value(value: Any) -> bool | int | float:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(
-                f"a claim value must be finite, got {value}: a failed measurement should raise, not be recorded"
+                f"a claim value must be finite, got {value}: a failed measurement should raise, "
+                "not be recorded"
             )
         return value
     raise TypeError(f"a claim value is a number or a bool, got {type(value).__name__}: {value!r}")
@@ -171,7 +172,8 @@ class Run:
         claim = self.chapter.claim(claim_id)
         if claim.notebook != self.notebook:
             raise ValueError(
-                f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, not to {self.notebook}"
+                f"claim {claim_id} belongs to notebook {claim.notebook} in claims.yml, "
+                f"not to {self.notebook}"
             )
         if "interval" in details:
             raise ValueError(
@@ -194,13 +196,15 @@ class Run:
         if value is None:
             if claim.verdict(None, self.profile) not in ("needs_full", "not_checkable"):
                 raise ValueError(
-                    f"claim {claim_id} is checked at profile {self.profile!r}: record the measured value, not None "
-                    "(None is for claims whose check is needs_full at this profile, or not_checkable)"
+                    f"claim {claim_id} is checked at profile {self.profile!r}: "
+                    "record the measured value, not None "
+                    "(None is for claims whose check is needs_full at this profile, "
+                    "or not_checkable)"
                 )
         elif claim.verdict(None, self.profile) == "not_checkable":
             raise ValueError(
-                f"claim {claim_id} is not_checkable in claims.yml: record None, with details that say "
-                "what was done instead"
+                f"claim {claim_id} is not_checkable in claims.yml: record None, "
+                "with details that say what was done instead"
             )
         else:
             value = _claim_value(value)
@@ -210,8 +214,9 @@ class Run:
                 and claim.verdict(None, self.profile) == "not_run"
             ):
                 raise ValueError(
-                    f"claim {claim_id} is statistical: record it with an interval (core.t_interval over "
-                    "seeds, core.proportion_interval, core.bootstrap_interval), or mark its check needs_full "
+                    f"claim {claim_id} is statistical: record it with an interval "
+                    "(core.t_interval over seeds, core.proportion_interval, "
+                    "core.bootstrap_interval), or mark its check needs_full "
                     "at this profile when the budget cannot afford the seeds"
                 )
         entry: dict[str, Any] = {"value": value, "details": plain(details), "recorded": _now()}
@@ -372,7 +377,8 @@ def start(
     expected = os.environ.get(PROFILE_ENV)
     if expected and expected != profile:
         raise ValueError(
-            f"the runner executes this notebook at profile {expected!r} but its profile parameter is "
+            f"the runner executes this notebook at profile {expected!r} "
+            "but its profile parameter is "
             f"{profile!r}: choose the profile with `reprobook run --profile`, not with -p"
         )
     root = book_root()
@@ -382,7 +388,8 @@ def start(
         raise ValueError(err.args[0]) from None
     if notebook not in ch.notebook_stems():
         raise ValueError(
-            f"chapter {ch.slug} has no notebook {notebook!r}; its notebooks: {', '.join(ch.notebook_stems())}"
+            f"chapter {ch.slug} has no notebook {notebook!r}; "
+            f"its notebooks: {', '.join(ch.notebook_stems())}"
         )
     quiet_lightning()
     used = seed_everything(seed, threads)

@@ -41,7 +41,8 @@ def book_root(start: str | os.PathLike | None = None) -> Path:
 
 
 def results_dir(root: Path | None = None) -> Path:
-    """The folder claim results are written to: ``$REPROBOOK_RESULTS`` or ``<root>/_build/results``."""
+    """The folder claim results are written to: ``$REPROBOOK_RESULTS`` or
+    ``<root>/_build/results``."""
     env = os.environ.get(RESULTS_ENV)
     if env:
         return Path(env).expanduser().resolve()
@@ -49,7 +50,8 @@ def results_dir(root: Path | None = None) -> Path:
 
 
 def results_file(profile: str, slug: str, notebook: str, root: Path | None = None) -> Path:
-    """The results file of one notebook: ``<results>/<profile>/<chapter slug>/<notebook stem>.json``."""
+    """The results file of one notebook:
+    ``<results>/<profile>/<chapter slug>/<notebook stem>.json``."""
     return results_dir(root) / profile / slug / f"{notebook}.json"
 
 

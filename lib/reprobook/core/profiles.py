@@ -81,7 +81,8 @@ def resolve(profiles: Mapping[str, T], profile: str, /, **overrides: Any) -> T:
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise ProfileError(
-            f"unknown override key(s) {', '.join(unknown)} for {type(base).__name__}; valid keys: {', '.join(names)}"
+            f"unknown override key(s) {', '.join(unknown)} for {type(base).__name__}; "
+            f"valid keys: {', '.join(names)}"
         )
     for key, value in given.items():
         if not _accepts(value, hints[key]):

@@ -17,6 +17,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import checks
+
 
 @dataclass(frozen=True)
 class Resources:
@@ -27,15 +29,11 @@ class Resources:
 
     def __post_init__(self) -> None:
         for name in ("gpus", "cpus"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "cpus" else 0):
-                raise ValueError(
-                    f"Resources.{name} must be an integer >= {1 if name == 'cpus' else 0}, got {v!r}"
-                )
+            checks.integer(
+                getattr(self, name), f"Resources.{name}", minimum=1 if name == "cpus" else 0
+            )
         for name in ("mem_gb", "hours"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                raise ValueError(f"Resources.{name} must be a positive number, got {v!r}")
+            checks.real(getattr(self, name), f"Resources.{name}", above=0)
 
     @property
     def gpu_hours(self) -> float:
@@ -78,7 +76,8 @@ def read_resources(config_py: Path, profile: str) -> Resources:
             continue
         if not isinstance(value, ast.Dict):
             raise ValueError(
-                f"{path}: RESOURCES must be a dict literal {{'reduced': Resources(...), 'full': ...}}"
+                f"{path}: RESOURCES must be a dict literal "
+                "{'reduced': Resources(...), 'full': ...}"
             )
         for key, call in zip(value.keys, value.values):
             if not (isinstance(key, ast.Constant) and key.value == profile):
