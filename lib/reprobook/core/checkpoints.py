@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .paths import atomic_write_text, results_dir
+from .training import resumable
 
 CHECKPOINTS_ENV = "REPROBOOK_CHECKPOINTS"
 
@@ -35,8 +36,33 @@ def checkpoints_dir(profile: str, slug: str) -> Path:
     return base / profile / slug
 
 
+def _code_of(path: Path) -> bytes:
+    """What a module computes, without what it says: its syntax tree with docstrings dropped
+    (comments and layout never reach the tree), so that rewording a comment or a docstring, or
+    reformatting, keeps the chapter's trained models. A file that does not parse counts as is."""
+    import ast
+
+    text = path.read_bytes()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False).encode()
+
+
 def source_digest(slug: str) -> str:
-    """SHA-256 over the Python files of ``reprobook.papers.<slug>`` and ``reprobook.core``."""
+    """SHA-256 over the code of ``reprobook.papers.<slug>`` and ``reprobook.core`` (each
+    module's syntax tree without docstrings: a comment or docstring edit changes nothing)."""
     import importlib
 
     core_dir = Path(__file__).resolve().parent
@@ -51,7 +77,7 @@ def source_digest(slug: str) -> str:
     for folder in (paper_dir, core_dir):
         for path in sorted(folder.rglob("*.py")):
             digest.update(str(path.relative_to(folder)).encode())
-            digest.update(path.read_bytes())
+            digest.update(_code_of(path))
     return digest.hexdigest()
 
 
@@ -100,7 +126,8 @@ def load_or_train(
 ) -> tuple[Any, bool]:
     """A trained ``torch.nn.Module``: loaded from its checkpoint when one exists for ``key``,
     otherwise ``build()``, trained by ``train(module)`` (which trains in place or returns the
-    trained module) and saved.
+    trained module) and saved. The Trainers ``train`` makes with ``core.make_trainer`` save
+    their last checkpoint now and then, and resume from it after a pre-emption.
 
     Returns ``(module, loaded)``. The module is in eval mode. ``name`` is a file-name stem
     (letters, digits, ``-``, ``_``); ``key`` must describe everything that decides the trained
@@ -124,7 +151,10 @@ def load_or_train(
             return module, True
         except Exception:  # noqa: BLE001 - a damaged cache is retrained, never trusted
             pass
-    trained = train(module)
+    # A pre-empted training leaves its last Lightning checkpoint in this folder and the next
+    # attempt resumes from it (core.training.resumable); a finished one removes it.
+    with resumable(folder / f".{name}-{digest}.resume"):
+        trained = train(module)
     module = trained if trained is not None else module
     module.eval()
     folder.mkdir(parents=True, exist_ok=True)

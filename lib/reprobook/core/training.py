@@ -1,11 +1,23 @@
-"""Lightning helpers shared by the chapters that train models."""
+"""Lightning helpers shared by the chapters that train models: the Trainer every chapter uses,
+its parallel settings, and resumption of a long training after a pre-emption."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
+
+# Resumable training (see `resumable`): where the current training keeps its last checkpoint,
+# and how many Trainers it has made so far (each gets its own folder, in the order made).
+_RESUME: dict[str, Any] = {"dir": None, "count": 0}
+RESUME_STEPS_ENV = "REPROBOOK_RESUME_EVERY_STEPS"  # a step interval instead of the time one
+RESUME_MINUTES_ENV = "REPROBOOK_RESUME_MINUTES"  # default 10
 
 PARALLEL_ENV = {
     "devices": "REPROBOOK_DEVICES",
@@ -97,6 +109,61 @@ def parallel_settings(
     }
 
 
+@contextlib.contextmanager
+def resumable(folder: str | os.PathLike) -> Iterator[Path]:
+    """Make the trainings inside this block survive a pre-emption.
+
+    Each Trainer that :func:`make_trainer` builds inside the block saves ``last.ckpt`` (model,
+    optimiser, loop state) into ``folder/fit-<i>`` every ``$REPROBOOK_RESUME_MINUTES`` minutes
+    (default 10; ``$REPROBOOK_RESUME_EVERY_STEPS`` sets a step interval instead), and its ``fit``
+    starts from that file when it exists: a Slurm job killed half-way and submitted again
+    carries on where it stopped instead of starting over. When the block ends without an
+    error the folder is removed; after an error (or a kill) it stays for the next attempt.
+    :func:`reprobook.core.load_or_train` opens this block around every training it runs, in a
+    folder named after the checkpoint's key, so a changed key never resumes a stale run.
+    """
+    folder = Path(folder)
+    previous = dict(_RESUME)
+    _RESUME.update(dir=folder, count=0)
+    try:
+        yield folder
+    except BaseException:
+        _RESUME.update(previous)
+        raise
+    _RESUME.update(previous)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _resume_callback(folder: Path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    steps = os.environ.get(RESUME_STEPS_ENV)
+    if steps:
+        every = {"every_n_train_steps": int(steps)}
+    else:
+        minutes = float(os.environ.get(RESUME_MINUTES_ENV) or 10)
+        every = {"train_time_interval": timedelta(minutes=minutes)}
+    return ModelCheckpoint(dirpath=folder, save_last=True, save_top_k=0, **every)
+
+
+@functools.cache
+def _trainer_class():
+    import lightning as L
+
+    class ResumingTrainer(L.Trainer):
+        """A Trainer whose ``fit`` starts from the ``last.ckpt`` of its resume folder, if any."""
+
+        resume_folder: Path | None = None
+
+        def fit(self, model, *args, ckpt_path=None, **kwargs):
+            last = self.resume_folder / "last.ckpt" if self.resume_folder else None
+            if ckpt_path is None and last is not None and last.exists():
+                ckpt_path = str(last)
+            return super().fit(model, *args, ckpt_path=ckpt_path, **kwargs)
+
+    return ResumingTrainer
+
+
 def make_trainer(
     max_steps: int = -1,
     max_epochs: int | None = None,
@@ -109,9 +176,9 @@ def make_trainer(
     """A quiet, deterministic ``L.Trainer``: Lightning picks the accelerator (CPU here, GPUs at
     the full profile), no logger, no checkpoints, no progress bar, no model summary. Devices,
     strategy, precision and nodes come from :func:`parallel_settings` (one device unless a
-    profile, the environment or Slurm says more). ``overrides`` go to the Trainer as they are."""
-    import lightning as L
-
+    profile, the environment or Slurm says more). ``overrides`` go to the Trainer as they are.
+    Inside :func:`resumable` (every training that ``load_or_train`` runs) it checkpoints now
+    and then and resumes from its last checkpoint."""
     from .runtime import quiet_lightning
 
     quiet_lightning()
@@ -127,7 +194,14 @@ def make_trainer(
         **parallel_settings(devices, strategy, precision, num_nodes),
     )
     kwargs.update(overrides)
-    return L.Trainer(**kwargs)
+    folder = None
+    if _RESUME["dir"] is not None and "callbacks" not in overrides:
+        folder = Path(_RESUME["dir"]) / f"fit-{_RESUME['count']}"
+        _RESUME["count"] += 1
+        kwargs.update(enable_checkpointing=True, callbacks=[_resume_callback(folder)])
+    trainer = _trainer_class()(**kwargs)
+    trainer.resume_folder = folder
+    return trainer
 
 
 def to_accelerator(module):
