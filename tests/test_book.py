@@ -232,3 +232,32 @@ def test_intro_lists_the_chapters_from_the_build():
     table = site.chapters_table(ROOT, [])
     for ch in CHAPTERS:
         assert f"{{doc}}`{ch.title} </notebooks/{ch.name}/index>`" in table
+
+
+def test_the_injected_parameters_cell_is_removed_from_the_page(tmp_path):
+    from reprobook import site
+
+    nb = {
+        "cells": [
+            {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "n = 1"},
+            {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": "n = 2"},
+            {"cell_type": "code", "metadata": {}, "source": "print(n)"},
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    src, dest = tmp_path / "a.ipynb", tmp_path / "b.ipynb"
+    src.write_text(json.dumps(nb))
+    site.hide_injected_parameters(src, dest)
+    tags = [c["metadata"].get("tags", []) for c in json.loads(dest.read_text())["cells"]]
+    assert tags == [["parameters"], ["injected-parameters", "remove-cell"], []]
+
+
+def test_the_intro_verdict_table_is_generated_from_the_core():
+    from reprobook import site
+    from reprobook.core.chapters import VERDICT_LABELS, VERDICTS
+
+    assert site.VERDICTS_MARK in (ROOT / "book" / "intro.md").read_text()
+    rows = site.verdicts_table().splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == [VERDICT_LABELS[v] for v in VERDICTS]
