@@ -10,8 +10,9 @@ What is checked:
   test (all 288 grids once: chi2 0, p 1; a hand-computed chi2; a skewed sample) and the solved
   fraction on hand-built puzzles;
 - the oracle callables: the vMF Markov oracle is ``chain.posterior_marginals`` exactly, the
-  Euclidean one is the vMF one at kappa = t / (1 - t)^2 and the geodesic one at t = 0 is the prior,
-  the baselines' level is capped below 1, and the grid oracle puts no mass on what the clues rule out;
+  Euclidean one is the vMF one at kappa = t / (1 - t)^2 and the geodesic one at t = 0 is the
+  prior, the baselines' level is capped below 1, and the grid oracle puts no mass on what the
+  clues rule out;
 - ``generate``: every sampler name, its NFE (``samplers.count_nfe``), seeding, keyword plumbing and
   errors;
 - the whole chain of oracle, sampler and read-out: ODE samples with the exact posterior of a tiny
@@ -33,6 +34,7 @@ import pytest
 import torch
 from scipy import stats
 
+from reprobook import core
 from reprobook.papers.vmf_sphere_flow import (
     config,
     data,
@@ -396,7 +398,8 @@ def test_oracles_cap_the_baselines_level(path, monkeypatch):
     ref = CHAIN.posterior_marginals(paths.emission_loglik(h.numpy(), W4.numpy(), T_CAP, path))
     np.testing.assert_array_equal(p.numpy(), ref)
     # (for one-hot embeddings t = 1 and t = T_CAP give the same posterior, so look at the level
-    # the oracles hand to the likelihood: capped for the baselines, untouched for vMF and below the cap)
+    # the oracles hand to the likelihood: capped for the baselines, untouched for vMF and below
+    # the cap)
     seen = []
     real = paths.emission_loglik
 
@@ -405,7 +408,8 @@ def test_oracles_cap_the_baselines_level(path, monkeypatch):
         return real(h_, W_, level, path_)
 
     monkeypatch.setattr(paths, "emission_loglik", spy)
-    # (a random Shidoku state at t = 0.5 can be impossible for all 288 grids on the geodesic path: levels 1 and 0 only)
+    # (a random Shidoku state at t = 0.5 can be impossible for all 288 grids on the geodesic
+    # path: levels 1 and 0 only)
     hg = _unit((2, 16, 5), 3)
     for oracle, state, levels in (
         (evaluate.markov_oracle(CHAIN, W4, path), h, (1.0, 0.5, 0.0)),
@@ -428,7 +432,8 @@ def test_markov_oracle_baselines_against_independent_forms():
     euc = evaluate.markov_oracle(CHAIN, W4, "euclidean")
     for t in (0.25, 0.5, 0.8):
         torch.testing.assert_close(euc(h, t), vmf(h, t / (1 - t) ** 2), rtol=0, atol=1e-12)
-    # geodesic at t = 0: the state is a uniform point whatever the token, so the posterior is the prior
+    # geodesic at t = 0: the state is a uniform point whatever the token, so the posterior is the
+    # prior
     geo = evaluate.markov_oracle(CHAIN, W4, "geodesic")
     torch.testing.assert_close(geo(h, 0.0), vmf(h, 0.0), rtol=0, atol=1e-12)
     prior = CHAIN.posterior_marginals(np.zeros((5, 4)))
@@ -452,7 +457,8 @@ def test_grid_oracle_respects_clues_and_matches_the_data_oracle():
         torch.testing.assert_close(p, torch.as_tensor(ref), rtol=0, atol=1e-15)
     # tokens that no grid agreeing with the clues has at a cell get probability exactly 0, on every
     # path; the states are drawn from each path at its level for the puzzles' own grids (a random
-    # state can be impossible for every grid on the geodesic path, whose likelihood has compact support)
+    # state can be impossible for every grid on the geodesic path, whose likelihood has compact
+    # support)
     truth = torch.as_tensor(grids[[3, 100, 250]])
     for path, level in (("vmf", 3.0), ("geodesic", 0.5), ("euclidean", 0.5)):
         hp = paths.noisy_states(
@@ -847,7 +853,8 @@ def test_language_network_always_train_still_writes_the_cache(tmp_path, monkeypa
     assert len(_checkpoint_files(tmp_path)) == 1
     cached, loaded = experiments.language_network(task, LANG, NET, profile="reduced")
     assert loaded is True and _same_weights(trained, cached)
-    # with a checkpoint present, always_train still trains (and returns the same deterministic weights)
+    # with a checkpoint present, always_train still trains (and returns the same deterministic
+    # weights)
     again, loaded = experiments.language_network(
         task, LANG, NET, profile="reduced", always_train=True
     )
@@ -876,22 +883,29 @@ def test_every_profile_is_tested():
 
 def test_puzzle_config_pc_settings_match_the_ode_cost():
     for profile in ("reduced", "full"):
-        cfg = config.resolve("shidoku_puzzles", profile)
+        cfg = core.resolve_notebook(config.PROFILES, "shidoku_puzzles", profile)
         assert {samplers.count_nfe(S, c) for S, c in cfg.pc} == {samplers.count_nfe(cfg.steps)}
 
 
 @pytest.mark.parametrize("notebook", sorted(NOTEBOOKS))
 def test_resolve_gives_both_profiles(notebook):
-    reduced, full = config.resolve(notebook), config.resolve(notebook, "full")
+    reduced, full = (
+        core.resolve_notebook(config.PROFILES, notebook, "reduced"),
+        core.resolve_notebook(config.PROFILES, notebook, "full"),
+    )
     assert type(reduced) is NOTEBOOKS[notebook] and type(full) is NOTEBOOKS[notebook]
-    assert reduced == config.PROFILES[notebook]["reduced"] == config.resolve(notebook, "reduced")
+    assert (
+        reduced
+        == config.PROFILES[notebook]["reduced"]
+        == core.resolve_notebook(config.PROFILES, notebook, "reduced")
+    )
     assert full == config.PROFILES[notebook]["full"]
     assert reduced != full
 
 
 def test_learn_config_pc_settings_have_matched_nfe():
     for profile, nfe in (("reduced", 33), ("full", None)):
-        cfg = config.resolve("learning_the_posterior", profile)
+        cfg = core.resolve_notebook(config.PROFILES, "learning_the_posterior", profile)
         counts = {samplers.count_nfe(S, c) for S, c in cfg.pc}
         assert len(counts) == 1, (profile, cfg.pc)
         if nfe is not None:
@@ -904,7 +918,7 @@ def test_learn_config_pc_settings_have_matched_nfe():
 
 @pytest.mark.parametrize("profile", ["reduced", "full"])
 def test_path_config_kappa_max_gives_mean_cosine_near_0_9(profile):
-    cfg = config.resolve("vmf_path", profile)
+    cfg = core.resolve_notebook(config.PROFILES, "vmf_path", profile)
     assert len(cfg.kappa_max) == len(cfg.dims)
     for d, k in zip(cfg.dims, cfg.kappa_max):
         a = float(geometry.mean_cosine(d, k))
@@ -928,27 +942,27 @@ def test_claims_about_training_are_decided_only_with_three_training_seeds(notebo
     c = get_chapter("vmf_sphere_flow").claim(claim)
     assert c.evidence == "statistical"
     for profile in ("reduced", "full"):
-        seeds = config.resolve(notebook, profile).train_seeds
+        seeds = core.resolve_notebook(config.PROFILES, notebook, profile).train_seeds
         assert len(set(seeds)) == len(seeds)
         assert bool(c.check_for(profile).get("needs_full")) == (len(seeds) < 3), (profile, seeds)
 
 
 def test_c1_and_c2_sizes():
     for profile in ("reduced", "full"):
-        p = config.resolve("vmf_path", profile)
+        p = core.resolve_notebook(config.PROFILES, "vmf_path", profile)
         assert p.fractions[-1] == 1.0 and all(0 < f <= 1 for f in p.fractions)
-        o = config.resolve("perfect_posterior", profile)
+        o = core.resolve_notebook(config.PROFILES, "perfect_posterior", profile)
         assert o.n_final >= o.n
 
 
-def test_resolve_errors():
+def test_resolve_errors_come_from_the_core():
     with pytest.raises(ValueError, match="notebook"):
-        config.resolve("nope")
+        core.resolve_notebook(config.PROFILES, "nope", "reduced")
     with pytest.raises(ValueError, match="profile"):
-        config.resolve("vmf_path", "huge")
+        core.resolve_notebook(config.PROFILES, "vmf_path", "huge")
     with pytest.raises(ValueError, match="override"):
-        config.resolve("vmf_path", n="many")
-    assert config.resolve("vmf_path", n=10).n == 10
+        core.resolve_notebook(config.PROFILES, "vmf_path", "reduced", n="many")
+    assert core.resolve_notebook(config.PROFILES, "vmf_path", "reduced", n=10).n == 10
 
 
 def test_grid_oracle_geodesic_survives_states_off_the_path():

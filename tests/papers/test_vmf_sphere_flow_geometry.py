@@ -1,8 +1,13 @@
-"""Tests of reprobook.papers.vmf_sphere_flow.geometry (arXiv 2605.05629; the equations are derived
-in the brief ``16_vmf_sphere_flow.md``, sections 1-3, and labelled [1]-[3c] in the module).
+"""Tests of reprobook.papers.vmf_sphere_flow.geometry (arXiv 2605.05629; the equations are
+eqs. vmf-density, vmf-cosine-law, vmf-psi-ode, vmf-psi and vmf-flow-map of
+notebooks/16_vmf_sphere_flow/index.md).
 
-The brief's unit tests 1, 2, 3, 6, 7 and 10, plus the Bessel ratio, the normalisers, the cosine
-law and clear errors on bad input. Checks are against closed forms (d = 3, kappa = 0, Beta laws),
+What is checked: psi(s, 0) = 1/(d - 1) and the d = 3 closed form against the quadrature; psi is
+non-negative and bounded up to the poles and solves its ODE; the flow map's speed tends to
+psi (1 - s^2) as the kappa step shrinks; the push-forward of the uniform law by the cosine ODE
+is the vMF cosine law; the torch vMF sampler's mean cosine is A_d(kappa) and its draws match
+SciPy's; a retraction keeps unit norm; plus the Bessel ratio, the normalisers, the cosine law
+and clear errors on bad input. Checks are against closed forms (d = 3, kappa = 0, Beta laws),
 independent references (scipy.special.iv, scipy.stats.vonmises_fisher, mpmath quadrature,
 scipy.integrate.quad) and the defining ODE itself; statistical tests use fixed seeds.
 """
@@ -20,7 +25,7 @@ from scipy.special import gammaln, iv
 
 from reprobook.papers.vmf_sphere_flow import geometry as geo
 
-# the brief's concentration ranges: kappa_max grows with d (d = 64 needs kappa ~ 3000 for A ~ 0.99)
+# concentration ranges: kappa_max grows with d (d = 64 needs kappa ~ 3000 for A ~ 0.99)
 KAPPA_RANGE = {3: 200.0, 16: 300.0, 64: 3000.0}
 
 
@@ -35,7 +40,7 @@ def _unit(rng: np.random.Generator, d: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# A_d and the normalisers [1], [3a]
+# A_d and the normalisers (eqs. vmf-density, vmf-cosine-law)
 
 
 @pytest.mark.parametrize("d", [2, 3, 5, 16, 64])
@@ -107,7 +112,7 @@ def test_cosine_density_integrates_to_one_with_mean_A(d, kappa):
 
 
 # ---------------------------------------------------------------------------------------------
-# the cosine law's CDF and quantiles [3a], [3c]
+# the cosine law's CDF and quantiles (eqs. vmf-cosine-law, vmf-flow-map)
 
 
 @pytest.mark.parametrize("d", [2, 3, 16, 64])
@@ -164,7 +169,8 @@ def test_cosine_cdf_grid_is_a_monotone_table():
 
 
 # ---------------------------------------------------------------------------------------------
-# psi, the bounded solution of the scalar ODE [3b]  (brief unit tests 1 and 2)
+# psi, the bounded solution of the scalar ODE (eq. vmf-psi): its value at kappa = 0, the d = 3
+# closed form, non-negative and bounded up to the poles
 
 
 @pytest.mark.parametrize("d", [2, 3, 4, 16, 64])
@@ -224,14 +230,15 @@ def test_psi_matches_an_mpmath_reference(s, kappa, d):
 
 @pytest.mark.parametrize("d", [3, 16, 64])
 def test_psi_solves_the_continuity_ode(d):
-    # d/ds [e^{kappa s} (1 - s^2)^{(d-1)/2} psi] = -(s - A_d) e^{kappa s} (1 - s^2)^{(d-3)/2}, scaled by e^{-kappa s0}
+    # d/ds [e^{kappa s} (1 - s^2)^{(d-1)/2} psi] = -(s - A_d) e^{kappa s} (1 - s^2)^{(d-3)/2},
+    # scaled by e^{-kappa s0}
     # (five-point stencil; the tolerance is relative to the size of the terms of the product rule)
     h = 2e-5
     for k in (0.0, 0.2 * KAPPA_RANGE[d], KAPPA_RANGE[d]):
         a = geo.mean_cosine(d, k)
         for s0 in (-0.9, -0.3, 0.0, a - 0.01, a, min(a + 0.01, 0.99), 0.5, 0.99):
 
-            def flux(x):
+            def flux(x, k=k, s0=s0):
                 return math.exp(k * (x - s0)) * (1 - x * x) ** ((d - 1) / 2) * geo.psi(x, k, d)
 
             lhs = (-flux(s0 + 2 * h) + 8 * flux(s0 + h) - 8 * flux(s0 - h) + flux(s0 - 2 * h)) / (
@@ -290,7 +297,7 @@ def test_psi_table_nodes_interpolation_broadcast_and_clamp():
 
 
 # ---------------------------------------------------------------------------------------------
-# the flow map [3c]  (brief unit test 3)
+# the flow map (eq. vmf-flow-map): its speed tends to psi (1 - s^2) as the step shrinks
 
 
 @pytest.mark.parametrize("d", [3, 16, 64])
@@ -329,7 +336,7 @@ def test_flow_map_transports_quantiles_and_composes():
 
 
 # ---------------------------------------------------------------------------------------------
-# the push-forward (claim C1; brief unit test 6)
+# the push-forward (claim C1): uniform cosines carried by the ODE follow the vMF cosine law
 
 
 @pytest.mark.parametrize("d, kappa_max", [(3, 20.0), (16, 72.0)])
@@ -357,7 +364,7 @@ def test_push_forward_of_uniform_quantiles_lands_on_vmf_quantiles(d, kappa_max):
 
 
 # ---------------------------------------------------------------------------------------------
-# the sampler (brief unit test 7)
+# the sampler: mean cosine A_d(kappa), and a KS test against scipy.stats.vonmises_fisher
 
 
 @pytest.mark.parametrize(
@@ -409,7 +416,7 @@ def test_sampler_shapes_dtypes_seeds_and_extremes():
 
 
 # ---------------------------------------------------------------------------------------------
-# sphere operations (brief unit test 10)
+# sphere operations: a retraction step keeps unit norm
 
 
 def test_tangent_retract_and_exp_map():

@@ -45,7 +45,7 @@ def test_training_learns_the_posterior_and_is_deterministic():
         opt = net.configure_optimizers()
         g = torch.Generator().manual_seed(seed)
         tok = torch.as_tensor(seqs)
-        for step in range(150):
+        for _ in range(150):
             idx = torch.randint(0, len(tok), (64,), generator=g)
             loss = net.loss(tok[idx], generator=g)
             opt.zero_grad()

@@ -261,7 +261,8 @@ def test_vmf_and_euclidean_closed_forms():
             rtol=1e-13,
             atol=0,
         )
-    # the Euclidean loglik is the Gaussian log-density N(t w, (1 - t)^2 I) up to a per-position constant
+    # the Euclidean loglik is the Gaussian log-density N(t w, (1 - t)^2 I) up to a per-position
+    # constant
     t = 0.35
     full = -((x[..., :, None] - t * W[None, None]) ** 2).sum(-2) / (2 * (1 - t) ** 2)
     diff = paths.emission_loglik(x, W, t, "euclidean") - full

@@ -1,12 +1,13 @@
 """Tests of reprobook.papers.vmf_sphere_flow.fields and .samplers (arXiv 2605.05629).
 
-The fields and samplers are derived in the brief (the paper's full text was not read). What is
-checked, with exact oracles written here independently of the library:
+The fields and samplers are our reconstruction (eqs. vmf-marginal, vmf-baselines and vmf-step of
+notebooks/16_vmf_sphere_flow/index.md; the paper's full text was not read). What is checked,
+with exact oracles written here independently of the library:
 
 - the marginal velocity, score, SDE drift and geodesic field are tangent, and the posterior-matmul
-  form equals an explicit loop over tokens (brief unit test 4);
+  form equals an explicit loop over tokens;
 - the marginal score is the finite-difference Riemannian gradient of the log mixture density,
-  for a two-token toy and for a coupled two-position mixture (brief unit test 5);
+  for a two-token toy and for a coupled two-position mixture;
 - the geodesic field is the log map over the remaining time, the Euclidean one reaches E[w | x];
 - NFE counts are exact; every state a sampler hands to the posterior has unit norm;
 - with exact oracle posteriors for a four-sequence data set (V = 3, L = 3, one-hot W, d = 3) the
@@ -14,7 +15,7 @@ checked, with exact oracles written here independently of the library:
   two, and the geodesic and Euclidean samplers land on data sequences;
 - bad inputs raise errors that say what is allowed.
 
-psi is computed here by Gauss-Legendre quadrature of its defining integral (brief, section 3),
+psi is computed here by Gauss-Legendre quadrature of its defining integral (eq. vmf-psi),
 exact for odd d up to the quadrature rule; geometry.py's table is not used.
 """
 
@@ -82,7 +83,7 @@ def make_psi(d: int):
 
 
 def psi3(s: torch.Tensor, kappa: float) -> torch.Tensor:
-    """psi for d = 3 in closed form (brief, section 3; A = coth kappa - 1/kappa):
+    """psi for d = 3 in closed form (eq. vmf-psi; A = coth kappa - 1/kappa):
 
         psi = [(A - s)/kappa + 1/kappa^2 - e^{-kappa (1+s)} ((1+A)/kappa + 1/kappa^2)] / (1 - s^2).
 
@@ -176,7 +177,7 @@ PSI3 = psi3
 KAPPA_MAX = 30.0
 
 
-# --- the test's psi --------------------------------------------------------------------------------
+# --- the test's psi -------------------------------------------------------------------------------
 
 
 def test_quadrature_psi_matches_closed_forms():
@@ -185,7 +186,7 @@ def test_quadrature_psi_matches_closed_forms():
         assert torch.allclose(
             psi_quadrature(s, 0.0, d), torch.full_like(s, 1 / (d - 1)), atol=1e-12
         )
-    # d = 3, elementary (brief, section 3); psi(-1) = (1 + A)/2 and psi(1) = (1 - A)/2 by l'Hopital
+    # d = 3, elementary (eq. vmf-psi); psi(-1) = (1 + A)/2 and psi(1) = (1 - A)/2 by l'Hopital
     for k in (0.5, 4.0, 30.0):
         A = 1 / math.tanh(k) - 1 / k
         ref = ((A - s) / k + 1 / k**2 - torch.exp(-k * (1 + s)) * ((1 + A) / k + 1 / k**2)) / (
@@ -355,9 +356,8 @@ def _recording(posterior, log):
 
 def test_count_nfe_formula():
     assert count_nfe(8) == 9
-    assert (
-        count_nfe(8, 3) == 8 + 24 + 1
-    )  # the brief's "8 + 3 correctors = 32 NFE", plus the read-out
+    # 8 predictor steps with 3 correctors each are 32 NFE without the read-out, 33 with it
+    assert count_nfe(8, 3) == 8 + 24 + 1
     assert count_nfe(32, 1, 4) == 32 + 8 + 1
     assert count_nfe(10, 2, 3) == 10 + 6 + 1
 
@@ -582,7 +582,8 @@ def test_wrong_psi_is_detected():
 
 
 def test_ode_with_non_orthogonal_embeddings_in_d5():
-    """d = 5 > V = 3, random unit embeddings (pairwise cosines 0.31, 0.34, -0.29), psi by quadrature."""
+    """d = 5 > V = 3, random unit embeddings (pairwise cosines 0.31, 0.34, -0.29), psi by
+    quadrature."""
     W5 = unit_columns(np.random.default_rng(12), 5, V)
     oracle = enumeration_posterior(vmf_loglik, W5)
     outs = {}
@@ -645,7 +646,7 @@ def test_baselines_land_on_data_with_their_oracles():
     # one step jumps every sample to the posterior mean at t = 0, i.e. the prior's marginals:
     # all land on the most likely sequence, TV = 1 - 0.4
     for fn, post in ((sample_geodesic, geo), (sample_euclidean, euc)):
-        tv1, _ = _tv(lambda g: fn(post, W_ONEHOT, L, 500, 1, generator=g))
+        tv1, _ = _tv(lambda g, fn=fn, post=post: fn(post, W_ONEHOT, L, 500, 1, generator=g))
         assert tv1 > 0.5
 
 
@@ -662,7 +663,7 @@ def test_field_inputs_are_checked():
         marginal_score(h[..., :3], post, W, 1.0)
     with pytest.raises(ValueError, match="post must have shape"):
         marginal_score(h, post[..., :2], W, 1.0)
-    with pytest.raises(ValueError, match="kappa must be >= 0"):
+    with pytest.raises(ValueError, match="kappa must be a finite real number >= 0"):
         marginal_velocity(h, post, W, -1.0, 1.0, psi)
     with pytest.raises(ValueError, match="finite"):
         marginal_velocity(h, post, W, 1.0, float("nan"), psi)

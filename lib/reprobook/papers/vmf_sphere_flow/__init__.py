@@ -1,7 +1,11 @@
 """Spherical flows for sampling categorical data (arXiv 2605.05629): the chapter's library core.
 
-The paper's full text was not read; the scalar velocity ODE in the cosine is derived in the
-chapter's brief and checked numerically here.
+The paper's full text was not read. The equations the package implements (the vMF path, the
+scalar ODE in the cosine and its bounded solution psi, the marginal fields as posterior-weighted
+sums, the baselines, the emission likelihoods, the training loss and the sampler steps) are
+stated and derived, with labels, in notebooks/16_vmf_sphere_flow/index.md, and each function
+that implements one cites its label (eq. `vmf-psi`, say). The derivations are ours, checked
+numerically by the tests.
 
 - :mod:`.geometry`: the vMF law on S^{d-1} (mean cosine A_d, normalisers, the cosine's density,
   CDF and inverse CDF), a torch vMF sampler, the bounded solution psi(s, kappa) of the cosine ODE

@@ -13,8 +13,11 @@ Data. Everything is generated: a first-order Markov-chain language (exact likeli
 posteriors by forward-backward) and the 288 Shidoku (4x4 Sudoku) grids (exact posteriors by
 enumeration). The paper's data, "sudoku-extreme" and LM1B, live on a model hub that the book's
 machines cannot reach; the full profile therefore scales the generated tasks instead. The full
-profile has not been run (no GPU was available when the chapter was written): its sizes are the
-brief's plan, not measured.
+profile has not been run (no GPU was available when the chapter was written): its sizes are
+our plan, not measured.
+
+Notebooks resolve their configuration with
+``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ __all__ = [
     "TimeConfig",
     "PuzzleConfig",
     "PROFILES",
-    "resolve",
 ]
 
 
@@ -43,21 +45,13 @@ class PathConfig:
     """C1: the push-forward of the uniform law by the cosine ODE, per dimension d."""
 
     dims: tuple[int, ...] = (3, 16, 64)  # ambient dimensions d (the sphere is S^{d-1})
-    kappa_max: tuple[float, ...] = (
-        10.0,
-        72.0,
-        320.0,
-    )  # final concentration per d: A_d(kappa) ~ 0.9
+    kappa_max: tuple[float, ...] = (10.0, 72.0, 320.0)  # final concentration per d: A_d ~ 0.9
     n: int = 4000  # uniform cosines pushed forward per d
     steps: int = 128  # RK4 steps of ds/dkappa = psi (1 - s^2) from 0 to kappa_max
     n_kappa: int = 121  # psi table: grid points in kappa
     n_s: int = 201  # psi table: grid points in s
     n_quantiles: int = 199  # deterministic check: quantile levels u = 1/200 .. 199/200
-    fractions: tuple[float, ...] = (
-        0.25,
-        0.5,
-        1.0,
-    )  # C1: the quantiles are checked at kappa = fraction * kappa_max
+    fractions: tuple[float, ...] = (0.25, 0.5, 1.0)  # C1: checked at kappa = fraction * kappa_max
     alpha: float = 0.05  # KS level, split over the dimensions (Bonferroni)
     quantile_tol: float = 1e-3  # allowed |transported quantile - vMF quantile|
 
@@ -74,18 +68,11 @@ class OracleConfig:
     n: int = 500  # sequences per sampler run
     n_final: int = 2000  # C2: sequences of the run with the most ODE steps (the scored gap)
     ode_steps: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
-    pc: tuple[tuple[int, int], ...] = (
-        (4, 1),
-        (4, 3),
-        (8, 1),
-        (8, 3),
-        (16, 1),
-        (32, 1),
-        (64, 1),
-    )  # (predictor steps, correctors)
+    # (predictor steps, correctors)
+    pc: tuple[tuple[int, int], ...] = ((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (32, 1), (64, 1))
     sde_sigma2: tuple[float, ...] = (0.25, 1.0)  # SDE noise levels sigma^2 (in units of t)
     eps0: float = 0.01  # corrector step size at the start (the code's default)
-    shidoku_kappa_max: float = 40.0  # Shidoku: one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
+    shidoku_kappa_max: float = 40.0  # Shidoku: one-hot d = V = 5 (blank, 4 digits), A_5(40) = 0.95
     shidoku_n: int = 1440  # unconditional samples (5 per grid on average)
     shidoku_steps: int = 32
 
@@ -122,46 +109,28 @@ class LearnConfig:
 
     language: Language = Language()
     net: Net = Net()
-    eval_at: tuple[int, ...] = (
-        250,
-        500,
-        750,
-        1000,
-    )  # training steps at which the posterior is scored
+    eval_at: tuple[int, ...] = (250, 500, 750, 1000)  # training steps at which it is scored
     n_eval: int = 500  # sequences per evaluation
-    eval_kappas: tuple[float, ...] = (
-        0.0,
-        2.5,
-        5.0,
-        10.0,
-        20.0,
-        40.0,
-    )  # test cross-entropy against kappa
+    eval_kappas: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)  # test CE against kappa
     sample_steps: int = 32  # ODE steps for the learned-versus-oracle samples
-    pc: tuple[tuple[int, int], ...] = (
-        (32, 0),
-        (16, 1),
-        (8, 3),
-    )  # (predictor steps, correctors): 33 NFE each
+    pc: tuple[tuple[int, int], ...] = ((32, 0), (16, 1), (8, 3))  # (steps, correctors): 33 NFE
     eps0: float = 0.01  # corrector step size at the start (the code's default)
     sample_seeds: int = 3  # sampling seeds per sampler for C3
-    train_seeds: tuple[int, ...] = (
-        0,
-    )  # C5: network initialisations (offsets of the notebook's seed); the first drives C3
+    # C5: network initialisations (offsets of the notebook's seed); the first drives C3
+    train_seeds: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)
 class PathsConfig:
-    """C4: the same network trained on the vMF, geodesic and Euclidean paths, sampled at matched NFE."""
+    """C4: the same network trained on the vMF, geodesic and Euclidean paths, sampled at matched
+    NFE."""
 
     language: Language = Language()
     net: Net = Net()
     n_eval: int = 500
-    steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 for all three paths
+    steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 on every path
     sample_seeds: int = 3
-    train_seeds: tuple[int, ...] = (
-        0,
-    )  # network initialisations per path (offsets of the notebook's seed)
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (offsets of the seed)
 
 
 @dataclass(frozen=True)
@@ -173,35 +142,26 @@ class TimeConfig:
     n_eval: int = 500
     sample_steps: int = 32
     sample_seeds: int = 3
-    train_seeds: tuple[int, ...] = (
-        0,
-    )  # network initialisations of each kind (offsets of the notebook's seed)
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations of each kind (seed offsets)
 
 
 @dataclass(frozen=True)
 class PuzzleConfig:
-    """C7 (and C4 on a second task): clue-conditioned Shidoku puzzles, three paths and vMF with PC."""
+    """C7 (and C4 on a second task): clue-conditioned Shidoku puzzles, three paths and vMF with
+    PC."""
 
-    net: Net = Net(
-        train_steps=700, n_train=0
-    )  # n_train unused: the puzzles come from the training grids
+    # n_train unused: the puzzles come from the training grids
+    net: Net = Net(train_steps=700, n_train=0)
     kappa_max: float = 40.0  # one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
     test_fraction: float = 0.2  # grids held out for the test puzzles (58 of 288)
     blanks: tuple[int, int] = (8, 12)  # blanked cells per puzzle, inclusive range
     copies: int = 40  # training puzzles per training grid (fresh blanks each)
-    n_eval: int = (
-        256  # test puzzles per training seed, from the held-out grids (fresh for each seed)
-    )
+    n_eval: int = 256  # test puzzles per training seed, from the held-out grids (fresh per seed)
     steps: int = 32  # Euler steps of the ODE samplers: 33 NFE with the read-out
-    pc: tuple[tuple[int, int], ...] = (
-        (16, 1),
-        (8, 3),
-    )  # vMF predictor-corrector settings at the same NFE
+    pc: tuple[tuple[int, int], ...] = ((16, 1), (8, 3))  # vMF PC settings at the same NFE
     eps0: float = 0.01
     sample_seeds: int = 3  # sampling seeds per puzzle and method (averaged per puzzle)
-    train_seeds: tuple[int, ...] = (
-        0,
-    )  # network initialisations per path (offsets of the notebook's seed)
+    train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (seed offsets)
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
@@ -313,11 +273,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.15),
     "full": Resources(gpus=1, cpus=8, mem_gb=64, hours=8.0),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
-    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
-    from reprobook.core.profiles import resolve_notebook
-
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)

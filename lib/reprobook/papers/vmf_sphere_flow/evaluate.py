@@ -3,7 +3,8 @@
 Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full text not read).
 
 - :func:`markov_oracle`, :func:`grid_oracle`: exact posteriors p(x^l = k | h) as sampler
-  callables, for any of the three paths (:mod:`.paths` gives each path's likelihood);
+  callables, for any of the three paths (eq. `vmf-emission` of
+  notebooks/16_vmf_sphere_flow/index.md; :mod:`.paths` gives each path's likelihood);
 - :func:`generate`: one call for every sampler of the chapter ("ode", "pc", "sde" on the vMF
   path, and the geodesic and Euclidean baselines), returning the tokens and the NFE;
 - :func:`sequence_entropy`: the entropy of each generated sequence's token frequencies (the
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from reprobook.core import checks
 from reprobook.core.stats import Interval as ClaimInterval
 from reprobook.core.stats import t_interval
 
@@ -57,7 +59,8 @@ def _level(level: float, path: str) -> float:
 
 def markov_oracle(chain: data.MarkovChain, W: torch.Tensor, path: str = "vmf"):
     """The exact posterior of the Markov language as a sampler callable (h, level) -> (B, L, V):
-    forward-backward with the path's emission likelihoods (:func:`.paths.emission_loglik`)."""
+    forward-backward with the path's emission likelihoods (:func:`.paths.emission_loglik`),
+    eq. `vmf-emission` of notebooks/16_vmf_sphere_flow/index.md."""
     paths.check_path(path)
     Wn = np.asarray(W, dtype=np.float64)
 
@@ -128,8 +131,7 @@ def generate(
     sampler: "ode", "pc" (``correctors`` per predictor step), "sde" (``sigma2``) on the vMF path,
     which need ``kappa_max`` and ``psi``; "geodesic" or "euclidean" for the baselines.
     """
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    checks.choice(sampler, "sampler", SAMPLERS)
     g = torch.Generator(device=W.device).manual_seed(int(seed))
     if sampler in ("geodesic", "euclidean"):
         fn = samplers.sample_geodesic if sampler == "geodesic" else samplers.sample_euclidean
@@ -209,21 +211,18 @@ def mean_interval(x, level: float = 0.95) -> Interval:
 def bonferroni_level(level: float, k: int) -> float:
     """1 - (1 - level) / k: the level at which each of ``k`` intervals is made so that all ``k``
     cover their true values together with probability at least ``level`` (Bonferroni)."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k (the number of intervals) must be an integer >= 1, got {k!r}")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    return 1.0 - (1.0 - float(level)) / int(k)
+    k = checks.integer(k, "k (the number of intervals)", minimum=1)
+    level = checks.real(level, "level", above=0, below=1)
+    return 1.0 - (1.0 - level) / k
 
 
 def _values(x, name: str) -> np.ndarray:
     v = np.asarray(x, dtype=float).reshape(-1)
     if v.size < 2:
         raise ValueError(f"{name} needs at least 2 values, got {v.size}")
-    if not np.all(np.isfinite(v)):
-        raise ValueError(
-            f"{name}: all values must be finite; {int(np.sum(~np.isfinite(v)))} of {v.size} are not"
-        )
+    bad = int(np.sum(~np.isfinite(v)))
+    if bad:
+        raise ValueError(f"{name}: all values must be finite; {bad} of {v.size} are not")
     return v
 
 
@@ -247,8 +246,7 @@ def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> C
         return ClaimInterval(
             iv.mean, iv.low, iv.high, f"paired Student-t {level:.1%} over {x.size}", int(x.size)
         )
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    level = checks.real(level, "level", above=0, below=1)
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     est = float(x.mean() - y.mean())
     se = math.sqrt(va + vb)

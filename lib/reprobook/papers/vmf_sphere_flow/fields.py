@@ -1,29 +1,32 @@
 """Marginal velocity and score fields on the product of spheres, and the two baselines' fields.
 
 Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
-arXiv 2605.05629). The full text was not read; the fields below are our own derivation, checked numerically by the tests
-(the research notes behind chapter 16, sections 2-6) and checked in the tests.
+arXiv 2605.05629). The full text was not read. The fields below are our reconstruction, stated
+in the section "The method, as we rebuilt it" of notebooks/16_vmf_sphere_flow/index.md and
+checked numerically by the tests.
 
 Notation. Token embeddings are the unit columns w_k of W (d, V). A sequence state is
 h = (h^1..h^L), each h^l on S^{d-1}; P_h = I - h h^T is the tangent projector at h. The only
 learned object is the per-position posterior p(x^l = k | h) (``post``, shape (..., L, V)).
 
-- vMF path (brief, sections 3-4), with kappa the concentration and kappa_dot = d kappa / dt:
+- vMF path, eq. `vmf-marginal`, with kappa the concentration and kappa_dot = d kappa / dt:
 
       u^l(h) = kappa_dot * sum_k p(x^l=k|h) psi(w_k . h^l, kappa) P_{h^l} w_k     (velocity)
       s^l(h) = kappa     * sum_k p(x^l=k|h)                        P_{h^l} w_k     (score)
 
-  psi(s, kappa) is the scalar velocity per unit kappa of the cosine ODE (our derivation, checked by the tests);
-  it is passed in as a callable so that any tabulation of it can be used.
-- SDE variant (brief, section 5 and the paper's appendix D): drift u + sigma^2 s, diffusion
-  sqrt(2 sigma^2); the two fields fuse into one per-token weight kappa_dot psi + sigma^2 kappa.
-- Geodesic baseline (Riemannian flow matching on the SLERP path, brief section 6):
+  psi(s, kappa) is the scalar velocity per unit kappa of eq. `vmf-psi`; it is passed in as a
+  callable so that any tabulation of it can be used.
+- SDE variant (eq. `vmf-step`; the paper's appendix D, as summarised from its code): drift
+  u + sigma^2 s, diffusion sqrt(2 sigma^2); the two fields fuse into one per-token weight
+  kappa_dot psi + sigma^2 kappa.
+- Geodesic baseline (Riemannian flow matching on the SLERP path, eq. `vmf-baselines`):
 
       u^l(h, t) = sum_k p(x^l=k|h) (alpha_k / sin alpha_k) P_{h^l} w_k / (1 - t),
       alpha_k = arccos(w_k . h^l),
 
   i.e. the posterior mean of the log map log_{h^l}(w_k), divided by the remaining time.
-- Euclidean baseline (linear-interpolation flow matching in R^d, x_t = (1 - t) x_0 + t w):
+- Euclidean baseline (linear-interpolation flow matching in R^d, x_t = (1 - t) x_0 + t w,
+  eq. `vmf-baselines`):
 
       u^l(x, t) = (sum_k p(x^l=k|x) w_k - x^l) / (1 - t),   t capped at 1 - 1e-3.
 
@@ -35,11 +38,11 @@ never reaches (..., L, V, d).
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable
 
 import torch
+
+from reprobook.core import checks
 
 from .geometry import tangent
 
@@ -55,29 +58,25 @@ __all__ = [
 
 PsiFn = Callable[[torch.Tensor, float], torch.Tensor]  # psi(s (..., L, V), kappa) -> (..., L, V)
 
-T_CAP = 1.0 - 1e-3  # the Euclidean baseline's time cap t <= 1 - 1e-3 (brief, section 6)
+# the baselines' time cap t <= 1 - 1e-3: the paper's code caps the Euclidean path's time there;
+# the geodesic path borrows the cap (our assumption)
+T_CAP = 1.0 - 1e-3
 _UNIT_TOL = 1e-3  # allowed | |w_k| - 1 | for the columns of W
 
 
-# --- small private helpers (the lead may later point these at geometry.py) ------------------------
+# --- small private helpers ------------------------------------------------------------------------
 
 
 def _scalar(name: str, value, *, nonneg: bool = False) -> float:
-    """A finite Python float from a number or a one-element tensor, else a ValueError."""
+    """A finite Python float from a number or a one-element tensor (:func:`checks.real`)."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise ValueError(
-                f"{name} must be a scalar (a number or a one-element tensor), got shape {tuple(value.shape)}"
+            raise checks.InputError(
+                f"{name} must be a scalar (a number or a one-element tensor), "
+                f"got shape {tuple(value.shape)}"
             )
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if nonneg and value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
+    return checks.real(value, name, minimum=0 if nonneg else None)
 
 
 def _check_embeddings(W: torch.Tensor) -> None:
@@ -114,8 +113,8 @@ def _check_state(
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {h.dtype}")
     if not isinstance(post, torch.Tensor) or post.shape != h.shape[:-1] + (V,):
         raise ValueError(
-            f"post must have shape {tuple(h.shape[:-1]) + (V,)} ({name}'s leading shape, then V = {V}), "
-            f"got {tuple(getattr(post, 'shape', ()))}"
+            f"post must have shape {tuple(h.shape[:-1]) + (V,)} ({name}'s leading shape, "
+            f"then V = {V}), got {tuple(getattr(post, 'shape', ()))}"
         )
     return post.to(dtype=h.dtype, device=h.device), W.to(dtype=h.dtype, device=h.device)
 
@@ -148,26 +147,29 @@ def _psi_values(psi: PsiFn, s: torch.Tensor, kappa: float) -> torch.Tensor:
 def marginal_velocity(
     h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa, kappa_dot, psi: PsiFn
 ) -> torch.Tensor:
-    """Marginal vMF velocity u^l(h) = kappa_dot sum_k p(x^l=k|h) psi(w_k . h^l, kappa) P_{h^l} w_k.
+    """Marginal vMF velocity u^l(h) = kappa_dot sum_k p(x^l=k|h) psi(w_k.h^l, kappa) P_{h^l} w_k.
 
+    Implements the velocity of eq. `vmf-marginal` of notebooks/16_vmf_sphere_flow/index.md.
     h: (..., L, d) unit vectors; post: (..., L, V) posterior probabilities; W: (d, V) unit
     columns; kappa >= 0 and kappa_dot scalars (kappa_dot = kappa_max for kappa(t) = kappa_max t,
     or 1 for the velocity per unit kappa); psi(s, kappa) is evaluated on the cosines s = h W
     (..., L, V). Returns (..., L, d) vectors tangent at each h^l.
     """
-    post, W = _check_state(h, post, W)
-    kappa = _scalar("kappa", kappa, nonneg=True)
-    kappa_dot = _scalar("kappa_dot", kappa_dot)
-    s = h @ W  # (..., L, V) cosines w_k . h^l
-    c = post * _psi_values(psi, s, kappa)  # (..., L, V) per-token weights
-    return kappa_dot * _weighted_tangent_sum(h, c, W)
+    post, W = _check_state(h, post, W)  # shapes; post and W in h's dtype and device
+    kappa = _scalar("kappa", kappa, nonneg=True)  # the concentration, a number >= 0
+    kappa_dot = _scalar("kappa_dot", kappa_dot)  # d kappa / dt
+    s = h @ W  # (..., L, V) the cosines w_k . h^l of every position to every token
+    c = post * _psi_values(psi, s, kappa)  # eq. vmf-marginal: weights p(x^l=k|h) psi(s_lk, kappa)
+    return kappa_dot * _weighted_tangent_sum(h, c, W)  # eq. vmf-marginal: kappa_dot P_h (c W^T)
 
 
 def marginal_score(h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, kappa) -> torch.Tensor:
-    """Marginal Riemannian score s^l(h) = kappa sum_k p(x^l=k|h) P_{h^l} w_k = kappa P_{h^l} E[w | h].
+    """Marginal Riemannian score s^l(h) = kappa sum_k p(x^l=k|h) P_{h^l} w_k = kappa P_{h^l} E[w|h].
 
-    It is the gradient, on the sphere of position l, of log sum_x pi(x) prod_l vMF(h^l; w_{x^l}, kappa)
-    (each conditional score is kappa P_h w, brief section 2). Shapes as in marginal_velocity.
+    Implements the score of eq. `vmf-marginal` of notebooks/16_vmf_sphere_flow/index.md. It is
+    the gradient, on the sphere of position l, of
+    log sum_x pi(x) prod_l vMF(h^l; w_{x^l}, kappa) (each conditional score is kappa P_h w,
+    eq. `vmf-psi-ode`). Shapes as in marginal_velocity.
     """
     post, W = _check_state(h, post, W)
     kappa = _scalar("kappa", kappa, nonneg=True)
@@ -181,8 +183,9 @@ def sde_drift(
 
         sum_k p(x^l=k|h) (kappa_dot psi(w_k . h^l, kappa) + sigma^2 kappa) P_{h^l} w_k.
 
-    The matching diffusion coefficient is sqrt(2 sigma^2) (brief, section 5 / appendix D). sigma2
-    is in the same time units as kappa_dot. Shapes as in marginal_velocity.
+    The matching diffusion coefficient is sqrt(2 sigma^2): the SDE step of eq. `vmf-step` of
+    notebooks/16_vmf_sphere_flow/index.md (the paper's appendix D, as summarised from its code).
+    sigma2 is in the same time units as kappa_dot. Shapes as in marginal_velocity.
     """
     post, W = _check_state(h, post, W)
     kappa = _scalar("kappa", kappa, nonneg=True)
@@ -209,14 +212,16 @@ def _time(t, t_cap: float) -> float:
 def geodesic_velocity(
     h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP
 ) -> torch.Tensor:
-    """Riemannian flow-matching velocity on the SLERP path:
+    """Riemannian flow-matching velocity on the SLERP path, the geodesic half of
+    eq. `vmf-baselines` of notebooks/16_vmf_sphere_flow/index.md:
 
         u^l(h, t) = sum_k p(x^l=k|h) (alpha_k / sin alpha_k) P_{h^l} w_k / (1 - t),
 
     alpha_k = arccos(w_k . h^l); (alpha / sin alpha) P_h w is the log map log_h(w). t in [0, 1],
-    capped at t_cap (1 - 1e-3, as for the Euclidean baseline; ASSUMED for this path, where the
-    brief states no cap). Near the antipode (alpha -> pi) the log map is undefined; cosines are
-    clamped to >= -1 + 1e-6, which bounds the factor alpha / sin alpha by about 2.2e3.
+    capped at t_cap (1 - 1e-3, as for the Euclidean baseline; our assumption for this path,
+    for which we know of no cap). Near the antipode (alpha -> pi) the log map is undefined;
+    cosines are clamped to >= -1 + 1e-6, which bounds the factor alpha / sin alpha by about
+    2.2e3.
     """
     post, W = _check_state(h, post, W)
     t = _time(t, t_cap)
@@ -231,10 +236,12 @@ def geodesic_velocity(
 def euclidean_velocity(
     x: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP
 ) -> torch.Tensor:
-    """Linear-interpolation flow matching in R^d: u^l(x, t) = (sum_k p(x^l=k|x) w_k - x^l) / (1 - t).
+    """Linear-interpolation flow matching in R^d: u^l(x, t) = (sum_k p(x^l=k|x) w_k - x^l)/(1 - t).
 
-    x: (..., L, d) points of R^d (not unit); t in [0, 1] is capped at t_cap = 1 - 1e-3 (brief,
-    section 6), so t = 1 is allowed and the field stays finite.
+    Implements the Euclidean half of eq. `vmf-baselines` of
+    notebooks/16_vmf_sphere_flow/index.md.
+    x: (..., L, d) points of R^d (not unit); t in [0, 1] is capped at t_cap = 1 - 1e-3 (the
+    paper's code), so t = 1 is allowed and the field stays finite.
     """
     post, W = _check_state(x, post, W, name="x")
     t = _time(t, t_cap)

@@ -1,44 +1,40 @@
 """Geometry of the von Mises-Fisher noise path: Bessel ratios, the cosine law, the scalar velocity.
 
 Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl),
-arXiv 2605.05629. The paper's full text was not read. The equations below are derived in the
-brief (``16_vmf_sphere_flow.md``, "The method, in our own words", sections 1-3); the labels in
-brackets are the ones used in the docstrings of this module.
+arXiv 2605.05629. The paper's full text was not read. The equations this module implements are
+stated, with their derivation, in the section "The method, as we rebuilt it" of
+notebooks/16_vmf_sphere_flow/index.md; the vMF law and its cosine law are standard, the scalar
+ODE for psi and its bounded solution are our reconstruction.
 
 Notation: d is the ambient dimension (the sphere is S^{d-1}), nu = d/2 - 1, kappa >= 0 the
 concentration, w a unit mean direction, h a point of the sphere and s = w.h its cosine.
 
-- [1, noise path] h ~ vMF(w, kappa), with density C_d(kappa) exp(kappa w.h) on S^{d-1} and
-
-      C_d(kappa) = kappa^nu / ((2 pi)^{d/2} I_nu(kappa));   kappa = 0 is the uniform law.
-
-- [2, score] grad_h log vMF(h; w, kappa) = kappa P_h w, with P_h = I - h h^T (:func:`tangent`).
-- [3a, cosine law] under vMF(w, kappa) the cosine s has density on [-1, 1]
-
-      q_kappa(s) = exp(kappa s) (1 - s^2)^{(d-3)/2} / Z_d(kappa),
-      Z_d(kappa) = sqrt(pi) Gamma((d-1)/2) (2/kappa)^nu I_nu(kappa),
-
-  with mean A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa) and d/dkappa q_kappa = (s - A_d) q_kappa.
-- [3b, scalar ODE] the continuity equation reduces to d/ds [q_kappa (1 - s^2) psi] = -(s - A_d) q_kappa,
-  whose solution bounded at s = -1 is
-
-      psi(s, kappa) = - int_{-1}^{s} (r - A_d) e^{kappa r} (1 - r^2)^{(d-3)/2} dr
-                      / [e^{kappa s} (1 - s^2)^{(d-1)/2}];
-
-  the conditional velocity is u = kappa_dot psi(s, kappa) P_h w, and along it ds/dkappa = psi (1 - s^2).
-- [3c, flow map] s_new = F_{kappa_new}^{-1}(F_{kappa_old}(s_old)), F_kappa the CDF of q_kappa; its
-  velocity tends to [3b] as the kappa step shrinks.
+- eq. `vmf-density`: h ~ vMF(w, kappa), density C_d(kappa) exp(kappa w.h) on S^{d-1},
+  C_d(kappa) = kappa^nu / ((2 pi)^{d/2} I_nu(kappa)); kappa = 0 is the uniform law.
+- eq. `vmf-cosine-law`: the cosine has density q_kappa(s) = exp(kappa s) (1 - s^2)^{(d-3)/2} /
+  Z_d(kappa) on [-1, 1], Z_d(kappa) = sqrt(pi) Gamma((d-1)/2) (2/kappa)^nu I_nu(kappa), mean
+  A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa) and d/dkappa q_kappa = (s - A_d) q_kappa.
+- eq. `vmf-psi-ode`: the conditional velocity u = kappa_dot psi(s, kappa) P_h w and score
+  kappa P_h w, with P_h = I - h h^T (:func:`tangent`); the continuity equation reduces to
+  d/ds [q_kappa (1 - s^2) psi] = -(s - A_d) q_kappa, and the cosine moves as
+  ds/dkappa = psi (1 - s^2).
+- eq. `vmf-psi`: the solution bounded at s = -1,
+  psi(s, kappa) = -int_{-1}^{s} (r - A_d) e^{kappa r} (1 - r^2)^{(d-3)/2} dr
+  / [e^{kappa s} (1 - s^2)^{(d-1)/2}].
+- eq. `vmf-flow-map`: s_new = F_{kappa_new}^{-1}(F_{kappa_old}(s_old)), F_kappa the CDF of
+  q_kappa; its speed tends to psi (1 - s^2) as the kappa step shrinks.
 
 Numerics: Bessel functions enter only through ``scipy.special.ive``
 (exp-scaled), with a power series where ``ive`` underflows (kappa << nu), so A_d(0) = 0 and the
 log-normalisers are finite at kappa = 0. Integrals of the cosine law are computed in the angle
-theta = arccos r, where (1 - r^2)^{(d-3)/2} dr = sin^{d-2}(theta) dtheta is smooth for every d >= 2,
-by a composite Gauss-Legendre rule whose panels grow geometrically away from the endpoint
-theta_s = arccos s (so that integrands of width 1/kappa next to it are resolved), and summed in
-log space with e^{kappa (r - s)} inside the integral. Because int_{-1}^{1} (r - A_d) q_kappa = 0,
-psi can be written either as the integral over [-1, s] (used for s < A_d, where r - A_d < 0 on the
-whole range) or as + int_s^1 (r - A_d) ... (used for s >= A_d): both integrands keep one sign, so
-there is no cancellation and psi >= 0 holds to rounding.
+theta = arccos r, where (1 - r^2)^{(d-3)/2} dr = sin^{d-2}(theta) dtheta is smooth for every
+d >= 2, by a composite Gauss-Legendre rule whose panels grow geometrically away from the
+endpoint theta_s = arccos s (so that integrands of width 1/kappa next to it are resolved), and
+summed in log space with e^{kappa (r - s)} inside the integral. Because
+int_{-1}^{1} (r - A_d) q_kappa = 0, psi can be written either as the integral over [-1, s]
+(used for s < A_d, where r - A_d < 0 on the whole range) or as + int_s^1 (r - A_d) ... (used
+for s >= A_d): both integrands keep one sign, so there is no cancellation and psi >= 0 holds to
+rounding.
 """
 
 from __future__ import annotations
@@ -50,6 +46,8 @@ import numpy as np
 import torch
 from numpy.polynomial.legendre import leggauss
 from scipy.special import gammaln, ive, logsumexp
+
+from reprobook.core import checks
 
 __all__ = [
     "S_CLAMP",
@@ -77,9 +75,8 @@ __all__ = [
     "push_forward_cosines",
 ]
 
-S_CLAMP = (
-    1.0 - 1e-3
-)  # the psi table covers s in [-S_CLAMP, S_CLAMP] (a clamp that keeps the table finite)
+# the psi table covers s in [-S_CLAMP, S_CLAMP] (a clamp that keeps the table finite)
+S_CLAMP = 1.0 - 1e-3
 
 _TINY = 1e-290  # below this an ive value is treated as underflowed
 _LOG_HALF = math.log(0.5)
@@ -89,23 +86,11 @@ _LOG_HALF = math.log(0.5)
 
 
 def _check_d(d) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or int(d) < 2:
-        raise ValueError(
-            f"d (the ambient dimension; the sphere is S^(d-1)) must be an integer >= 2, got {d!r}"
-        )
-    return int(d)
+    return checks.integer(d, "d (the ambient dimension; the sphere is S^(d-1))", minimum=2)
 
 
 def _as_float_array(x, name: str) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number or an array of them, got {x!r}") from exc
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got non-finite values in {name}")
-    return arr
+    return checks.array(x, name, finite=True)
 
 
 def _check_kappa(kappa, name: str = "kappa") -> np.ndarray:
@@ -116,7 +101,8 @@ def _check_kappa(kappa, name: str = "kappa") -> np.ndarray:
 
 
 def _check_cosine(s, name: str = "s") -> np.ndarray:
-    """Cosines in [-1, 1]; an excess of up to 1e-6 (rounding in a dot product of unit vectors) is clipped."""
+    """Cosines in [-1, 1]; an excess of up to 1e-6 (rounding in a dot product of unit vectors)
+    is clipped."""
     x = _as_float_array(s, name)
     if np.any(np.abs(x) > 1.0 + 1e-6):
         raise ValueError(
@@ -138,7 +124,7 @@ def _out(x: np.ndarray):
 
 
 # ----------------------------------------------------------------------------------------------
-# Bessel functions [1], [3a]
+# Bessel functions: eqs. `vmf-density` and `vmf-cosine-law`
 
 
 def _log_ive_large(nu: float, z: np.ndarray, terms: int = 8) -> np.ndarray:
@@ -188,7 +174,9 @@ def _log_iv_over_pow(nu: float, k: np.ndarray) -> np.ndarray:
 
 
 def mean_cosine(d: int, kappa):
-    """A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa), the mean cosine E[w.h] under vMF(w, kappa) [3a].
+    """A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa), the mean cosine E[w.h] under vMF(w, kappa).
+
+    Implements the mean of eq. `vmf-cosine-law` of notebooks/16_vmf_sphere_flow/index.md.
 
     Ratio of exp-scaled Bessel functions (``ive``), stable for large kappa; A_d(0) = 0. Where
     ``ive`` has no usable value, the small-kappa power series (kappa << nu, underflow) or the
@@ -214,7 +202,9 @@ def mean_cosine(d: int, kappa):
 
 
 def log_normaliser(d: int, kappa):
-    """log C_d(kappa), C_d(kappa) = kappa^nu / ((2 pi)^{d/2} I_nu(kappa)) of vMF on S^{d-1} [1].
+    """log C_d(kappa), C_d(kappa) = kappa^nu / ((2 pi)^{d/2} I_nu(kappa)) of vMF on S^{d-1}.
+
+    Implements the normaliser of eq. `vmf-density` of notebooks/16_vmf_sphere_flow/index.md.
 
     Written as nu log 2 - (d/2) log(2 pi) - log(I_nu(kappa) / (kappa/2)^nu), finite for every
     kappa >= 0; kappa = 0 gives log(1 / area(S^{d-1})) = log Gamma(d/2) - log 2 - (d/2) log pi.
@@ -226,9 +216,10 @@ def log_normaliser(d: int, kappa):
 
 
 def cosine_log_normaliser(d: int, kappa):
-    """log Z_d(kappa), the normaliser of the cosine law [3a]:
+    """log Z_d(kappa), the normaliser of the cosine law (eq. `vmf-cosine-law`):
 
-    Z_d = int_{-1}^{1} e^{kappa r} (1 - r^2)^{(d-3)/2} dr = sqrt(pi) Gamma((d-1)/2) (2/kappa)^nu I_nu(kappa).
+    Z_d = int_{-1}^{1} e^{kappa r} (1 - r^2)^{(d-3)/2} dr
+        = sqrt(pi) Gamma((d-1)/2) (2/kappa)^nu I_nu(kappa).
     """
     d = _check_d(d)
     k = _check_kappa(kappa)
@@ -237,11 +228,13 @@ def cosine_log_normaliser(d: int, kappa):
 
 
 # ----------------------------------------------------------------------------------------------
-# the cosine law [3a]
+# the cosine law, eq. `vmf-cosine-law`
 
 
 def cosine_log_density(s, d: int, kappa):
-    """log q_kappa(s) = kappa s + ((d-3)/2) log(1 - s^2) - log Z_d(kappa) on [-1, 1] [3a].
+    """log q_kappa(s) = kappa s + ((d-3)/2) log(1 - s^2) - log Z_d(kappa) on [-1, 1].
+
+    Implements eq. `vmf-cosine-law` of notebooks/16_vmf_sphere_flow/index.md (in log space).
 
     Broadcasts ``s`` against ``kappa``. At s = +-1 it is -inf for d > 3, finite for d = 3 and
     +inf for d = 2 (the density of the cosine on the circle diverges at the poles).
@@ -257,12 +250,14 @@ def cosine_log_density(s, d: int, kappa):
 
 
 def cosine_density(s, d: int, kappa):
-    """q_kappa(s), the density of the cosine s = w.h under vMF(w, kappa) on S^{d-1} [3a]."""
+    """q_kappa(s), the density of the cosine s = w.h under vMF(w, kappa) on S^{d-1}
+    (eq. `vmf-cosine-law`)."""
     return _out(np.exp(np.asarray(cosine_log_density(s, d, kappa))))
 
 
 def cosine_mode(d: int, kappa):
-    """cos theta*, theta* the mode of the angle theta = arccos s under vMF [3a].
+    """cos theta*, theta* the mode of the angle theta = arccos s under vMF
+    (eq. `vmf-cosine-law`).
 
     The angle has density ∝ e^{kappa cos theta} sin^{d-2} theta on [0, pi], unimodal with
     cos theta* = (-(d-2) + sqrt((d-2)^2 + 4 kappa^2)) / (2 kappa) (0 at kappa = 0 for d > 2, 1 for
@@ -272,9 +267,8 @@ def cosine_mode(d: int, kappa):
     k = _check_kappa(kappa)
     m = float(d - 2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        c = (
-            2.0 * k / (m + np.sqrt(m * m + 4.0 * k * k))
-        )  # the positive root, written without cancellation
+        # the positive root, written without cancellation
+        c = 2.0 * k / (m + np.sqrt(m * m + 4.0 * k * k))
     c = np.where(k > 0, c, 1.0 if d == 2 else 0.0)
     return _out(c)
 
@@ -285,9 +279,10 @@ _RULES: dict[tuple[int, float, float], tuple[np.ndarray, np.ndarray]] = {}
 
 def _graded_rule(n_nodes: int = 16, ratio: float = 3.0, finest: float = 1e-6):
     """Nodes and weights on [0, 1] for integrands that may be sharply peaked at 0: panel edges
-    0, finest, finest*ratio, finest*ratio^2, ..., 1, each panel with ``n_nodes`` Gauss-Legendre nodes
-    (14 panels by default). Against a 40-node rule with ratio 1.5 and finest 1e-12, psi agrees to
-    < 1e-12 relative with 16 nodes (< 2e-10 with 12) for d up to 1024 and kappa up to 1e4."""
+    0, finest, finest*ratio, finest*ratio^2, ..., 1, each panel with ``n_nodes`` Gauss-Legendre
+    nodes (14 panels by default). Against a 40-node rule with ratio 1.5 and finest 1e-12, psi
+    agrees to < 1e-12 relative with 16 nodes (< 2e-10 with 12) for d up to 1024 and kappa up to
+    1e4."""
     key = (n_nodes, ratio, finest)
     if key not in _RULES:
         edges = [0.0]
@@ -305,8 +300,9 @@ def _graded_rule(n_nodes: int = 16, ratio: float = 3.0, finest: float = 1e-6):
     return _RULES[key]
 
 
-def _log_theta_integral(theta_s, L, sign, k, s, d, weight_shift=None, n_nodes=16, chunk=4096):
-    """log int over theta in [theta_s, theta_s + sign*L] of |cos theta - shift| e^{k (cos theta - s)} sin^{d-2} theta.
+def _log_theta_integral(theta_s, span, sign, k, s, d, weight_shift=None, n_nodes=16, chunk=4096):
+    """log int over theta in [theta_s, theta_s + sign*span] of
+    |cos theta - shift| e^{k (cos theta - s)} sin^{d-2} theta.
 
     All arguments are flat arrays of one length (``weight_shift`` None drops the |cos - shift|
     factor). The graded rule is anchored at theta_s; the sum is taken in log space.
@@ -316,8 +312,8 @@ def _log_theta_integral(theta_s, L, sign, k, s, d, weight_shift=None, n_nodes=16
     log_v = np.log(v)
     for lo in range(0, theta_s.size, chunk):
         sl = slice(lo, lo + chunk)
-        Ls = L[sl, None]
-        th = theta_s[sl, None] + sign[sl, None] * Ls * u
+        spans = span[sl, None]
+        th = theta_s[sl, None] + sign[sl, None] * spans * u
         r = np.cos(th)
         with np.errstate(divide="ignore"):
             logf = k[sl, None] * (r - s[sl, None])
@@ -325,30 +321,30 @@ def _log_theta_integral(theta_s, L, sign, k, s, d, weight_shift=None, n_nodes=16
                 logf = logf + (d - 2) * np.log(np.sin(th))
             if weight_shift is not None:
                 logf = logf + np.log(np.abs(r - weight_shift[sl, None]))
-            logf = logf + log_v + np.log(Ls)
+            logf = logf + log_v + np.log(spans)
         out[sl] = logsumexp(logf, axis=-1)
     return out
 
 
 def _log_cdf_sf(s: np.ndarray, d: int, k: np.ndarray):
-    """(log F_kappa(s), log(1 - F_kappa(s))) for flat arrays s, k of one length [3a].
+    """(log F_kappa(s), log(1 - F_kappa(s))) for flat arrays s, k of one length
+    (the CDF of eq. `vmf-cosine-law`).
 
     The tail not containing the mode of the angle is integrated directly (its integrand decays
     away from theta_s); the other is its complement.
     """
     theta = np.arccos(s)
     cmode = np.asarray(cosine_mode(d, k), dtype=float)
-    lower_direct = (
-        s <= cmode
-    )  # theta_s >= theta*: the tail [theta_s, pi] (i.e. r in [-1, s]) decays
-    L = np.where(lower_direct, np.pi - theta, theta)
+    # theta_s >= theta*: the tail [theta_s, pi] (i.e. r in [-1, s]) decays
+    lower_direct = s <= cmode
+    span = np.where(lower_direct, np.pi - theta, theta)
     sign = np.where(lower_direct, 1.0, -1.0)
     logz = np.asarray(cosine_log_normaliser(d, k), dtype=float)
     log_tail = np.full(s.shape, -np.inf)
-    pos = L > 0
+    pos = span > 0
     if np.any(pos):
         # integral of e^{k(cos - s)} sin^{d-2}, plus k s to undo the shift, minus log Z
-        log_int = _log_theta_integral(theta[pos], L[pos], sign[pos], k[pos], s[pos], d)
+        log_int = _log_theta_integral(theta[pos], span[pos], sign[pos], k[pos], s[pos], d)
         log_tail[pos] = log_int + k[pos] * s[pos] - logz[pos]
     log_tail = np.minimum(log_tail, 0.0)
     with np.errstate(divide="ignore"):
@@ -359,7 +355,8 @@ def _log_cdf_sf(s: np.ndarray, d: int, k: np.ndarray):
 
 
 def cosine_cdf(s, d: int, kappa, *, log: bool = False):
-    """F_kappa(s) = int_{-1}^{s} q_kappa(r) dr, the CDF of the cosine law [3a] (``log=True``: log F).
+    """F_kappa(s) = int_{-1}^{s} q_kappa(r) dr, the CDF of the cosine law of eq. `vmf-cosine-law`
+    (``log=True``: log F).
 
     By the graded Gauss-Legendre rule in the angle (module docstring), accurate to ~1e-13 relative
     in both tails. Broadcasts ``s`` against ``kappa``.
@@ -372,7 +369,8 @@ def cosine_cdf(s, d: int, kappa, *, log: bool = False):
 
 
 def cosine_sf(s, d: int, kappa, *, log: bool = False):
-    """1 - F_kappa(s), the survival function of the cosine law [3a] (``log=True``: its log)."""
+    """1 - F_kappa(s), the survival function of the cosine law of eq. `vmf-cosine-law`
+    (``log=True``: its log)."""
     d = _check_d(d)
     x, k = np.broadcast_arrays(_check_cosine(s), _check_kappa(kappa))
     _, log_sf = _log_cdf_sf(x.ravel().astype(float), d, k.ravel().astype(float))
@@ -429,7 +427,8 @@ def _solve_log_prob(
 
 
 def cosine_icdf(u, d: int, kappa, *, log: bool = False):
-    """F_kappa^{-1}(u), the quantile function of the cosine law [3a]; ``log=True`` takes log u.
+    """F_kappa^{-1}(u), the quantile function of the cosine law of eq. `vmf-cosine-law`;
+    ``log=True`` takes log u.
 
     Solved in log space (log F for u <= 1/2, log(1 - F) above) by safeguarded Newton, so
     quantiles deep in either tail keep full relative precision.
@@ -464,29 +463,30 @@ def cosine_icdf(u, d: int, kappa, *, log: bool = False):
 
 def cosine_cdf_grid(d: int, kappa: float, n_s: int = 1001):
     """(s, F_kappa(s)) on ``n_s`` points uniform in the angle theta = arccos s (denser near the
-    poles, where the law concentrates for large kappa) [3a]: a table for plots and for an
-    inverse-CDF sampler by interpolation. Both arrays increase; F runs from 0 to 1."""
-    if int(n_s) < 2:
-        raise ValueError(f"n_s must be >= 2, got {n_s!r}")
-    s = np.cos(np.linspace(np.pi, 0.0, int(n_s)))
+    poles, where the law concentrates for large kappa), eq. `vmf-cosine-law`: a table for plots
+    and for an inverse-CDF sampler by interpolation. Both arrays increase; F runs from 0 to 1."""
+    n_s = checks.integer(n_s, "n_s", minimum=2)
+    s = np.cos(np.linspace(np.pi, 0.0, n_s))
     s[0], s[-1] = -1.0, 1.0
     return s, np.asarray(cosine_cdf(s, d, float(kappa)))
 
 
 # ----------------------------------------------------------------------------------------------
-# the scalar velocity psi [3b]
+# the scalar velocity psi, eq. `vmf-psi`
 
 
 def psi_limits(d: int, kappa):
-    """(psi(-1, kappa), psi(1, kappa)) = ((1 + A_d)/(d - 1), (1 - A_d)/(d - 1)), the limits of [3b]
-    at the poles (l'Hopital on the ratio of the integral and e^{kappa s}(1 - s^2)^{(d-1)/2})."""
+    """(psi(-1, kappa), psi(1, kappa)) = ((1 + A_d)/(d - 1), (1 - A_d)/(d - 1)), the limits of
+    eq. `vmf-psi` at the poles (l'Hopital on the ratio of the integral and
+    e^{kappa s}(1 - s^2)^{(d-1)/2})."""
     d = _check_d(d)
     a = np.asarray(mean_cosine(d, kappa), dtype=float)
     return _out((1.0 + a) / (d - 1)), _out((1.0 - a) / (d - 1))
 
 
 def psi(s, kappa, d: int, *, n_nodes: int = 16, chunk: int = 4096):
-    """The bounded solution of the scalar ODE [3b] (our derivation, checked by the tests):
+    """The bounded solution of the scalar ODE of eq. `vmf-psi-ode` (our derivation, checked by
+    the tests). Implements eq. `vmf-psi` of notebooks/16_vmf_sphere_flow/index.md:
 
         psi(s, kappa) = - int_{-1}^{s} (r - A_d(kappa)) e^{kappa r} (1 - r^2)^{(d-3)/2} dr
                         / [e^{kappa s} (1 - s^2)^{(d-1)/2}].
@@ -500,34 +500,36 @@ def psi(s, kappa, d: int, *, n_nodes: int = 16, chunk: int = 4096):
     (``n_nodes`` nodes per panel), in log space. At s = +-1 the limits of :func:`psi_limits`.
     Broadcasts ``s`` against ``kappa``; psi(s, 0) = 1/(d - 1).
     """
-    d = _check_d(d)
-    x, k = np.broadcast_arrays(_check_cosine(s), _check_kappa(kappa))
-    shape = x.shape
-    x, k = x.ravel().astype(float), k.ravel().astype(float)
-    a = np.asarray(mean_cosine(d, k), dtype=float).reshape(x.shape)
+    d = _check_d(d)  # the sphere S^{d-1}
+    x, k = np.broadcast_arrays(_check_cosine(s), _check_kappa(kappa))  # s in [-1, 1], kappa >= 0
+    shape = x.shape  # restored at the end
+    x, k = x.ravel().astype(float), k.ravel().astype(float)  # flat float64 copies
+    a = np.asarray(mean_cosine(d, k), dtype=float).reshape(x.shape)  # A_d, eq. vmf-cosine-law
     out = np.empty(x.shape, dtype=float)
-    pole = np.abs(x) == 1.0
-    out[pole] = np.where(x[pole] > 0, 1.0 - a[pole], 1.0 + a[pole]) / (d - 1)
+    pole = np.abs(x) == 1.0  # s = +-1, where eq. vmf-psi is 0/0
+    out[pole] = np.where(x[pole] > 0, 1.0 - a[pole], 1.0 + a[pole]) / (d - 1)  # its limits there
     inner = ~pole
     if np.any(inner):
         xs, ks, As = x[inner], k[inner], a[inner]
-        theta = np.arccos(xs)
-        right = xs >= As
-        L = np.where(right, theta, np.pi - theta)
-        sign = np.where(right, -1.0, 1.0)
-        log_num = _log_theta_integral(
-            theta, L, sign, ks, xs, d, weight_shift=As, n_nodes=n_nodes, chunk=chunk
+        theta = np.arccos(xs)  # the angle theta_s = arccos s
+        right = xs >= As  # s >= A_d: integrate over [s, 1], so that r - A_d keeps one sign
+        span = np.where(right, theta, np.pi - theta)  # length of the angle range [0, theta_s]
+        sign = np.where(right, -1.0, 1.0)  # or [theta_s, pi], walked away from theta_s
+        log_num = _log_theta_integral(  # eq. vmf-psi: log of the numerator, e^{-kappa s} inside
+            theta, span, sign, ks, xs, d, weight_shift=As, n_nodes=n_nodes, chunk=chunk
         )
-        log_den = (d - 1) * np.log(np.sin(theta))
-        out[inner] = np.exp(log_num - log_den)
+        log_den = (d - 1) * np.log(np.sin(theta))  # eq. vmf-psi: log (1 - s^2)^{(d-1)/2}
+        out[inner] = np.exp(log_num - log_den)  # eq. vmf-psi: psi = numerator / denominator
     return _out(out.reshape(shape))
 
 
 def psi_d3(s, kappa):
-    """The d = 3 closed form of [3b]: with A_3(kappa) = coth kappa - 1/kappa the integral is
-    elementary, int (r - A) e^{kappa r} dr = e^{kappa r} ((r - A)/kappa - 1/kappa^2), so
+    """The d = 3 closed form of eq. `vmf-psi`: with A_3(kappa) = coth kappa - 1/kappa the
+    integral is elementary, int (r - A) e^{kappa r} dr = e^{kappa r} ((r - A)/kappa - 1/kappa^2),
+    so
 
-        psi(s, kappa) = [ (A - s)/kappa + 1/kappa^2 - e^{-kappa (1 + s)} ((1 + A)/kappa + 1/kappa^2) ] / (1 - s^2).
+        psi(s, kappa) = [ (A - s)/kappa + 1/kappa^2
+                          - e^{-kappa (1 + s)} ((1 + A)/kappa + 1/kappa^2) ] / (1 - s^2).
 
     For kappa < 1e-4 the series 1/2 - kappa s / 6 (error O(kappa^2)) replaces it; at s = +-1 the
     limits (1 -+ A)/2. Broadcasts ``s`` against ``kappa``.
@@ -547,7 +549,7 @@ def psi_d3(s, kappa):
 
 
 class PsiTable:
-    """psi [3b] tabulated on a (kappa, s) grid, read by bilinear interpolation in torch.
+    """psi (eq. `vmf-psi`) tabulated on a (kappa, s) grid, read by bilinear interpolation in torch.
 
     The grid is uniform in kappa on [0, kappa_max] (``n_kappa`` points) and uniform in s on
     [-S_CLAMP, S_CLAMP] (``n_s`` points); ``kappas``, ``s`` and ``values`` (the (n_kappa, n_s)
@@ -560,17 +562,9 @@ class PsiTable:
         self, d: int, kappa_max: float, n_kappa: int = 121, n_s: int = 201, *, n_nodes: int = 16
     ):
         self.d = _check_d(d)
-        if not (
-            isinstance(kappa_max, (int, float, np.floating, np.integer))
-            and math.isfinite(kappa_max)
-            and kappa_max > 0
-        ):
-            raise ValueError(f"kappa_max must be a finite number > 0, got {kappa_max!r}")
-        for name, n in (("n_kappa", n_kappa), ("n_s", n_s)):
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-                raise ValueError(f"{name} must be an integer >= 2, got {n!r}")
-        self.kappa_max = float(kappa_max)
-        self.n_kappa, self.n_s = int(n_kappa), int(n_s)
+        self.kappa_max = checks.real(kappa_max, "kappa_max", above=0)
+        self.n_kappa = checks.integer(n_kappa, "n_kappa", minimum=2)
+        self.n_s = checks.integer(n_s, "n_s", minimum=2)
         self.kappas = np.linspace(0.0, self.kappa_max, self.n_kappa)
         self.s = np.linspace(-S_CLAMP, S_CLAMP, self.n_s)
         kk, ss = np.meshgrid(self.kappas, self.s, indexing="ij")
@@ -618,7 +612,8 @@ class PsiTable:
         return (1 - a) * ((1 - b) * v00 + b * v01) + a * ((1 - b) * v10 + b * v11)
 
     def cosine_speed(self, s, kappa, *, check: bool = True) -> torch.Tensor:
-        """ds/dkappa = psi(s, kappa) (1 - s^2) [3b], with the actual s (not clamped) in 1 - s^2."""
+        """ds/dkappa = psi(s, kappa) (1 - s^2) (eq. `vmf-psi-ode`), with the actual s (not
+        clamped) in 1 - s^2."""
         s = _as_float_tensor(s)
         return self(s, kappa, check=check) * (1.0 - s * s).clamp_min(0.0)
 
@@ -630,7 +625,9 @@ class PsiTable:
 
 
 def flow_map_cosine(s_old, kappa_old, kappa_new, d: int):
-    """The quantile-transport flow map [3c]: s_new = F_{kappa_new}^{-1}(F_{kappa_old}(s_old)).
+    """The quantile-transport flow map s_new = F_{kappa_new}^{-1}(F_{kappa_old}(s_old)).
+
+    Implements eq. `vmf-flow-map` of notebooks/16_vmf_sphere_flow/index.md.
 
     Probabilities are carried in log space (log F below the median, log(1 - F) above), so points
     deep in a tail move correctly. Inputs broadcast; a torch tensor ``s_old`` gives a tensor of
@@ -660,7 +657,7 @@ def flow_map_cosine(s_old, kappa_old, kappa_new, d: int):
 
 
 # ----------------------------------------------------------------------------------------------
-# sampling [1]
+# sampling, eq. `vmf-density`
 
 
 def _wood_cosines(d: int, kappa: torch.Tensor, generator, max_iter: int):
@@ -718,7 +715,8 @@ def sample_vmf_cosine(
     dtype: torch.dtype = torch.float64,
     max_iter: int = 1000,
 ) -> torch.Tensor:
-    """Cosines w.h of vMF(w, kappa) draws on S^{d-1} [1] by Wood's algorithm (see ``_wood_cosines``).
+    """Cosines w.h of vMF(w, kappa) draws on S^{d-1} (eq. `vmf-density`) by Wood's algorithm
+    (see ``_wood_cosines``).
 
     ``kappa`` (number or tensor) is broadcast to ``size`` (default: its own shape); kappa = 0
     gives the uniform law of the cosine, (1 + s)/2 ~ Beta((d-1)/2, (d-1)/2).
@@ -740,7 +738,9 @@ def sample_vmf_cosine(
 def sample_vmf(
     mean, kappa, generator=None, *, dtype: torch.dtype | None = None, max_iter: int = 1000
 ) -> torch.Tensor:
-    """Draws h ~ vMF(mean, kappa) on S^{d-1} [1], one per entry of the broadcast batch.
+    """Draws h ~ vMF(mean, kappa) on S^{d-1}, one per entry of the broadcast batch.
+
+    Samples eq. `vmf-density` of notebooks/16_vmf_sphere_flow/index.md.
 
     ``mean`` (..., d) holds unit mean directions (norms within 1e-3 of 1; they are renormalised),
     ``kappa`` broadcasts against ``mean.shape[:-1]`` (the output batch is the broadcast shape).
@@ -787,11 +787,12 @@ def sample_vmf(
 
 
 # ----------------------------------------------------------------------------------------------
-# sphere operations [2], section 5 of the brief
+# sphere operations: the tangent projector P_h of eq. `vmf-psi-ode`, retractions
 
 
 def tangent(h, v):
-    """P_h v = v - (h.v) h, the projection of v on the tangent space of the sphere at h [2].
+    """P_h v = v - (h.v) h, the projection of v on the tangent space of the sphere at h
+    (the projector P_h of eq. `vmf-psi-ode`).
     Works on torch tensors and numpy arrays; the last axis is the vector axis."""
     if isinstance(h, torch.Tensor) or isinstance(v, torch.Tensor):
         h, v = torch.as_tensor(h), torch.as_tensor(v)
@@ -801,7 +802,8 @@ def tangent(h, v):
 
 
 def retract(x):
-    """The normalisation retraction Retr(x) = x / |x| back onto the sphere (the sampler's default)."""
+    """The normalisation retraction Retr(x) = x / |x| back onto the sphere (the samplers'
+    default, eq. `vmf-step`)."""
     if isinstance(x, torch.Tensor):
         return x / x.norm(dim=-1, keepdim=True)
     x = np.asarray(x, dtype=float)
@@ -829,10 +831,11 @@ def exp_map(h, v):
 def transport_cosines(
     s0, kappa0: float, kappa1: float, table: PsiTable, steps: int
 ) -> torch.Tensor:
-    """Integrates ds/dkappa = psi(s, kappa)(1 - s^2) [3b] from kappa0 to kappa1 with ``steps`` RK4
-    steps on ``table``, clipping to [-1, 1] after each step; float64."""
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    """Integrates ds/dkappa = psi(s, kappa)(1 - s^2) from kappa0 to kappa1 with ``steps`` RK4
+    steps on ``table``, clipping to [-1, 1] after each step; float64.
+
+    Implements the cosine ODE of eq. `vmf-psi-ode` of notebooks/16_vmf_sphere_flow/index.md."""
+    steps = checks.integer(steps, "steps", minimum=1)
     if not (0 <= kappa0 <= table.kappa_max and 0 <= kappa1 <= table.kappa_max):
         raise ValueError(
             f"kappa0={kappa0!r} and kappa1={kappa1!r} must lie in [0, {table.kappa_max}] "
@@ -863,12 +866,12 @@ def push_forward_cosines(
     table: PsiTable | None = None,
 ) -> torch.Tensor:
     """Claim C1's push-forward: ``n`` cosines of uniform points on S^{d-1} (kappa = 0), moved by
-    ds/dkappa = psi(s, kappa)(1 - s^2) [3b] from kappa = 0 to ``kappa_max`` (RK4, ``steps`` steps,
-    on ``table``; by default a PsiTable(d, kappa_max, 121, 201)). If [3b] is right, the result is
-    distributed as q_{kappa_max} [3a]. Returns a float64 tensor of shape (n,)."""
+    ds/dkappa = psi(s, kappa)(1 - s^2) (eq. `vmf-psi-ode`) from kappa = 0 to ``kappa_max``
+    (RK4, ``steps`` steps, on ``table``; by default a PsiTable(d, kappa_max, 121, 201)). If
+    eq. `vmf-psi` is right, the result is distributed as q_{kappa_max} of eq. `vmf-cosine-law`.
+    Returns a float64 tensor of shape (n,)."""
     d = _check_d(d)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    n = checks.integer(n, "n", minimum=1)
     if table is None:
         table = PsiTable(d, kappa_max)
     elif table.d != d or table.kappa_max < kappa_max:

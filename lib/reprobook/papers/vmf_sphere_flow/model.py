@@ -1,40 +1,44 @@
 """The posterior network p_theta(x^l = k | h) of the spherical flow, trained by cross-entropy.
 
 Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full text not read).
-The brief's section 4: every marginal field of the vMF path is a posterior-weighted tangent sum,
-so the only learned object is the per-position posterior. It is trained on pairs (x, h) with
-clean tokens x from the data, a concentration kappa ~ U(0, kappa_max) per sequence and
-h^l ~ vMF(w_{x^l}, kappa) per position, minimising
+Every marginal field of the vMF path is a posterior-weighted tangent sum (eq. `vmf-marginal` of
+notebooks/16_vmf_sphere_flow/index.md), so the only learned object is the per-position
+posterior. It is trained on pairs (x, h) with clean tokens x from the data, a concentration
+kappa ~ U(0, kappa_max) per sequence and h^l ~ vMF(w_{x^l}, kappa) per position, minimising
+the cross-entropy of eq. `vmf-ce`,
 
     L(theta) = E_{x, kappa, h} [ -(1/L) sum_l log p_theta(x^l | h) ].                        (CE)
 
 The network is a small transformer encoder over the L unit vectors (the paper uses a DiT with
-adaLN and rotary embeddings; ours is a plain pre-norm encoder with learned positions, ASSUMED).
-As in the paper's code default it is not time-conditioned unless ``time_conditioned=True``, in
-which case log(1 + level) is added through a learned embedding (the level is kappa on the vMF
-path, t on the geodesic and Euclidean baselines; ``path`` picks the noise, see :mod:`.paths`). Optional clue tokens (Sudoku
-puzzles, 0 = blank) enter as an extra input embedding (the brief's ASSUMED choice). The output
-logits are divided by a learned temperature. The learned positions start at unit scale (in our
-development runs, with the usual 0.02, the network learned no context within the reduced
-profile's budget; the paper's DiT uses rotary embeddings, a strong positional signal
-from the start).
+adaLN and rotary embeddings; ours is a plain pre-norm encoder with learned positions, our
+choice for a CPU budget). As in the paper's code default it is not time-conditioned unless
+``time_conditioned=True``, in which case log(1 + level) is added through a learned embedding
+(the level is kappa on the vMF path, t on the geodesic and Euclidean baselines; ``path`` picks
+the noise, see :mod:`.paths`). Optional clue tokens (Sudoku puzzles, 0 = blank) enter as an
+extra input embedding: how the paper conditions on the clues is not known to us, and this is our
+assumption. The output logits are divided by a learned temperature. The learned positions start
+at unit scale (in our development runs, with the usual 0.02, the network learned no context
+within the reduced profile's budget; the paper's DiT uses rotary embeddings, a strong positional
+signal from the start).
 """
 
 from __future__ import annotations
 
 import math
 
-import lightning as L
+import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch import nn
+
+from reprobook.core import checks
 
 from .paths import check_path, noisy_states, sample_levels
 
 __all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior", "train_posterior"]
 
 
-class PosteriorTransformer(L.LightningModule):
+class PosteriorTransformer(pl.LightningModule):
     """logits (B, L, V) of p_theta(x^l = k | h) from h (B, L, d) (and clues (B, L), if given)."""
 
     def __init__(
@@ -64,13 +68,13 @@ class PosteriorTransformer(L.LightningModule):
             )
         if (W.norm(dim=0) - 1).abs().max() > 1e-4:
             raise ValueError("the columns of W (token embeddings) must have unit norm")
-        for name, v in (("seq_len", seq_len), ("width", width), ("depth", depth), ("heads", heads)):
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        seq_len = checks.integer(seq_len, "seq_len", minimum=1)
+        width = checks.integer(width, "width", minimum=1)
+        depth = checks.integer(depth, "depth", minimum=1)
+        heads = checks.integer(heads, "heads", minimum=1)
         if width % heads:
             raise ValueError(f"width ({width}) must be a multiple of heads ({heads})")
-        if not kappa_max > 0:
-            raise ValueError(f"kappa_max must be > 0, got {kappa_max!r}")
+        checks.real(kappa_max, "kappa_max", above=0)
         self.save_hyperparameters(ignore=["W"])
         self.register_buffer("W", W)
         d, V = W.shape
@@ -79,25 +83,18 @@ class PosteriorTransformer(L.LightningModule):
             float(lr),
             float(weight_decay),
         )
-        if isinstance(warmup_steps, bool) or int(warmup_steps) != warmup_steps or warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
-        if total_steps is not None and (
-            isinstance(total_steps, bool)
-            or int(total_steps) != total_steps
-            or total_steps <= warmup_steps
-        ):
-            raise ValueError(
-                f"total_steps must be None or an integer > warmup_steps ({warmup_steps}), got {total_steps!r}"
-            )
-        self.warmup_steps, self.total_steps = int(warmup_steps), total_steps
+        warmup_steps = checks.integer(warmup_steps, "warmup_steps", minimum=0)
+        if total_steps is not None:
+            name = f"total_steps (None, or more than warmup_steps = {warmup_steps})"
+            total_steps = checks.integer(total_steps, name, minimum=warmup_steps + 1)
+        self.warmup_steps, self.total_steps = warmup_steps, total_steps
         self.time_conditioned = bool(time_conditioned)
         self.path = check_path(path)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.embed = nn.Linear(d, width)
-            self.position = nn.Parameter(
-                torch.randn(seq_len, width)
-            )  # unit scale: see the class docstring
+            # positions at unit scale (the module docstring says why)
+            self.position = nn.Parameter(torch.randn(seq_len, width))
             self.clues = nn.Embedding(n_clue_tokens, width) if n_clue_tokens else None
             self.time = nn.Linear(1, width) if self.time_conditioned else None
             layer = nn.TransformerEncoderLayer(
@@ -132,8 +129,8 @@ class PosteriorTransformer(L.LightningModule):
 
     def noisy_batch(self, tokens: torch.Tensor, generator: torch.Generator | None = None):
         """(h, level) for clean ``tokens`` (B, L) on the network's path (:mod:`.paths`): for the
-        vMF path kappa ~ U(0, kappa_max) per sequence and h^l ~ vMF(w_{x^l}, kappa) (the brief's
-        section 1); for the geodesic and Euclidean baselines t ~ U(0, 1)."""
+        vMF path kappa ~ U(0, kappa_max) per sequence and h^l ~ vMF(w_{x^l}, kappa)
+        (eq. `vmf-density`); for the geodesic and Euclidean baselines t ~ U(0, 1)."""
         level = sample_levels(tokens.shape[0], self.path, self.kappa_max, generator)
         mean = self.W.T[tokens].to(torch.float64)  # (B, L, d)
         h = noisy_states(mean, level, self.path, generator).to(torch.float32)
@@ -145,7 +142,8 @@ class PosteriorTransformer(L.LightningModule):
         clues: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """(CE) on one batch of clean tokens (B, L)."""
+        """(CE) on one batch of clean tokens (B, L): a Monte Carlo estimate of eq. `vmf-ce` of
+        notebooks/16_vmf_sphere_flow/index.md."""
         h, kappa = self.noisy_batch(tokens, generator)
         logits = self(h, kappa, clues)
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens.reshape(-1))
@@ -186,7 +184,7 @@ class _Tokens(torch.utils.data.Dataset):
         return self.tokens[i] if self.clues is None else (self.tokens[i], self.clues[i])
 
 
-class TokenDataModule(L.LightningDataModule):
+class TokenDataModule(pl.LightningDataModule):
     """Clean token sequences (N, L) (and optional clues (N, L)) in shuffled batches."""
 
     def __init__(
@@ -260,9 +258,9 @@ def train_posterior(
     callbacks=(),
 ) -> PosteriorTransformer:
     """Build a :class:`PosteriorTransformer` and train it for ``train_steps`` AdamW steps on
-    ``tokens`` (N, L) (with ``clues``, if given) by (CE), with the warm-up and cosine schedule
-    over ``train_steps``. Deterministic for a given ``seed`` (weights, batches and noise).
-    Returns the network in eval mode."""
+    ``tokens`` (N, L) (with ``clues``, if given) by (CE) of eq. `vmf-ce`, with the warm-up and
+    cosine schedule over ``train_steps``. Deterministic for a given ``seed`` (weights, batches and
+    noise). Returns the network in eval mode."""
     from reprobook.core import make_trainer
 
     tokens = np.asarray(tokens)

@@ -2,16 +2,18 @@
 
 Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full text not read).
 The paper compares its vMF path with geodesic and Euclidean alternatives trained and sampled
-through the same posterior network (brief, section 6). A path says how a clean token x with
-embedding w = w_x is noised at a level, and therefore what the exact posterior of x given the
-noisy point is. For each path this module gives
+through the same posterior network (the paper's code has all three). A path says how a clean
+token x with embedding w = w_x is noised at a level, and therefore what the exact posterior of
+x given the noisy point is. For each path this module gives
 
 - ``noisy_states``: draws of the noisy state for clean tokens (the training inputs), and
 - ``emission_loglik``: log p(h | x = k) per position and token, up to a constant shared by the
-  tokens (the exact likelihood behind an oracle posterior: pass it to
+  tokens, eq. `vmf-emission` of notebooks/16_vmf_sphere_flow/index.md (the exact likelihood
+  behind an oracle posterior: pass it to
   :func:`.data.oracle_posterior_grids` or :meth:`.data.MarkovChain.posterior_marginals`).
 
-The paths, with w the clean token's unit embedding in R^d:
+The paths (eqs. `vmf-density` and `vmf-baselines`), with w the clean token's unit embedding in
+R^d:
 
 - ``"vmf"``, level kappa >= 0: h ~ vMF(w, kappa); log p(h | w) = kappa w.h + const.
 - ``"geodesic"``, level t in [0, 1]: h = slerp(z, w, t) with z uniform on S^{d-1}: the point
@@ -27,7 +29,7 @@ The paths, with w the clean token's unit embedding in R^d:
   only through rounding (at t = 1, h must equal some w_k exactly), but a sampler's state is off
   the path by its discretisation error, and near t = 1 the support of each token is a small cap.
 
-  (Derived here; the brief gives only the path's velocity.)
+  (Our derivation: we know the path's velocity from the paper's code, not its likelihood.)
 - ``"euclidean"``, level t in [0, 1): x = (1 - t) z + t w with z ~ N(0, I_d) in R^d, so
   x | w ~ N(t w, (1 - t)^2 I) and, since |w| = 1,
 
@@ -44,20 +46,20 @@ import math
 import numpy as np
 import torch
 
+from reprobook.core import checks
+
 from .geometry import sample_vmf
 
 __all__ = ["PATHS", "check_path", "sample_levels", "noisy_states", "emission_loglik"]
 
 PATHS = ("vmf", "geodesic", "euclidean")
-_T_MAX_EUCLIDEAN = (
-    1.0 - 1e-3
-)  # the Euclidean likelihood (E) is singular at t = 1; same cap as fields.T_CAP
+# the Euclidean likelihood (E) is singular at t = 1; same cap as fields.T_CAP
+_T_MAX_EUCLIDEAN = 1.0 - 1e-3
 
 
 def check_path(path: str) -> str:
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    return path
+    """``path`` if it is one of :data:`PATHS`."""
+    return checks.choice(path, "path", PATHS)
 
 
 def sample_levels(
@@ -66,7 +68,8 @@ def sample_levels(
     """n training levels (float64, on the CPU; :func:`noisy_states` moves them to the data's
     device): kappa ~ U(0, kappa_max) for "vmf", t ~ U(0, 1) otherwise."""
     check_path(path)
-    u = torch.rand(int(n), generator=generator, dtype=torch.float64)
+    n = checks.integer(n, "n", minimum=0)
+    u = torch.rand(n, generator=generator, dtype=torch.float64)
     return u * float(kappa_max) if path == "vmf" else u
 
 
@@ -80,15 +83,16 @@ def noisy_states(
 ) -> torch.Tensor:
     """Noisy states for clean embeddings ``mean`` (B, L, d) at per-sequence levels (B,), float64.
 
-    "vmf": vMF(mean, kappa) per position; "geodesic": slerp(z, mean, t), z uniform on the sphere;
-    "euclidean": (1 - t) z + t mean, z ~ N(0, I).
+    "vmf": vMF(mean, kappa) per position (eq. `vmf-density`); "geodesic": slerp(z, mean, t), z
+    uniform on the sphere; "euclidean": (1 - t) z + t mean, z ~ N(0, I) (eq. `vmf-baselines`).
     """
     check_path(path)
     mean = torch.as_tensor(mean, dtype=torch.float64)
     level = torch.as_tensor(level, dtype=torch.float64).to(mean.device)
     if mean.ndim != 3 or level.shape != mean.shape[:1]:
         raise ValueError(
-            f"mean must be (B, L, d) and level (B,), got {tuple(mean.shape)} and {tuple(level.shape)}"
+            f"mean must be (B, L, d) and level (B,), "
+            f"got {tuple(mean.shape)} and {tuple(level.shape)}"
         )
     if not torch.isfinite(mean).all() or ((mean.norm(dim=-1) - 1.0).abs() > 1e-6).any():
         raise ValueError("mean must hold finite unit vectors (token embeddings w_k)")
@@ -109,7 +113,8 @@ def noisy_states(
     alpha = torch.arccos(cos)  # angle of z to the mean
     perp = z - cos * mean
     n = perp.norm(dim=-1, keepdim=True)
-    # the direction from the mean towards z; any unit tangent when z is (almost) the mean or its antipode
+    # the direction from the mean towards z; any unit tangent when z is (almost) the mean or its
+    # antipode
     fallback = _uniform(mean.shape[:-1], mean.shape[-1], generator, mean.device)
     fallback = fallback - (fallback * mean).sum(-1, keepdim=True) * mean
     direction = torch.where(
@@ -126,6 +131,8 @@ def _log_sin(a: np.ndarray) -> np.ndarray:
 
 def emission_loglik(h, W, level, path: str) -> np.ndarray:
     """log p(h^l | x^l = k) up to a constant per position, shape (..., L, V) (equations above).
+
+    Implements eq. `vmf-emission` of notebooks/16_vmf_sphere_flow/index.md for the three paths.
 
     h: (..., L, d) states (on the sphere for "vmf" and "geodesic"); W: (d, V) unit columns;
     level: kappa for "vmf", t for the baselines, a scalar or one per sequence (batch shape).

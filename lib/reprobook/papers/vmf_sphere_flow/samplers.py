@@ -1,8 +1,9 @@
 """Samplers on the product of spheres (vMF ODE, predictor-corrector, SDE) and the two baselines.
 
 Paper: "Spherical Flows for Sampling Categorical Data" (Chemseddine, Kornhardt, Steidl;
-arXiv 2605.05629). The full text was not read; the schemes follow the brief
-(the research notes behind chapter 16, sections 5-6), with the fields of :mod:`.fields`.
+arXiv 2605.05629). The full text was not read; the schemes follow the sampler names and
+defaults of the paper's code as far as we could read them, with the fields of :mod:`.fields`.
+Their steps are eq. `vmf-step` of notebooks/16_vmf_sphere_flow/index.md.
 
 The posterior interface. Every sampler is driven by a callable
 
@@ -19,13 +20,15 @@ Schemes (Euler steps of size dt = 1/S in t, kappa(t) = kappa_max t, so dkappa = 
   evaluated at the left end kappa_i = kappa_max i / S; S NFE, then one read-out at kappa_max.
 - ``sample_pc``: after every ``corrector_every``-th predictor step, ``correctors`` Langevin steps
   at the new kappa, h <- Retr(h + eps s(h) + sqrt(2 eps) P_h xi), xi ~ N(0, I), with
-  eps = eps0 (1 - u)^2 and u = i / S the progress at which predictor step i began (ASSUMED:
-  the brief says only "sampling progress"; this choice keeps eps > 0 at the last step). Each
-  corrector step costs one NFE.
+  eps = eps0 (1 - u)^2 and u = i / S the progress at which predictor step i began (our
+  assumption: the code scales eps by "sampling progress", and this choice keeps eps > 0 at the
+  last step). Each corrector step costs one NFE.
 - ``sample_sde``: h <- Retr(h + dt (u + sigma^2 s) + sqrt(2 sigma^2 dt) P_h xi), the
-  marginal-preserving SDE of appendix D as described in the brief (sigma^2 in units of t).
+  marginal-preserving SDE of the paper's appendix D as summarised from its code (sigma^2 in
+  units of t).
 - ``sample_geodesic``: the SLERP path's flow (Riemannian flow matching), uniform start, t from
-  0 to 1; ``sample_euclidean``: linear-interpolation flow matching in R^d from N(0, I).
+  0 to 1; ``sample_euclidean``: linear-interpolation flow matching in R^d from N(0, I); their
+  velocities are eq. `vmf-baselines`.
 
 Read-out: argmax_k of the posterior at the end (kappa_max, or t = 1), optionally with some
 tokens forbidden (Sudoku's blank 0). Retractions: "normalise" (h + v) / |h + v| (the code's
@@ -36,11 +39,12 @@ remove rounding drift).
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
 import torch
+
+from reprobook.core import checks
 
 from .fields import (
     PsiFn,
@@ -87,24 +91,18 @@ class Samples(NamedTuple):
 # --- helpers --------------------------------------------------------------------------------------
 
 
-def _positive_int(name: str, value, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def count_nfe(steps: int, correctors: int = 0, corrector_every: int = 1) -> int:
-    """Posterior calls of a run: S predictor steps, c correctors after every n-th predictor step,
-    and the read-out, i.e. S + c floor(S / n) + 1. (The brief's NFE labels, e.g. "8 + 3
-    correctors = 32 NFE", leave out the read-out, which every sampler here shares.)"""
-    steps = _positive_int("steps", steps)
-    correctors = _positive_int("correctors", correctors, minimum=0)
-    corrector_every = _positive_int("corrector_every", corrector_every)
+    """Posterior calls of a run of eq. `vmf-step`: S predictor steps, c correctors after every
+    n-th predictor step, and the read-out, i.e. S + c floor(S / n) + 1. (A label such as
+    "8 + 3 correctors = 32 NFE" leaves out the read-out, which every sampler here shares.)"""
+    steps = checks.integer(steps, "steps", minimum=1)
+    correctors = checks.integer(correctors, "correctors", minimum=0)
+    corrector_every = checks.integer(corrector_every, "corrector_every", minimum=1)
     return steps + correctors * (steps // corrector_every) + 1
 
 
 def _retract(h: torch.Tensor, v: torch.Tensor, kind: str = "normalise") -> torch.Tensor:
-    """Map the step h + v back to the sphere, row-wise over the last axis.
+    """Map the step h + v back to the sphere, row-wise over the last axis (Retr of eq. `vmf-step`).
 
     "normalise": (h + v) / |h + v|. "exp": exp_h(P_h v) = cos|v_T| h + sin|v_T| v_T / |v_T|
     with v_T = P_h v, then renormalised (a no-op up to rounding).
@@ -116,7 +114,7 @@ def _retract(h: torch.Tensor, v: torch.Tensor, kind: str = "normalise") -> torch
         n = vt.norm(dim=-1, keepdim=True)
         y = torch.cos(n) * h + torch.sinc(n / math.pi) * vt  # sinc(n/pi) = sin(n) / n, 1 at n = 0
     else:
-        raise ValueError(f"retraction must be one of {RETRACTIONS}, got {kind!r}")
+        checks.choice(kind, "retraction", RETRACTIONS)
     return y / y.norm(dim=-1, keepdim=True)
 
 
@@ -128,7 +126,8 @@ def _uniform_sphere(
     dtype: torch.dtype = torch.float32,
     device=None,
 ) -> torch.Tensor:
-    """Uniform points on S^{d-1} (normalised standard normals), shape (*shape, d): the kappa = 0 law."""
+    """Uniform points on S^{d-1} (normalised standard normals), shape (*shape, d): the kappa = 0
+    law of eq. `vmf-density`."""
     z = torch.randn(*shape, d, generator=generator, dtype=dtype, device=device)
     return z / z.norm(dim=-1, keepdim=True)
 
@@ -153,7 +152,7 @@ class _Counted:
         if not isinstance(p, torch.Tensor) or tuple(p.shape) != self.shape:
             raise ValueError(
                 f"posterior(h, level) must return a tensor of shape (B, L, V) = {self.shape}, "
-                f"got {tuple(getattr(p, 'shape', ())) if isinstance(p, torch.Tensor) else type(p).__name__}"
+                f"got {tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__}"
             )
         p = p.to(dtype=self.dtype, device=self.device)
         if (
@@ -162,17 +161,17 @@ class _Counted:
             or (p.sum(-1) - 1).abs().max().item() > _PROB_TOL
         ):
             raise ValueError(
-                f"posterior(h, {level:g}) must return finite probabilities >= 0 that sum to 1 over V "
-                f"(tolerance {_PROB_TOL}); apply a softmax to logits"
+                f"posterior(h, {level:g}) must return finite probabilities >= 0 that sum to 1 "
+                f"over V (tolerance {_PROB_TOL}); apply a softmax to logits"
             )
         return p
 
 
 def _check_common(W, L, batch, steps, generator, forbid) -> tuple[int, int, int, tuple[int, ...]]:
     _check_embeddings(W)
-    L = _positive_int("L", L)
-    batch = _positive_int("batch", batch)
-    steps = _positive_int("steps", steps)
+    L = checks.integer(L, "L", minimum=1)
+    batch = checks.integer(batch, "batch", minimum=1)
+    steps = checks.integer(steps, "steps", minimum=1)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(
             f"generator must be a torch.Generator or None, got {type(generator).__name__}"
@@ -182,17 +181,12 @@ def _check_common(W, L, batch, steps, generator, forbid) -> tuple[int, int, int,
         banned: tuple[int, ...] = ()
     else:
         try:
-            items = (
-                [operator.index(forbid)]
-                if not isinstance(forbid, Iterable)
-                else [operator.index(k) for k in forbid]
-            )
-        except TypeError:
-            items = None
-        if items is None or isinstance(forbid, bool) or any(not 0 <= k < V for k in items):
-            raise ValueError(
+            items = list(forbid) if isinstance(forbid, Iterable) else [forbid]
+            items = [checks.integer(k, "forbid", minimum=0, maximum=V - 1) for k in items]
+        except (checks.InputError, TypeError):
+            raise checks.InputError(
                 f"forbid must be a token id or an iterable of token ids in [0, {V}), got {forbid!r}"
-            )
+            ) from None
         banned = tuple(sorted(set(items)))
         if len(banned) >= V:
             raise ValueError(f"forbid {forbid!r} leaves no token of the V = {V} to read out")
@@ -210,6 +204,21 @@ def _noise(h: torch.Tensor, generator) -> torch.Tensor:
     """P_h xi, xi ~ N(0, I_d) per position."""
     xi = torch.randn(h.shape, generator=generator, dtype=h.dtype, device=h.device)
     return tangent(h, xi)
+
+
+def _check_vmf(kappa_max, psi, retraction, correctors, corrector_every, eps0, sigma2):
+    """The checks of the vMF samplers' settings; returns them in the types the loop uses."""
+    kappa_max = _scalar("kappa_max", kappa_max)
+    if not kappa_max > 0:
+        raise checks.InputError(f"kappa_max must be > 0, got {kappa_max}")
+    if not callable(psi):
+        raise TypeError(f"psi must be a callable psi(s, kappa) -> tensor, got {type(psi).__name__}")
+    checks.choice(retraction, "retraction", RETRACTIONS)
+    correctors = checks.integer(correctors, "correctors", minimum=0)
+    corrector_every = checks.integer(corrector_every, "corrector_every", minimum=1)
+    eps0 = _scalar("eps0", eps0, nonneg=True)
+    sigma2 = _scalar("sigma2", sigma2, nonneg=True)
+    return kappa_max, correctors, corrector_every, eps0, sigma2
 
 
 # --- vMF samplers ---------------------------------------------------------------------------------
@@ -232,45 +241,34 @@ def _sample_vmf(
     eps0=0.01,
     sigma2=0.0,
 ) -> Samples:
-    L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
-    kappa_max = _scalar("kappa_max", kappa_max)
-    if not kappa_max > 0:
-        raise ValueError(f"kappa_max must be > 0, got {kappa_max}")
-    if not callable(psi):
-        raise TypeError(f"psi must be a callable psi(s, kappa) -> tensor, got {type(psi).__name__}")
-    if retraction not in RETRACTIONS:
-        raise ValueError(f"retraction must be one of {RETRACTIONS}, got {retraction!r}")
-    correctors = _positive_int("correctors", correctors, minimum=0)
-    corrector_every = _positive_int("corrector_every", corrector_every)
-    eps0 = _scalar("eps0", eps0, nonneg=True)
-    sigma2 = _scalar("sigma2", sigma2, nonneg=True)
-
-    d, V = W.shape
-    net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
-    h = _uniform_sphere(
-        (batch, L), d, generator=generator, dtype=W.dtype, device=W.device
-    )  # kappa = 0
-    dt = 1.0 / steps
+    L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)  # sizes, ids
+    kappa_max, correctors, corrector_every, eps0, sigma2 = _check_vmf(
+        kappa_max, psi, retraction, correctors, corrector_every, eps0, sigma2
+    )  # the path's and the scheme's settings
+    d, V = W.shape  # embedding dimension, vocabulary
+    net = _Counted(posterior, (batch, L, V), W.dtype, W.device)  # the posterior, counting NFE
+    # kappa = 0: the state starts uniform on each of the L spheres
+    h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)
+    dt = 1.0 / steps  # Euler steps of dt in t, kappa = kappa_max t
     for i in range(steps):
-        kappa = kappa_max * i / steps
-        post = net(h, kappa)
-        if sigma2 > 0:
-            drift = sde_drift(h, post, W, kappa, kappa_max, psi, sigma2)
-            h = _retract(
-                h, dt * drift + math.sqrt(2.0 * sigma2 * dt) * _noise(h, generator), retraction
-            )
-        else:
+        kappa = kappa_max * i / steps  # the left end kappa_i of predictor step i
+        post = net(h, kappa)  # p(x^l = k | h), one NFE
+        if sigma2 > 0:  # eq. vmf-step, the SDE step
+            drift = sde_drift(h, post, W, kappa, kappa_max, psi, sigma2)  # u + sigma^2 s, fused
+            noise = math.sqrt(2.0 * sigma2 * dt) * _noise(h, generator)  # sqrt(2 sigma^2 dt) P_h xi
+            h = _retract(h, dt * drift + noise, retraction)  # Retr(h + dt drift + noise)
+        else:  # eq. vmf-step, ODE: h <- Retr(h + dt u(h)), u of eq. vmf-marginal
             h = _retract(h, dt * marginal_velocity(h, post, W, kappa, kappa_max, psi), retraction)
-        if correctors and (i + 1) % corrector_every == 0:
-            kappa_new = kappa_max * (i + 1) / steps
-            eps = eps0 * (1.0 - i / steps) ** 2
+        if correctors and (i + 1) % corrector_every == 0:  # after every n-th predictor step
+            kappa_new = kappa_max * (i + 1) / steps  # the correctors work at the new kappa
+            eps = eps0 * (1.0 - i / steps) ** 2  # eq. vmf-step: eps = eps0 (1 - i/S)^2
             for _ in range(correctors):
-                post = net(h, kappa_new)
-                step = eps * marginal_score(h, post, W, kappa_new) + math.sqrt(2.0 * eps) * _noise(
-                    h, generator
-                )
-                h = _retract(h, step, retraction)
-    tokens = _readout(net(h, kappa_max), banned)
+                post = net(h, kappa_new)  # one NFE per corrector step
+                score = marginal_score(h, post, W, kappa_new)  # s(h) of eq. vmf-marginal
+                noise = math.sqrt(2.0 * eps) * _noise(h, generator)  # sqrt(2 eps) P_h xi
+                step = eps * score + noise  # the Langevin step on the tangent space
+                h = _retract(h, step, retraction)  # eq. vmf-step, corrector: Retr(h + step)
+    tokens = _readout(net(h, kappa_max), banned)  # argmax_k p(x^l = k | h) at kappa_max, one NFE
     return Samples(tokens, net.nfe, h)
 
 
@@ -288,7 +286,8 @@ def sample_ode(
     forbid: int | Iterable[int] | None = None,
 ) -> Samples:
     """Probability-flow ODE of the vMF path: uniform start (kappa = 0), ``steps`` Euler steps in
-    kappa up to kappa_max, a retraction after each, argmax read-out at kappa_max.
+    kappa up to kappa_max, a retraction after each, argmax read-out at kappa_max. Implements the
+    ODE step of eq. `vmf-step` of notebooks/16_vmf_sphere_flow/index.md.
 
     posterior(h, kappa) -> (batch, L, V); W (d, V) unit columns; psi(s, kappa) the scalar
     velocity per unit kappa. NFE = steps + 1.
@@ -328,8 +327,9 @@ def sample_pc(
     ``pc_sde`` variant), and after every ``corrector_every``-th predictor step ``correctors``
     Langevin steps at the new kappa with the marginal score,
 
-        h <- Retr(h + eps s(h) + sqrt(2 eps) P_h xi),  eps = eps0 (1 - i/S)^2.
+        h <- Retr(h + eps s(h) + sqrt(2 eps) P_h xi),  eps = eps0 (1 - i/S)^2,
 
+    the corrector step of eq. `vmf-step` of notebooks/16_vmf_sphere_flow/index.md.
     NFE = count_nfe(steps, correctors, corrector_every).
     """
     return _sample_vmf(
@@ -368,7 +368,8 @@ def sample_sde(
 
         dh = (u(h) + sigma^2 s(h)) dt + sqrt(2 sigma^2) P_h dB_t,
 
-    one posterior call per step for the fused drift. sigma2 = 0 is the ODE. NFE = steps + 1.
+    one posterior call per step for the fused drift (the SDE step of eq. `vmf-step`).
+    sigma2 = 0 is the ODE. NFE = steps + 1.
     """
     return _sample_vmf(
         posterior,
@@ -400,11 +401,11 @@ def sample_geodesic(
     forbid: int | Iterable[int] | None = None,
 ) -> Samples:
     """Riemannian flow matching on the SLERP path: uniform start, Euler steps in t from 0 to 1
-    with the geodesic velocity at the left end t_i = i / S, a retraction after each ("exp" by
-    default, the path's own geometry), argmax read-out of posterior(h, 1.0). NFE = steps + 1."""
+    with the geodesic velocity of eq. `vmf-baselines` at the left end t_i = i / S, a retraction
+    after each ("exp" by default, the path's own geometry), argmax read-out of posterior(h, 1.0).
+    NFE = steps + 1."""
     L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
-    if retraction not in RETRACTIONS:
-        raise ValueError(f"retraction must be one of {RETRACTIONS}, got {retraction!r}")
+    checks.choice(retraction, "retraction", RETRACTIONS)
     d, V = W.shape
     net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
     h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)
@@ -427,9 +428,9 @@ def sample_euclidean(
     forbid: int | Iterable[int] | None = None,
 ) -> Samples:
     """Linear-interpolation flow matching in R^d: x_0 ~ N(0, I_d) per position, Euler steps in t
-    from 0 to 1 with (E[w | x] - x) / (1 - t) (t capped at 1 - 1e-3), argmax read-out of
-    posterior(x, 1.0). With steps <= 1000 the last Euler step lands exactly on E[w | x].
-    NFE = steps + 1."""
+    from 0 to 1 with (E[w | x] - x) / (1 - t) (eq. `vmf-baselines`; t capped at 1 - 1e-3),
+    argmax read-out of posterior(x, 1.0). With steps <= 1000 the last Euler step lands exactly
+    on E[w | x]. NFE = steps + 1."""
     L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
     d, V = W.shape
     net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
