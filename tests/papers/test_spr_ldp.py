@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reprobook.papers.spr_ldp as spr
+from reprobook import core
+from reprobook.core import checks
 from reprobook.papers.spr_ldp import (
     DIVERGENCES,
     all_divergences,
@@ -48,7 +50,7 @@ def close(a: float, b: float, rel: float = 1e-9, floor: float = 1e-12) -> bool:
 
 
 def random_case(seed: int, k_max: int = 8, k_min: int = 2):
-    """A reproducible (p0, p1, eps) with k in [k_min, k_max] and a random Dirichlet concentration."""
+    """A reproducible (p0, p1, eps), k in [k_min, k_max], a random Dirichlet concentration."""
     rng = np.random.default_rng(seed)
     k = int(rng.integers(k_min, k_max + 1))
     conc = float(rng.choice([0.3, 1.0, 3.0]))
@@ -288,7 +290,7 @@ def test_threshold_can_beat_the_binary_mechanism():
     assert min(gains) >= 1 - 1e-12 and max(gains) > 1.05
 
 
-# --- (11) k = 2 closed form ------------------------------------------------------------------------
+# --- (11) k = 2 closed form -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("eps", [0.05, 0.7, 3.0, 12.0])
@@ -312,7 +314,7 @@ def test_two_symbols_closed_form(eps, a, b):
         assert close(randomized_response(p0, p1, eps, name).value, value, rel=1e-10), name
 
 
-# --- (12) ties and zero masses ---------------------------------------------------------------------
+# --- (12) ties and zero masses --------------------------------------------------------------------
 
 
 @pytest.mark.filterwarnings("error")
@@ -405,12 +407,14 @@ GOOD1 = np.array([0.2, 0.8])
         (GOOD0, np.array([0.2, 0.3, 0.5]), 1.0, {}, "different lengths"),
         (np.array([1.0]), np.array([1.0]), 1.0, {}, "at least k = 2"),
         (np.array([np.nan, 1.0]), GOOD1, 1.0, {}, "non-finite"),
-        (GOOD0, GOOD1, 0.0, {}, "eps must be finite and > 0"),
-        (GOOD0, GOOD1, -1.0, {}, "eps must be finite and > 0"),
-        (GOOD0, GOOD1, math.inf, {}, "eps must be finite and > 0"),
-        (GOOD0, GOOD1, 800.0, {}, "too large"),
-        (GOOD0, GOOD1, 1.0, {"max_outputs": 0}, "max_outputs must be >= 1"),
-        (GOOD0, GOOD1, 1.0, {"max_outputs": 2.5}, "max_outputs must be a positive integer"),
+        (GOOD0, GOOD1, 0.0, {}, "eps must be a finite real number > 0 and <= 700"),
+        (GOOD0, GOOD1, -1.0, {}, "eps must be a finite real number > 0"),
+        (GOOD0, GOOD1, math.inf, {}, "eps must be a finite real number"),
+        (GOOD0, GOOD1, 800.0, {}, r"eps must be .* <= 700\.0, got 800\.0"),
+        (GOOD0, GOOD1, "1.0", {}, "eps must be a finite real number"),
+        (GOOD0, GOOD1, 1.0, {"max_outputs": 0}, "max_outputs must be an integer >= 1"),
+        (GOOD0, GOOD1, 1.0, {"max_outputs": 2.5}, "max_outputs must be an integer >= 1"),
+        (GOOD0, GOOD1, 1.0, {"max_outputs": True}, "max_outputs must be an integer >= 1"),
         (
             GOOD0,
             GOOD1,
@@ -418,7 +422,7 @@ GOOD1 = np.array([0.2, 0.8])
             {"divergence": "renyi"},
             "unknown divergence 'renyi'; valid names: tv, kl",
         ),
-        (GOOD0, GOOD1, 1.0, {"divergence": "hockey_stick(gamma=0.5)"}, "gamma >= 1"),
+        (GOOD0, GOOD1, 1.0, {"divergence": "hockey_stick(gamma=0.5)"}, "gamma must be .* >= 1"),
     ],
 )
 def test_bad_inputs_raise(p0, p1, eps, kwargs, match):
@@ -439,7 +443,7 @@ def test_bad_inputs_other_functions():
     six = np.full(6, 1 / 6)
     with pytest.raises(ValueError, match="column choices"):
         staircase_lp_budget(six, six, 1.0, "kl", 4)
-    with pytest.raises(ValueError, match="unknown method"):
+    with pytest.raises(ValueError, match="method must be one of 'vertices', 'linprog'"):
         staircase_lp_budget(GOOD0, GOOD1, 1.0, "kl", 2, method="simplex")
     with pytest.raises(ValueError, match="partition the labels"):
         spr_mechanism_matrix([[0], [0, 1]], 1.0, 2)
@@ -447,11 +451,36 @@ def test_bad_inputs_other_functions():
         spr_mechanism_matrix([[0, 1], []], 1.0, 2)
     with pytest.raises(ValueError, match="k x m"):
         mechanism_value(np.ones((3, 2)) / 2, GOOD0, GOOD1)
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match="p1 and p0 must have the same shape"):
         f_divergence(GOOD0, np.array([1.0]), "kl")
 
 
-# --- divergences -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: inst.dirichlet_pair(True), "k must be an integer >= 2, got True"),
+        (lambda: inst.dirichlet_pair(1), "k must be an integer >= 2, got 1"),
+        (lambda: inst.dirichlet_pair(4, 0.0), "concentration must be a finite real number > 0"),
+        (lambda: inst.sparse_alternative(4, n_moved=4), "n_moved must be an integer >= 1 and <= 3"),
+        (lambda: inst.sparse_alternative(4, mass=1.5), r"mass must be .* <= 1, got 1\.5"),
+        (lambda: inst.split_symbol(GOOD0, GOOD1, 0, fraction=1.0), "fraction must be"),
+        (lambda: nptest.type_two_errors(GOOD0, GOOD1, [10], alpha=1.0), "alpha must be"),
+        (
+            lambda: nptest.type_two_errors(GOOD0, GOOD1, [10], method="exact"),
+            "method must be one of 'direct', 'importance'",
+        ),
+        (
+            lambda: nptest.type_two_errors(GOOD0, GOOD1, [10], reps=5),
+            "reps must be an integer >= 10",
+        ),
+    ],
+)
+def test_bad_inputs_of_instances_and_testing(call, match):
+    with pytest.raises(checks.InputError, match=match):
+        call()
+
+
+# --- divergences ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("div", REGISTRY, ids=REG_IDS)
@@ -488,7 +517,7 @@ def test_conjugate_swaps_direction():
     assert get_divergence(" KL ") is DIVERGENCES["kl"]
 
 
-# --- baselines --------------------------------------------------------------------------------------
+# --- baselines ------------------------------------------------------------------------------------
 
 
 def test_baselines_structure():
@@ -504,7 +533,7 @@ def test_baselines_structure():
     assert same.n_blocks == 1 and same.value == 0.0
 
 
-# --- instances -------------------------------------------------------------------------------------
+# --- instances ------------------------------------------------------------------------------------
 
 
 def test_instances_are_distributions():
@@ -529,7 +558,7 @@ def test_instances_are_distributions():
     np.testing.assert_allclose(z0, z1)
 
 
-# --- (15) C6: n-sample private testing --------------------------------------------------------------
+# --- (15) C6: n-sample private testing ------------------------------------------------------------
 
 
 def test_equal_laws_power_is_alpha():
@@ -621,6 +650,8 @@ def test_repeated_exponents_are_independent_runs_of_one_stream():
     assert e.shape == (3, 2) and not np.array_equal(e[0], e[1])
     with pytest.raises(ValueError, match="repeats must be an integer >= 2"):
         nptest.repeated_exponents(M0, M1, [10], 1)
+    with pytest.raises(checks.InputError, match="repeats must be an integer >= 2"):
+        nptest.repeated_exponents(M0, M1, [10], 2.0)
 
 
 def test_stein_gap_shares_by_hand():
@@ -645,23 +676,8 @@ def test_stein_gap_shares_by_hand():
         nptest.stein_gap_shares({"a": 1.0}, {"b": [1.0, 2.0]}, 0.02)
     with pytest.raises(ValueError, match="same number"):
         nptest.stein_gap_shares({"a": 1.0, "b": 0.5}, {"a": [1.0, 2.0], "b": [1.0]}, 0.02)
-    with pytest.raises(ValueError, match="min_relative_gap"):
+    with pytest.raises(ValueError, match="min_relative_gap must be .* >= 0 and < 1"):
         nptest.stein_gap_shares(stein, e, 1.0)
-
-
-def test_smallest_mean_interval_is_the_bonferroni_envelope():
-    from reprobook.core import t_interval
-
-    groups = {"a": [1.0, 1.2, 0.9], "b": [0.2, 0.4, 0.3, 0.35], "c": [2.0, 2.5, 1.5]}
-    iv, worst, by = nptest.smallest_mean_interval(groups)
-    each = {g: t_interval(v, level=1 - 0.05 / 3) for g, v in groups.items()}
-    assert worst == "b" and by == each
-    assert iv.estimate == pytest.approx(np.mean(groups["b"]))
-    assert iv.low == pytest.approx(min(t.low for t in each.values()))
-    assert iv.high == pytest.approx(min(t.high for t in each.values()))
-    assert iv.n == 10
-    with pytest.raises(ValueError, match="no groups"):
-        nptest.smallest_mean_interval({})
 
 
 def test_the_stein_optimal_mechanism_keeps_its_lead_over_repetitions():
@@ -679,37 +695,53 @@ def test_the_stein_optimal_mechanism_keeps_its_lead_over_repetitions():
             M0, M1, [100], 4, reps=1000, rng=1 if name == "opt" else 2
         )[:, 0]
     scored, _ = nptest.stein_gap_shares(stein, e, 0.02)
-    iv, worst, _ = nptest.smallest_mean_interval({p.label: p.shares for p in scored})
-    assert worst == "opt > rr" and iv.low > 0
+    c6 = core.worst_group_interval({p.label: p.shares for p in scored}, worst="min")
+    assert c6.group == "opt > rr" and c6.interval.low > 0
 
 
-# --- config -----------------------------------------------------------------------------------------
+def test_c6_is_decided_by_the_pair_with_the_smallest_mean_share():
+    """C6's value: the smallest mean share over the scored pairs, with an interval that holds for
+    every pair at once (Bonferroni over the pairs), so one wrongly ranked pair decides it."""
+    stein = {"a": 1.0, "b": 0.6, "c": 0.2}
+    e = {"a": [0.9, 0.95, 0.85, 0.9], "b": [0.3, 0.35, 0.25, 0.3], "c": [0.2, 0.1, 0.15, 0.1]}
+    scored, close = nptest.stein_gap_shares(stein, e, 0.02)
+    assert close == [] and len(scored) == 3
+    c6 = core.worst_group_interval({p.label: p.shares for p in scored}, worst="min")
+    by_hand = {p.label: float(np.mean(p.shares)) for p in scored}
+    assert c6.group == min(by_hand, key=by_hand.get) == "b > c"
+    assert c6.interval.estimate == pytest.approx(by_hand["b > c"])
+    assert c6.interval.low == min(t.low for t in c6.by_group.values())
+    assert c6.interval.n == 12  # four repetitions of three pairs
+
+
+# --- config ---------------------------------------------------------------------------------------
 
 
 def test_config_profiles_resolve():
     from reprobook.papers.spr_ldp import config
 
+    def resolve(notebook, profile, **overrides):
+        return core.resolve_notebook(config.PROFILES, notebook, profile, **overrides)
+
     for notebook in ("lp_check", "structure", "privacy_range"):
-        reduced = config.resolve(notebook, "reduced")
-        full = config.resolve(notebook, "full")
+        reduced = resolve(notebook, "reduced")
+        full = resolve(notebook, "full")
         assert type(reduced) is type(full)
         assert reduced != full
-    assert config.resolve("lp_check", "reduced", n_instances=10).n_instances == 10
-    assert config.resolve("structure", "reduced", c4_dp_budgets=[2, None]).c4_dp_budgets == (
-        2,
-        None,
-    )
+    assert resolve("lp_check", "reduced", n_instances=10).n_instances == 10
+    budgets = resolve("structure", "reduced", c4_dp_budgets=[2, None]).c4_dp_budgets
+    assert budgets == (2, None)
     with pytest.raises(ValueError, match="valid notebooks"):
-        config.resolve("nope", "reduced")
+        resolve("nope", "reduced")
     with pytest.raises(ValueError, match="valid profiles"):
-        config.resolve("lp_check", "huge")
+        resolve("lp_check", "huge")
     with pytest.raises(ValueError, match="valid keys"):
-        config.resolve("lp_check", "reduced", n_instance=3)
-    pr = config.resolve("privacy_range", "full")
+        resolve("lp_check", "reduced", n_instance=3)
+    pr = resolve("privacy_range", "full")
     assert pr.c6_eps == (2.0, 4.0, 6.0)  # C6's metric names these privacy levels
     assert pr.c6_repeats >= 2 and 0 < pr.c6_min_relative_gap < 1
     named = inst.named_instances(4, 0)
-    assert set(config.resolve("privacy_range", "reduced").instances) <= set(named)
+    assert set(resolve("privacy_range", "reduced").instances) <= set(named)
 
 
 # --- the DP's tables ------------------------------------------------------------------------------
@@ -735,3 +767,75 @@ def test_dp_tables_equal_brute_force_over_cuts(name):
             best / (np.exp(eps) + l - 1), rel=1e-12, abs=1e-15
         )
     assert t.F[1, k] == 0.0  # one block carries no information
+
+
+# --- the notebooks' comparisons -----------------------------------------------------------------
+
+
+def test_dp_against_reference_rows_and_gaps():
+    p0, p1 = inst.dirichlet_pair(5, 1.0, 3)
+    divs = ["tv", "kl", "chi2"]
+    for reference in ("lp", "all_partitions"):
+        rows = spr.experiments.dp_against_reference(p0, p1, 2.0, divs, reference)
+        assert [r["divergence"] for r in rows] == divs
+        for r in rows:
+            assert r["k"] == 5 and r["eps"] == 2.0 and r["blocks"] >= 1
+            assert abs(r["gap"]) < 1e-7 and r["dp"] == pytest.approx(r["reference"], abs=1e-9)
+            assert r["dp_seconds"] >= 0 and r["reference_seconds"] >= 0
+    with pytest.raises(checks.InputError, match="reference must be one of 'lp', 'all_partitions'"):
+        spr.experiments.dp_against_reference(p0, p1, 2.0, divs, "brute")
+
+
+def test_dp_against_budget_lp_and_its_literal_solution():
+    p0, p1 = inst.dirichlet_pair(3, 1.0, 4)
+    rows = spr.experiments.dp_against_budget_lp(p0, p1, 1.0, ["kl", "tv"], [2, 3], literal=True)
+    assert [(r["divergence"], r["ell"]) for r in rows] == [
+        ("kl", 2),
+        ("kl", 3),
+        ("tv", 2),
+        ("tv", 3),
+    ]
+    assert max(r["gap"] for r in rows) < 1e-9 and max(r["linprog_gap"] for r in rows) < 1e-7
+    fast = spr.experiments.dp_against_budget_lp(p0, p1, 1.0, ["kl"], [2])
+    assert "linprog_gap" not in fast[0] and fast[0]["systems"] > 0
+
+
+def test_time_solvers_draws_one_instance_per_size_in_order():
+    rows = spr.experiments.time_solvers([6, 8], [2, None], [4], 1.0, "kl", repeats=2, rng=5)
+    assert [(r["method"], r["k"]) for r in rows] == [
+        ("DP, l = 2", 6),
+        ("DP, l = k", 6),
+        ("DP, l = 2", 8),
+        ("DP, l = k", 8),
+        ("staircase LP", 4),
+    ]
+    assert all(r["seconds"] > 0 for r in rows)
+    calls = []
+    assert spr.experiments.best_time(lambda: calls.append(1), 3) >= 0 and len(calls) == 3
+
+
+def test_privacy_sweep_never_loses_to_the_baselines():
+    pairs = {"a": inst.dirichlet_pair(6, 1.0, 0), "b": inst.zipf_vs_uniform(6, 1.0)}
+    rows = spr.experiments.privacy_sweep(pairs, ["kl", "hellinger"], [0.1, 1.0, 5.0])
+    assert len(rows) == 2 * 2 * 3
+    for r in rows:
+        assert r["opt"] >= max(r["binary"], r["rr"]) - 1e-12
+        assert 1 <= r["blocks"] <= 6
+
+
+def test_stein_experiment_tests_each_mechanism_once_and_is_seeded():
+    p0, p1 = inst.dirichlet_pair(8, 1.0, 2)
+    kw = dict(ns=[10, 30, 100], repeats=2, alpha=0.05, reps=300, min_misses=10)
+    a = spr.experiments.stein_experiment(p0, p1, [1.0, 6.0], rng=11, **kw)
+    b = spr.experiments.stein_experiment(p0, p1, [1.0, 6.0], rng=11, **kw)
+    assert a.rows == b.rows
+    assert set(a.at_n) == {1.0, 6.0}
+    for eps, (stein, e_at_n, n) in a.at_n.items():
+        assert set(stein) == set(e_at_n) and n in kw["ns"]
+        tested = [r for r in a.rows if r["eps"] == eps and "same_as" not in r]
+        assert {r["mechanism"] for r in tested} == set(stein)
+        assert len({round(v, 12) for v in stein.values()}) == len(stein)  # no duplicate tested
+        for r in a.rows:
+            if r["eps"] == eps and "same_as" in r:
+                assert r["same_as"] in stein
+    assert len(a.curves) == sum(len(s) for s, _, _ in a.at_n.values()) * len(kw["ns"])

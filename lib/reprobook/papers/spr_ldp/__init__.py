@@ -2,11 +2,12 @@
 
 Library of the chapter on arXiv 2606.07443: the f-divergence utilities (:mod:`.divergences`),
 the SPR dynamic program with its exact checks and baselines (:mod:`.mechanisms`), instance
-generators (:mod:`.instances`), private Neyman-Pearson testing (:mod:`.testing`, our extension)
-and the notebooks' profiles (:mod:`.config`).
+generators (:mod:`.instances`), private Neyman-Pearson testing (:mod:`.testing`, our
+extension), the notebooks' comparisons (:mod:`.experiments`) and the notebooks' profiles
+(:mod:`.config`).
 """
 
-from . import config, instances, testing
+from . import config, experiments, instances, testing
 from .divergences import (
     CHI2,
     DIVERGENCES,

@@ -1,10 +1,11 @@
 """Profiles of the notebooks of the chapter on *Sort, Partition, Randomize* (arXiv 2606.07443).
 
 One frozen dataclass per notebook (the seed is a notebook parameter, not a field: the
-instances use ``seed`` and the Monte Carlo of C6 ``seed + 1``), with a ``reduced`` instance (2 CPU cores, under a minute of
-compute) and a ``full`` instance (the largest grids of the reproduction plan). Notebooks call::
+instances use ``seed`` and the Monte Carlo of C6 ``seed + 1``), with a ``reduced`` instance
+(2 CPU cores, under a minute of compute) and a ``full`` instance (larger grids, still on the
+CPU). Notebooks call::
 
-    cfg = resolve("lp_check", profile, n_instances=n_instances)
+    cfg = core.resolve_notebook(config.PROFILES, "lp_check", profile, n_instances=n_instances)
 
 Notebooks: ``lp_check`` (claim C1), ``structure`` (C2, C3, C4), ``privacy_range`` (C5, C6).
 The reduced times in the comments were measured on a 2-core CPU with the library's own
@@ -18,7 +19,7 @@ from typing import Any
 
 from reprobook.core.resources import Resources
 
-__all__ = ["LPCheckConfig", "StructureConfig", "PrivacyRangeConfig", "PROFILES", "resolve"]
+__all__ = ["LPCheckConfig", "StructureConfig", "PrivacyRangeConfig", "PROFILES"]
 
 DIVERGENCE_NAMES: tuple[str, ...] = (
     "tv",
@@ -49,22 +50,11 @@ class LPCheckConfig:
 class StructureConfig:
     """C2 (contiguity), C3 (output budget) and C4 (running time)."""
 
-    c2_ks: tuple[int, ...] = (
-        2,
-        3,
-        4,
-        5,
-        6,
-        7,
-    )  # alphabet sizes for the search over all set partitions
+    c2_ks: tuple[int, ...] = (2, 3, 4, 5, 6, 7)  # alphabet sizes of the search over all partitions
     c2_per_k: int = 20  # instances per alphabet size in C2
     c2_eps_grid: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)  # privacy levels (cycled) in C2
     c2_divergences: tuple[str, ...] = DIVERGENCE_NAMES  # divergences in C2
-    c3_ks: tuple[int, ...] = (
-        2,
-        3,
-        4,
-    )  # alphabet sizes for the budget LP (at most C(15, 3) systems at k = 4)
+    c3_ks: tuple[int, ...] = (2, 3, 4)  # sizes for the budget LP (C(15, 3) systems at k = 4)
     c3_budgets: tuple[int, ...] = (2, 3)  # output budgets ell
     c3_n_instances: int = 12  # instances in C3
     c3_eps_grid: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)  # privacy levels (cycled) in C3
@@ -72,16 +62,8 @@ class StructureConfig:
     c3_n_linprog: int = 2  # instances also solved literally, one linprog per choice of ell columns
     c4_eps: float = 2.0  # privacy level of the timing runs
     c4_divergence: str = "kl"  # divergence of the timing runs
-    c4_dp_ks: tuple[int, ...] = (
-        50,
-        125,
-        250,
-        500,
-        1000,
-    )  # alphabet sizes timed for the DP (k = 1000, l = k: ~0.8 s)
-    c4_fit_min_k: int = (
-        125  # slopes are fitted on k >= this (below it NumPy's per-call overhead dominates)
-    )
+    c4_dp_ks: tuple[int, ...] = (50, 125, 250, 500, 1000)  # DP sizes timed (k = 1000: ~0.8 s)
+    c4_fit_min_k: int = 125  # slopes fit k >= this (below, NumPy's per-call cost dominates)
     c4_dp_budgets: tuple[int | None, ...] = (2, 8, None)  # output budgets timed (None: ell = k)
     c4_lp_ks: tuple[int, ...] = (8, 10, 12, 14)  # alphabet sizes timed for the staircase LP
     c4_repeats: int = 3  # timing repetitions (the minimum is kept)
@@ -104,17 +86,11 @@ class PrivacyRangeConfig:
     eps_max: float = 20.0  # largest privacy level
     divergences: tuple[str, ...] = DIVERGENCE_NAMES  # utilities plotted against eps
     c6_instance: str = "dirichlet(1)"  # instance of the testing experiment
-    c6_eps: tuple[float, ...] = (
-        2.0,
-        4.0,
-        6.0,
-    )  # privacy levels of the testing experiment (>= 4 distinct mechanisms)
+    c6_eps: tuple[float, ...] = (2.0, 4.0, 6.0)  # privacy levels of C6 (>= 4 distinct mechanisms)
     c6_ns: tuple[int, ...] = (10, 30, 100, 300, 1000, 3000, 10000)  # sample sizes n
     c6_reps: int = 2000  # Monte-Carlo draws per hypothesis and n in one repetition
     c6_repeats: int = 10  # independent Monte-Carlo repetitions (the units of C6's intervals)
-    c6_min_relative_gap: float = (
-        0.02  # pairs whose Stein exponents differ by less (relative) are not scored
-    )
+    c6_min_relative_gap: float = 0.02  # pairs whose Stein exponents differ less are not scored
     c6_alpha: float = 0.05  # type-I error of the Neyman-Pearson test
     c6_min_misses: int = 10  # beta_n is reported only with at least this many misses
 
@@ -172,14 +148,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
     "full": Resources(gpus=0, cpus=4, mem_gb=16, hours=1.0),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied.
-
-    Delegates to :func:`reprobook.core.profiles.resolve`, which names the valid profiles and
-    keys when a request does not fit. Raises ValueError naming the notebooks for an unknown one.
-    """
-    from reprobook.core.profiles import resolve_notebook
-
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)

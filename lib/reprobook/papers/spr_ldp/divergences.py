@@ -3,7 +3,8 @@
 Paper: "Sort, Partition, Randomize: Optimal Binary Hypothesis Testing under Local Differential
 Privacy", arXiv 2606.07443.
 
-The utility of a mechanism is an f-divergence between the two output laws,
+The utility of a mechanism is an f-divergence between the two output laws (eq. `spr-fdiv` of
+notebooks/18_spr_ldp/index.md),
 
     D_f(M1 || M0) = sum_y M0(y) f(M1(y) / M0(y)),          f convex, f(1) = 0,
 
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import rel_entr, xlogy
+
+from reprobook.core import checks
 
 __all__ = [
     "Divergence",
@@ -85,7 +88,8 @@ class Divergence:
         return self.generator(t)
 
     def perspective(self, p: ArrayLike, q: ArrayLike) -> _Array:
-        """q f(p/q) elementwise for p, q >= 0 (broadcast), with the zero conventions above."""
+        """q f(p/q) elementwise for p, q >= 0 (broadcast), with the zero conventions above: one
+        output's term of eq. `spr-fdiv` of notebooks/18_spr_ldp/index.md."""
         p, q = np.broadcast_arrays(np.asarray(p, dtype=float), np.asarray(q, dtype=float))
         return self.persp(p, q)
 
@@ -163,9 +167,7 @@ def hockey_stick(gamma: float) -> Divergence:
     Its perspective is max(p - gamma q, 0). Under eps-LDP every output likelihood ratio is at
     most e^eps, so the optimum is exactly 0 when e^eps <= gamma. gamma = 1 gives total variation.
     """
-    gamma = float(gamma)
-    if not math.isfinite(gamma) or gamma < 1.0:
-        raise ValueError(f"hockey_stick needs a finite gamma >= 1, got gamma={gamma!r}")
+    gamma = checks.real(gamma, "gamma", minimum=1)
 
     def f(t: _Array) -> _Array:
         return np.maximum(t - gamma, 0.0)
@@ -258,14 +260,15 @@ _CONJUGATE_PAIRS = {"kl": "reverse_kl", "reverse_kl": "kl"}
 def f_divergence(p1: ArrayLike, p0: ArrayLike, div: str | Divergence) -> float:
     """D_f(P1 || P0) = sum_y P0(y) f(P1(y) / P0(y)) with the zero conventions.
 
+    Implements eq. `spr-fdiv` of notebooks/18_spr_ldp/index.md.
+
     ``p1`` and ``p0`` are non-negative vectors of the same length (normally probability
     vectors). The result may be +inf (e.g. KL when P0(y) = 0 < P1(y)).
     """
     div = get_divergence(div)
     p1 = np.asarray(p1, dtype=float)
     p0 = np.asarray(p0, dtype=float)
-    if p1.shape != p0.shape:
-        raise ValueError(f"p1 and p0 must have the same shape, got {p1.shape} and {p0.shape}")
+    checks.same_shape("p1", p1, "p0", p0)
     if np.any(p1 < 0) or np.any(p0 < 0):
         raise ValueError("p1 and p0 must be non-negative")
     return float(np.sum(div.perspective(p1, p0)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
+from reprobook.core import checks
 from reprobook.core.rng import as_generator
 
 __all__ = [
@@ -40,12 +41,6 @@ def _normalise(p: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def _check_k(k: int, least: int = 2) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < least:
-        raise ValueError(f"k must be an integer >= {least}, got {k!r}")
-    return int(k)
-
-
 def dirichlet_pair(
     k: int, concentration: float = 1.0, rng: np.random.Generator | int | None = None
 ) -> Pair:
@@ -54,9 +49,8 @@ def dirichlet_pair(
     Small concentrations (0.3) give spiky pairs with some near-zero masses; large ones (3)
     give pairs close to uniform. Ties in L have probability 0.
     """
-    k = _check_k(k)
-    if not concentration > 0:
-        raise ValueError(f"concentration must be > 0, got {concentration!r}")
+    k = checks.integer(k, "k", minimum=2)
+    concentration = checks.real(concentration, "concentration", above=0)
     gen = as_generator(rng)
     alpha = np.full(k, float(concentration))
     return gen.dirichlet(alpha), gen.dirichlet(alpha)
@@ -69,7 +63,7 @@ def shifted_gaussians(k: int = 20, shift: float = 1.0, width: float = 4.0) -> Pa
     take the tails, so both vectors sum to 1 exactly up to rounding. L(x) increases with the bin
     index, so the sorted order is the reversed bin order.
     """
-    k = _check_k(k)
+    k = checks.integer(k, "k", minimum=2)
     edges = np.linspace(-width, shift + width, k + 1)
     edges[0], edges[-1] = -np.inf, np.inf
     p0 = np.diff(ndtr(edges))
@@ -82,7 +76,7 @@ def zipf_vs_uniform(k: int = 20, exponent: float = 1.0) -> Pair:
 
     exponent = 0 gives P1 = P0 (utility 0 for every mechanism).
     """
-    k = _check_k(k)
+    k = checks.integer(k, "k", minimum=2)
     p0 = np.full(k, 1.0 / k)
     p1 = _normalise(1.0 / np.arange(1, k + 1, dtype=float) ** float(exponent))
     return p0, p1
@@ -98,11 +92,9 @@ def sparse_alternative(
 
     The k - n_moved untouched symbols all have L = 1 - mass: a large block of exact ties.
     """
-    k = _check_k(k)
-    if not 1 <= n_moved < k:
-        raise ValueError(f"n_moved must be in 1..k-1 = 1..{k - 1}, got {n_moved!r}")
-    if not 0 < mass <= 1:
-        raise ValueError(f"mass must be in (0, 1], got {mass!r}")
+    k = checks.integer(k, "k", minimum=2)
+    n_moved = checks.integer(n_moved, "n_moved", minimum=1, maximum=k - 1)
+    mass = checks.real(mass, "mass", above=0, maximum=1)
     gen = as_generator(rng)
     p0 = np.full(k, 1.0 / k)
     p1 = (1.0 - mass) * p0
@@ -126,7 +118,8 @@ def with_ties_and_zeros(
     k = p0.size
     if k < 4 or p1.size != k:
         raise ValueError(
-            f"with_ties_and_zeros needs two vectors of one length k >= 4, got {p0.size} and {p1.size}"
+            "with_ties_and_zeros needs two vectors of one length k >= 4, "
+            f"got {p0.size} and {p1.size}"
         )
     gen = as_generator(rng)
     x1, x2, x3, x4 = gen.choice(k, size=4, replace=False)
@@ -149,8 +142,7 @@ def split_symbol(p0: np.ndarray, p1: np.ndarray, x: int, fraction: float = 0.5) 
     """
     p0 = np.asarray(p0, dtype=float)
     p1 = np.asarray(p1, dtype=float)
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+    fraction = checks.probability(fraction, "fraction", open_low=True, open_high=True)
     q0 = np.append(p0, (1.0 - fraction) * p0[x])
     q1 = np.append(p1, (1.0 - fraction) * p1[x])
     q0[x] = fraction * p0[x]

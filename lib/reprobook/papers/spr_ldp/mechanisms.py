@@ -3,23 +3,25 @@
 Paper: "Sort, Partition, Randomize: Optimal Binary Hypothesis Testing under Local Differential
 Privacy", arXiv 2606.07443.
 
-Setting. P0, P1 are distributions on [k] = {0, ..., k-1} (vectors ``p0``, ``p1``). A mechanism is a
-k x m row-stochastic matrix Q (row x = law of the output given the input x); it is eps-LDP when
-Q[x, y] <= e^eps Q[x', y] for all x, x', y. The output laws are M0 = Q^T p0, M1 = Q^T p1 and the
-utility is D_f(M1 || M0) (see :mod:`.divergences`).
+Setting. P0, P1 are distributions on [k] = {0, ..., k-1} (vectors ``p0``, ``p1``). A mechanism
+is a k x m row-stochastic matrix Q (row x = law of the output given the input x); it is eps-LDP
+when Q[x, y] <= e^eps Q[x', y] for all x, x', y (eq. `spr-ldp-constraint`). The output laws
+are M0 = Q^T p0, M1 = Q^T p1 and the utility is D_f(M1 || M0) (eq. `spr-fdiv`,
+:mod:`.divergences`).
 
 What is here, step by step:
 
 * :func:`optimal_mechanism` - the Sort-Partition-Randomize optimum.
   *Sort* the alphabet by the likelihood ratio L(x) = p1(x) / p0(x), decreasing;
   *partition* the sorted list into l contiguous blocks B_1..B_l;
-  *randomize* the block label with l-ary randomized response.
-  With a_j = P0(B_j), b_j = P1(B_j), c = e^eps - 1 and Z_l = e^eps + l - 1 the value is
+  *randomize* the block label with l-ary randomized response (eq. `spr-mechanism` of
+  notebooks/18_spr_ldp/index.md). With a_j = P0(B_j), b_j = P1(B_j), c = e^eps - 1 and
+  Z_l = e^eps + l - 1 the value is (eq. `spr-decomposition`)
 
       D_f(M1 || M0) = (1 / Z_l) sum_j g(a_j, b_j),   g(a, b) = (1 + c a) f((1 + c b) / (1 + c a)),
 
   which is additive over blocks for a fixed l. The exact maximum over l <= ell and over
-  contiguous partitions is a max-plus dynamic program:
+  contiguous partitions is a max-plus dynamic program (eq. `spr-dp`):
 
       G[j, i] = g(block of sorted positions j+1..i)                 (0 <= j < i <= k)
       F[0] = (0, -inf, ..., -inf),  F[l][i] = max_j F[l-1][j] + G[j, i]
@@ -32,7 +34,7 @@ What is here, step by step:
 
 * :func:`staircase_lp` - the exponential-size reference of Kairouz, Oh & Viswanath: the optimum
   over all eps-LDP mechanisms is attained by staircase columns s_S (s_S(x) = e^eps for x in S,
-  1 otherwise), so it is the LP
+  1 otherwise), so it is the LP (eq. `spr-staircase-lp`)
 
       max sum_S theta_S mu(s_S)  s.t.  sum_S theta_S s_S(x) = 1 for all x,  theta >= 0,
 
@@ -57,6 +59,8 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 from scipy.optimize import linprog
+
+from reprobook.core import checks
 
 from .divergences import Divergence, f_divergence, get_divergence
 
@@ -182,7 +186,8 @@ def _check_pair(p0: ArrayLike, p1: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     p0a, p1a = out
     if p0a.shape != p1a.shape:
         raise ValueError(
-            f"p0 and p1 have different lengths ({p0a.size} and {p1a.size}); they must share one alphabet"
+            f"p0 and p1 have different lengths ({p0a.size} and {p1a.size}); "
+            "they must share one alphabet"
         )
     if p0a.size < 2:
         raise ValueError(f"the alphabet needs at least k = 2 symbols, got k = {p0a.size}")
@@ -190,33 +195,19 @@ def _check_pair(p0: ArrayLike, p1: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_eps(eps: float) -> float:
-    try:
-        eps = float(eps)
-    except (TypeError, ValueError):
-        raise ValueError(f"eps must be a real number, got {eps!r}") from None
-    if not math.isfinite(eps) or eps <= 0:
-        raise ValueError(f"eps must be finite and > 0, got eps={eps!r}")
-    if eps > EPS_MAX:
-        raise ValueError(
-            f"eps={eps!r} is too large: e^eps overflows float64 (allowed 0 < eps <= {EPS_MAX:g})"
-        )
-    return eps
+    """The privacy level: 0 < eps <= EPS_MAX, so that e^eps stays a finite float64."""
+    return checks.real(eps, "eps", above=0, maximum=EPS_MAX)
 
 
 def _check_budget(max_outputs: int | None, k: int) -> int:
     """ell = min(max_outputs, k); None means k (more outputs than symbols never help)."""
     if max_outputs is None:
         return k
-    if isinstance(max_outputs, bool) or not isinstance(max_outputs, (int, np.integer)):
-        raise ValueError(f"max_outputs must be a positive integer or None, got {max_outputs!r}")
-    if max_outputs < 1:
-        raise ValueError(f"max_outputs must be >= 1 (or None for no budget), got {max_outputs}")
-    return int(min(max_outputs, k))
+    return min(checks.integer(max_outputs, "max_outputs", minimum=1), k)
 
 
 def _check_blocks(blocks: Sequence[Sequence[int]], k: int) -> list[list[int]]:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = checks.integer(k, "k", minimum=1)
     out = [[int(x) for x in b] for b in blocks]
     if not out:
         raise ValueError("blocks must contain at least one block")
@@ -234,55 +225,64 @@ def _check_blocks(blocks: Sequence[Sequence[int]], k: int) -> list[list[int]]:
 def likelihood_order(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
     """Labels sorted by L(x) = p1(x) / p0(x), decreasing, stable.
 
+    Implements the *sort* step of eq. `spr-mechanism` of notebooks/18_spr_ldp/index.md.
     p0(x) = 0 < p1(x) gives L = +inf (first); symbols with p0(x) = p1(x) = 0 go last (they carry
     no mass, so their position changes no value).
     """
-    pos = p0 > 0
+    pos = p0 > 0  # (k,) symbols with a finite likelihood ratio
+    # L(x) = p1/p0; +inf where only P1 has mass, -1 (after every real ratio) where neither has
     ratio = np.where(pos, p1 / np.where(pos, p0, 1.0), np.where(p1 > 0, np.inf, -1.0))
-    return np.argsort(-ratio, kind="stable")
+    return np.argsort(-ratio, kind="stable")  # eq. spr-mechanism: decreasing L, ties by label
 
 
 def _block_gain(a: np.ndarray, b: np.ndarray, c: float, div: Divergence) -> np.ndarray:
-    """g(a, b) = (1 + c a) f((1 + c b) / (1 + c a)) = persp_f(1 + c b, 1 + c a); both args >= 1."""
+    """g(a, b) = (1 + c a) f((1 + c b) / (1 + c a)) = persp_f(1 + c b, 1 + c a); both args >= 1.
+
+    Implements the block gain g of eq. `spr-decomposition` of notebooks/18_spr_ldp/index.md.
+    """
     return div.persp(1.0 + c * b, 1.0 + c * a)
 
 
 def block_gain_matrix(p0s: np.ndarray, p1s: np.ndarray, c: float, div: Divergence) -> np.ndarray:
     """G[j, i] = g(a, b) for the block of sorted positions j+1..i, shape (k+1, k+1).
 
-    (0-based: the block is ``p0s[j:i]``, ``p1s[j:i]``.) Entries with j >= i are -inf.
+    Every possible block's term of eq. `spr-decomposition` of notebooks/18_spr_ldp/index.md
+    (0-based: the block is ``p0s[j:i]``, ``p1s[j:i]``). Entries with j >= i are -inf.
 
     Block masses are summed row by row from the block's start (``cumsum`` of an upper-triangular
     array) instead of as differences of prefix sums: a block of zero mass then has a = 0 exactly,
     which matters once c = e^eps - 1 is large. Only 0 <= j < i <= k is filled. The block holding
     the whole alphabet has a = b = 1 by definition, so G[0, k] = (1 + c) f(1) = 0 exactly.
     """
-    k = p0s.size
-    G = np.full((k + 1, k + 1), -np.inf)
+    k = p0s.size  # the alphabet, already in likelihood-ratio order
+    G = np.full((k + 1, k + 1), -np.inf)  # G[j, i] = -inf: no block ends before it starts
     chunk = max(1, min(k, 4_000_000 // max(k, 1)))  # rows per slab, bounds the memory
-    for start in range(0, k, chunk):
-        rows = np.arange(start, min(k, start + chunk))
+    for start in range(0, k, chunk):  # one slab of block starts j at a time
+        rows = np.arange(start, min(k, start + chunk))  # (r,) the block starts j of this slab
         upper = np.arange(k)[None, :] >= rows[:, None]  # (r, k): position i is in a block from j
         a = np.cumsum(np.where(upper, p0s[None, :], 0.0), axis=1)  # (r, k): a[j, i] = P0(j..i)
-        b = np.cumsum(np.where(upper, p1s[None, :], 0.0), axis=1)
-        g = _block_gain(a, b, c, div)
-        G[rows, 1:] = np.where(upper, g, -np.inf)
-    G[0, k] = 0.0
+        b = np.cumsum(np.where(upper, p1s[None, :], 0.0), axis=1)  # (r, k): b[j, i] = P1(j..i)
+        g = _block_gain(a, b, c, div)  # eq. spr-decomposition: g(a, b) of every such block
+        G[rows, 1:] = np.where(upper, g, -np.inf)  # the block j..i ends at i + 1 in G's indexing
+    G[0, k] = 0.0  # the whole alphabet as one block: a = b = 1, g = (1 + c) f(1) = 0
     return G
 
 
 def spr_mechanism_matrix(blocks: Sequence[Sequence[int]], eps: float, k: int) -> np.ndarray:
     """l-ary randomized response over blocks, shape (k, l).
 
+    Implements the *randomize* step of eq. `spr-mechanism` of notebooks/18_spr_ldp/index.md,
+    an eps-LDP mechanism in the sense of eq. `spr-ldp-constraint`:
+
     Q[x, j] = e^eps / (e^eps + l - 1) if x in B_j, else 1 / (e^eps + l - 1).
     """
     blocks = _check_blocks(blocks, k)
     eps = _check_eps(eps)
-    l = len(blocks)
-    z = math.exp(eps) + l - 1
-    Q = np.full((k, l), 1.0 / z)  # (k, l)
+    l = len(blocks)  # one output per block
+    z = math.exp(eps) + l - 1  # Z_l, the normaliser of l-ary randomized response
+    Q = np.full((k, l), 1.0 / z)  # (k, l): every other block's label with probability 1/Z_l
     for j, block in enumerate(blocks):
-        Q[block, j] = math.exp(eps) / z
+        Q[block, j] = math.exp(eps) / z  # eq. spr-mechanism: its own block's label, e^eps/Z_l
     return Q
 
 
@@ -293,7 +293,10 @@ def spr_value(
     eps: float,
     divergence: str | Divergence = "kl",
 ) -> float:
-    """Value of RR over the given blocks through the block decomposition: sum_j g(a_j, b_j) / Z_l."""
+    """Value of RR over the given blocks through the block decomposition: sum_j g(a_j, b_j) / Z_l.
+
+    Implements eq. `spr-decomposition` of notebooks/18_spr_ldp/index.md for one partition.
+    """
     p0, p1 = _check_pair(p0, p1)
     blocks = _check_blocks(blocks, p0.size)
     eps = _check_eps(eps)
@@ -359,6 +362,8 @@ def dp_tables(
 ) -> DPTables:
     """Fill the tables of the Sort-Partition-Randomize dynamic program (steps 1-3 below).
 
+    Implements the recurrence eq. `spr-dp` of notebooks/18_spr_ldp/index.md:
+
     1. sort the labels by L = p1 / p0, decreasing (:func:`likelihood_order`);
     2. G[j, i] = g(a, b) for the block of sorted positions j+1..i (:func:`block_gain_matrix`);
     3. F[0] = (0, -inf, ...), F[l] = max_j (F[l-1][j] + G[j, :]) for l = 1..ell: one max-plus
@@ -373,21 +378,21 @@ def dp_tables(
     div = get_divergence(divergence)
     k = p0.size
     ell = _check_budget(max_outputs, k)
-    c = math.expm1(eps)
+    c = math.expm1(eps)  # c = e^eps - 1
 
-    order = likelihood_order(p0, p1)  # (k,)
-    G = block_gain_matrix(p0[order], p1[order], c, div)  # (k+1, k+1)
+    order = likelihood_order(p0, p1)  # (k,) step 1, sort: decreasing likelihood ratio
+    G = block_gain_matrix(p0[order], p1[order], c, div)  # (k+1, k+1) step 2: every block's g
 
-    F = np.full((ell + 1, k + 1), -np.inf)  # F[l, i]
-    F[0, 0] = 0.0
-    parent = np.zeros((ell + 1, k + 1), dtype=np.int32)  # parent[l, i] = best j
-    for l in range(1, ell + 1):
-        # F[l, i] needs l-1 <= j < i and i >= l; restrict the product to that square
+    F = np.full((ell + 1, k + 1), -np.inf)  # F[l, i]: -inf where i symbols cannot make l blocks
+    F[0, 0] = 0.0  # F_0(0) = 0: no symbols, no blocks
+    parent = np.zeros((ell + 1, k + 1), dtype=np.int32)  # parent[l, i] = best j, to backtrack
+    for l in range(1, ell + 1):  # step 3, one layer per number of blocks
+        # eq. spr-dp: F_{l-1}(j) + G[j, i] for l-1 <= j < i and i >= l (the reachable square)
         cand = F[l - 1, l - 1 : k, None] + G[l - 1 : k, l:]  # (k-l+1, k-l+1)
-        arg = np.argmax(cand, axis=0)  # (k-l+1,)
-        F[l, l:] = cand[arg, np.arange(cand.shape[1])]
-        parent[l, l:] = arg + (l - 1)
-    value_by_blocks = F[1:, k] / (math.exp(eps) + np.arange(ell))  # Z_l = e^eps + l - 1
+        arg = np.argmax(cand, axis=0)  # (k-l+1,) the best last cut j for each end i
+        F[l, l:] = cand[arg, np.arange(cand.shape[1])]  # eq. spr-dp: F_l(i) = max_j (...)
+        parent[l, l:] = arg + (l - 1)  # that cut, as a sorted position
+    value_by_blocks = F[1:, k] / (math.exp(eps) + np.arange(ell))  # F_l(k) / Z_l, l = 1..ell
     return DPTables(order=order, G=G, F=F, parent=parent, value_by_blocks=value_by_blocks, eps=eps)
 
 
@@ -399,6 +404,9 @@ def optimal_mechanism(
     max_outputs: int | None = None,
 ) -> SPRResult:
     """The optimal eps-LDP mechanism for D_f(M1 || M0) with at most ``max_outputs`` outputs.
+
+    Implements eq. `spr-dp` of notebooks/18_spr_ldp/index.md, the best l included, and returns
+    the mechanism of eq. `spr-mechanism`.
 
     Sort-Partition-Randomize dynamic program, O(ell k^2) time and O(k^2 + ell k) memory:
     sort, fill the block gains G and the layers F (:func:`dp_tables`, steps 1-3), then
@@ -414,15 +422,17 @@ def optimal_mechanism(
     Raises ValueError for inputs that are not two probability vectors of one length k >= 2,
     eps outside (0, 700], or a budget that is not a positive integer.
     """
-    t = dp_tables(p0, p1, eps, divergence, max_outputs)
+    t = dp_tables(p0, p1, eps, divergence, max_outputs)  # eq. spr-dp: sort, gains, layers
     k = t.order.size
-    l_star = int(np.argmax(t.value_by_blocks)) + 1  # the smallest l on ties
-    cuts = [k]
+    l_star = int(np.argmax(t.value_by_blocks)) + 1  # eq. spr-dp: best l (the smallest on ties)
+    cuts = [k]  # backtrack from the end of the sorted alphabet
     for l in range(l_star, 0, -1):
-        cuts.append(int(t.parent[l, cuts[-1]]))
+        cuts.append(int(t.parent[l, cuts[-1]]))  # where the l-th block starts
     cuts = cuts[::-1]  # 0 = cuts[0] < ... < cuts[l*] = k
+    # eq. spr-mechanism, partition: the contiguous blocks, back in the original labels
     blocks = [[int(x) for x in t.order[cuts[j] : cuts[j + 1]]] for j in range(l_star)]
     div = get_divergence(divergence)
+    # eq. spr-mechanism, randomize: randomized response over those blocks (in _result)
     return _result(t.value_by_blocks[l_star - 1], blocks, t.eps, div, k, t.value_by_blocks, t.order)
 
 
@@ -432,7 +442,10 @@ def optimal_mechanism(
 def mechanism_value(
     Q: ArrayLike, p0: ArrayLike, p1: ArrayLike, divergence: str | Divergence = "kl"
 ) -> float:
-    """D_f(Q^T p1 || Q^T p0) computed directly from a k x m mechanism matrix Q."""
+    """D_f(Q^T p1 || Q^T p0) computed directly from a k x m mechanism matrix Q.
+
+    Implements eq. `spr-fdiv` of notebooks/18_spr_ldp/index.md for any mechanism.
+    """
     p0, p1 = _check_pair(p0, p1)
     Q = np.asarray(Q, dtype=float)
     if Q.ndim != 2 or Q.shape[0] != p0.size:
@@ -444,7 +457,10 @@ def mechanism_value(
 
 def is_ldp(Q: ArrayLike, eps: float, rtol: float = 1e-12, row_atol: float = 1e-9) -> bool:
     """Whether Q is an eps-LDP mechanism: Q >= 0, rows sum to 1 (within ``row_atol``) and
-    max_x Q[x, y] <= e^eps (1 + rtol) min_x Q[x, y] for every output y."""
+    max_x Q[x, y] <= e^eps (1 + rtol) min_x Q[x, y] for every output y.
+
+    Implements the constraint eq. `spr-ldp-constraint` of notebooks/18_spr_ldp/index.md.
+    """
     Q = np.asarray(Q, dtype=float)
     eps = _check_eps(eps)
     if Q.ndim != 2 or Q.size == 0 or not np.all(np.isfinite(Q)) or np.any(Q < 0):
@@ -492,6 +508,8 @@ def staircase_lp(
     tol: float = 1e-10,
 ) -> LPResult:
     """The optimum over all eps-LDP mechanisms as the Kairouz-Oh-Viswanath staircase LP.
+
+    Implements eq. `spr-staircase-lp` of notebooks/18_spr_ldp/index.md:
 
         max_theta  sum_S theta_S mu(s_S)
         s.t.       sum_S theta_S s_S(x) = 1  for every x in [k],   theta >= 0,
@@ -586,8 +604,9 @@ def staircase_lp_budget(
 ) -> LPResult:
     """Best eps-LDP mechanism with at most ``max_outputs`` (= ell) staircase columns.
 
-    The staircase LP restricted to every choice of ell columns out of the 2^k - 1 (the full set
-    dropped), best of all. Two equivalent ways to compute it:
+    The staircase LP (eq. `spr-staircase-lp` of notebooks/18_spr_ldp/index.md) restricted to
+    every choice of ell columns out of the 2^k - 1 (the full set dropped), best of all. Two
+    equivalent ways to compute it:
 
     * ``method="linprog"`` - literally: C(2^k - 1, ell) small LPs with k equations and ell
       unknowns, each solved by ``linprog(method="highs")`` (infeasible ones skipped). Every
@@ -607,17 +626,18 @@ def staircase_lp_budget(
     _check_lp_size(k, BUDGET_LP_MAX_K, "the budget LP")
     if max_outputs is None:
         raise ValueError(
-            "the budget LP needs max_outputs, a positive integer; staircase_lp solves the unrestricted case"
+            "the budget LP needs max_outputs, a positive integer; "
+            "staircase_lp solves the unrestricted case"
         )
     ell = _check_budget(max_outputs, k)
     n_choices = sum(math.comb((1 << k) - 1, s) for s in range(1, ell + 1))
     if n_choices > BUDGET_LP_MAX_CHOICES:
         raise ValueError(
-            f"the budget LP would examine {n_choices} column choices (k = {k}, max_outputs = {ell}); "
+            f"the budget LP would examine {n_choices} column choices "
+            f"(k = {k}, max_outputs = {ell}); "
             f"at most {BUDGET_LP_MAX_CHOICES} are allowed: lower k or max_outputs"
         )
-    if method not in ("vertices", "linprog"):
-        raise ValueError(f"unknown method {method!r}; valid methods: 'vertices', 'linprog'")
+    checks.choice(method, "method", ("vertices", "linprog"))
     bits, cols = _staircase_columns(k, eps)
     n = bits.shape[0]
     mu = _column_utilities(bits, p0, p1, eps, div)  # (n,)
@@ -654,7 +674,8 @@ def staircase_lp_budget(
 
 
 def set_partitions(k: int) -> Iterator[list[int]]:
-    """All set partitions of {0..k-1} as restricted growth strings r (r[0] = 0, r[i] <= 1 + max r[:i]).
+    """All set partitions of {0..k-1} as restricted growth strings r (r[0] = 0,
+    r[i] <= 1 + max r[:i]).
 
     Label x goes to block r[x]; there are Bell(k) of them.
     """
@@ -680,7 +701,8 @@ def _best_labelled(
 ) -> tuple[float, np.ndarray]:
     """Best RR-over-blocks value among the rows of ``labels`` (N, k) (block ids per symbol).
 
-    A row with l blocks is worth sum_j g(a_j, b_j) / Z_l; empty block slots give g(0, 0) = 0.
+    A row with l blocks is worth sum_j g(a_j, b_j) / Z_l (eq. `spr-decomposition`); empty block
+    slots give g(0, 0) = 0.
     Rows with more than ell blocks are skipped. Returns the value and the best row.
     """
     N, k = labels.shape
@@ -766,7 +788,8 @@ def best_over_contiguous_partitions(
 def binary_mechanism(
     p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str | Divergence = "kl"
 ) -> SPRResult:
-    """Kairouz et al.'s binary mechanism: blocks {x : L(x) >= 1} and {x : L(x) < 1}, 2-ary RR.
+    """Kairouz et al.'s binary mechanism: blocks {x : L(x) >= 1} and {x : L(x) < 1}, 2-ary RR
+    (eq. `spr-mechanism` with one cut at L = 1).
 
     Symbols with p0 = p1 = 0 join the first block. If one side is empty the mechanism is the
     constant one (one block, value 0).
@@ -784,7 +807,10 @@ def binary_mechanism(
 def randomized_response(
     p0: ArrayLike, p1: ArrayLike, eps: float, divergence: str | Divergence = "kl"
 ) -> SPRResult:
-    """k-ary randomized response on the raw alphabet (singleton blocks, in label order)."""
+    """k-ary randomized response on the raw alphabet (singleton blocks, in label order).
+
+    Implements eq. `spr-mechanism` of notebooks/18_spr_ldp/index.md with k one-symbol blocks.
+    """
     p0, p1 = _check_pair(p0, p1)
     eps = _check_eps(eps)
     div = get_divergence(divergence)

@@ -1,4 +1,5 @@
-"""Private Neyman-Pearson testing with n samples: the chapter's extension C6 (ours, not the paper's).
+"""Private Neyman-Pearson testing with n samples: the chapter's extension C6 (ours, not the
+paper's).
 
 Paper: "Sort, Partition, Randomize: Optimal Binary Hypothesis Testing under Local Differential
 Privacy", arXiv 2606.07443. The paper optimises a single-sample f-divergence; this module asks
@@ -12,9 +13,9 @@ N ~ Multinomial(n, M_b), and the log-likelihood ratio is linear in them:
 
 The Neyman-Pearson test rejects H0 when S > tau (and with probability gamma when S = tau) with
 P0(reject) = alpha. By Stein's lemma its type-II error beta_n = P1(accept) decays as
-exp(-n KL(M0 || M1) + o(n)), so the mechanism maximising KL(M0 || M1) - the SPR optimum for the
-``reverse_kl`` divergence, or for ``conjugate("kl")`` - has the best exponent. At finite n the
-second-order (Strassen) expansion
+exp(-n KL(M0 || M1) + o(n)) (eq. `spr-stein` of notebooks/18_spr_ldp/index.md), so the mechanism
+maximising KL(M0 || M1) - the SPR optimum for the ``reverse_kl`` divergence, or for
+``conjugate("kl")`` - has the best exponent. At finite n the second-order (Strassen) expansion
 
     -log beta_n ~= n D - sqrt(n V) z_{1-alpha} + (1/2) log n,    D = KL(M0 || M1),
     V = Var_{M0}[log(M0 / M1)],
@@ -28,12 +29,13 @@ The ranking check of C6 compares mechanisms pair by pair. For mechanisms A and B
 exponents D_A > D_B and empirical exponents e = -log(beta_n)/n, the share of the Stein gap that
 the finite-n test keeps is
 
-    s_AB = (e_A - e_B) / (D_A - D_B),
+    s_AB = (e_A - e_B) / (D_A - D_B),                                  (eq. `spr-gap-share`)
 
 positive when the tester ranks the pair as Stein's lemma does. :func:`repeated_exponents` runs
-independent Monte Carlo repetitions, :func:`stein_gap_shares` forms s_AB per repetition for the
-pairs far enough apart to be ordered, and :func:`smallest_mean_interval` gives the smallest mean
-share with an interval that holds for all pairs together.
+independent Monte Carlo repetitions and :func:`stein_gap_shares` forms s_AB per repetition for
+the pairs far enough apart to be ordered. The notebook takes the smallest mean share over the
+pairs, with an interval that holds for all pairs together, from
+:func:`reprobook.core.worst_group_interval`.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp, ndtri, rel_entr
 
-from reprobook.core.stats import Interval, TInterval, t_interval
+from reprobook.core import checks
 
 from .instances import as_generator
 
@@ -63,7 +65,6 @@ __all__ = [
     "repeated_exponents",
     "PairShare",
     "stein_gap_shares",
-    "smallest_mean_interval",
 ]
 
 
@@ -74,7 +75,8 @@ def output_laws(Q: ArrayLike, p0: ArrayLike, p1: ArrayLike) -> tuple[np.ndarray,
     p1 = np.asarray(p1, dtype=float)
     if Q.ndim != 2 or Q.shape[0] != p0.size or p0.shape != p1.shape:
         raise ValueError(
-            f"Q must be k x m with k = len(p0) = len(p1); got Q {Q.shape}, p0 {p0.shape}, p1 {p1.shape}"
+            "Q must be k x m with k = len(p0) = len(p1); "
+            f"got Q {Q.shape}, p0 {p0.shape}, p1 {p1.shape}"
         )
     return Q.T @ p0, Q.T @ p1
 
@@ -111,13 +113,17 @@ def _check_laws(M0: ArrayLike, M1: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stein_exponent(M0: ArrayLike, M1: ArrayLike) -> float:
-    """D = KL(M0 || M1) = sum_y M0(y) log(M0(y) / M1(y)), the Stein exponent of beta_n."""
+    """D = KL(M0 || M1) = sum_y M0(y) log(M0(y) / M1(y)), the Stein exponent of beta_n.
+
+    Implements the limit of eq. `spr-stein` of notebooks/18_spr_ldp/index.md.
+    """
     M0, M1 = _check_laws(M0, M1)
     return float(rel_entr(M0, M1).sum())
 
 
 def stein_dispersion(M0: ArrayLike, M1: ArrayLike) -> float:
-    """V = Var_{M0}[log(M0(Y) / M1(Y))], the second-order term of Stein's lemma."""
+    """V = Var_{M0}[log(M0(Y) / M1(Y))], the second-order term of Stein's lemma (the V of
+    eq. `spr-stein` of notebooks/18_spr_ldp/index.md)."""
     M0, M1 = _check_laws(M0, M1)
     llr = np.log(M0 / M1)
     mean = float(M0 @ llr)
@@ -128,6 +134,8 @@ def strassen_log_beta(
     M0: ArrayLike, M1: ArrayLike, n: ArrayLike, alpha: float = 0.05
 ) -> np.ndarray:
     """Second-order approximation of log beta_n: -(n D - sqrt(n V) z_{1-alpha} + (1/2) log n).
+
+    Implements the expansion of eq. `spr-stein` of notebooks/18_spr_ldp/index.md.
 
     Drops the O(1) term, so it is a guide to the shape of beta_n, not a bound.
     """
@@ -196,13 +204,15 @@ def type_two_errors(
     min_misses: int = 10,
     method: str = "direct",
 ) -> TypeIIResult:
-    """Type-II error beta_n of the Neyman-Pearson test at level alpha, by Monte Carlo, for each n.
+    """Type-II error beta_n of the Neyman-Pearson test at level alpha, by Monte Carlo, for each n:
+    the beta_n whose exponent eq. `spr-stein` of notebooks/18_spr_ldp/index.md describes.
 
     For each n: draw ``reps`` count vectors under M0 and set tau as the (1 - alpha) empirical
     quantile of S (randomising with probability gamma at S = tau so that the level is exactly
     alpha on that sample); then estimate
 
-    * ``method="direct"``: beta_n = mean over ``reps`` H1 draws of 1{S < tau} + (1 - gamma) 1{S = tau};
+    * ``method="direct"``: beta_n = mean over ``reps`` H1 draws of
+      1{S < tau} + (1 - gamma) 1{S = tau};
     * ``method="importance"``: beta_n = E0[e^S (1{S < tau} + (1 - gamma) 1{S = tau})] over a fresh
       set of H0 draws (change of measure: e^S is the likelihood ratio of the counts). It stays
       informative when beta_n is far below 1 / reps.
@@ -216,15 +226,12 @@ def type_two_errors(
     whatever n is), so n = 1e4 and reps = 2000 take milliseconds.
     """
     M0, M1 = _check_laws(M0, M1)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if method not in ("direct", "importance"):
-        raise ValueError(f"unknown method {method!r}; valid methods: 'direct', 'importance'")
+    alpha = checks.probability(alpha, "alpha", open_low=True, open_high=True)
+    checks.choice(method, "method", ("direct", "importance"))
     ns = np.atleast_1d(np.asarray(ns, dtype=np.int64))
     if np.any(ns < 1):
         raise ValueError(f"sample sizes must be >= 1, got {ns.tolist()}")
-    if int(reps) < 10:
-        raise ValueError(f"reps must be >= 10, got {reps!r}")
+    reps = checks.integer(reps, "reps", minimum=10)
     gen = as_generator(rng)
     M0, M1 = M0 / M0.sum(), M1 / M1.sum()
     llr = np.log(M1) - np.log(M0)  # (m,) per-output log-likelihood ratio
@@ -305,10 +312,7 @@ def repeated_exponents(
     :func:`type_two_errors` (each with its own ``reps`` draws per hypothesis and n), shape
     (repeats, len(ns)); nan where a run could not estimate beta_n. The runs share ``rng``'s
     stream one after the other, so they are independent and the whole is reproducible."""
-    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 2:
-        raise ValueError(
-            f"repeats must be an integer >= 2 (an interval needs two repetitions), got {repeats!r}"
-        )
+    repeats = checks.integer(repeats, "repeats", minimum=2)  # an interval needs two
     gen = as_generator(rng)
     return np.stack(
         [
@@ -341,17 +345,19 @@ def stein_gap_shares(
 ) -> tuple[list[PairShare], list[PairShare]]:
     """s_AB = (e_A - e_B) / (D_A - D_B) for every pair of mechanisms with D_A > D_B.
 
+    Implements eq. `spr-gap-share` of notebooks/18_spr_ldp/index.md.
+
     ``stein`` maps a mechanism to D = KL(M0 || M1); ``exponents`` maps it to its empirical
     exponents (R,), one per Monte Carlo repetition, at one n (repetition r of A is paired with
     repetition r of B: they are independent, so the differences are i.i.d.). Returns (scored,
     too_close): the pairs with D_A - D_B >= min_relative_gap * D_A, and the others (ties
     included), both in order of the mechanisms in ``stein``.
     """
-    if not 0 <= min_relative_gap < 1:
-        raise ValueError(f"min_relative_gap must lie in [0, 1), got {min_relative_gap!r}")
+    min_relative_gap = checks.real(min_relative_gap, "min_relative_gap", minimum=0, below=1)
     if set(stein) != set(exponents):
         raise ValueError(
-            f"stein and exponents must name the same mechanisms; got {sorted(stein)} and {sorted(exponents)}"
+            "stein and exponents must name the same mechanisms; "
+            f"got {sorted(stein)} and {sorted(exponents)}"
         )
     e = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in exponents.items()}
     sizes = {v.size for v in e.values()}
@@ -370,34 +376,3 @@ def stein_gap_shares(
             pair = PairShare(hi, lo, gap, rel, shares)
             (scored if gap > 0 and rel >= min_relative_gap else close).append(pair)
     return scored, close
-
-
-def smallest_mean_interval(
-    values_by_group: Mapping[str, ArrayLike], level: float = 0.95
-) -> tuple[Interval, str, dict[str, TInterval]]:
-    """The smallest group mean min_g mu_g with a simultaneous interval.
-
-    Each group's Student-t interval [l_g, h_g] is taken at level 1 - (1 - level) / G
-    (Bonferroni over the G groups), so that all hold together with probability >= ``level``;
-    then min_g mu_g lies in [min_g l_g, min_g h_g]. Returns (that interval, the group with the
-    smallest mean, every group's interval)."""
-    if not values_by_group:
-        raise ValueError("values_by_group holds no groups")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    each = 1 - (1 - level) / len(values_by_group)
-    by = {str(g): t_interval(v, level=each) for g, v in values_by_group.items()}
-    worst = min(by, key=lambda g: by[g].mean)
-    n = sum(t.n for t in by.values())
-    method = f"smallest of {len(by)} means, Student-t {each:.2%} each (Bonferroni, {level:.0%} together), {n} units"
-    return (
-        Interval(
-            by[worst].mean,
-            min(t.low for t in by.values()),
-            min(t.high for t in by.values()),
-            method,
-            n,
-        ),
-        worst,
-        by,
-    )
