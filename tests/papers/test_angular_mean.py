@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from scipy.stats import special_ortho_group
 
 import reprobook.papers.angular_mean as am
+from reprobook import core
 from reprobook.core.profiles import ProfileError
 from reprobook.papers.angular_mean import config
 from reprobook.papers.angular_mean import generators as gen
@@ -331,7 +332,7 @@ def test_long_run_ratio_and_share_one():
     assert am.satisfies_long_run_ip(np.array([0.0, 2.0]), thetas, one)
 
 
-# --- per-batch agreement and IP ---------------------------------------------------------------------
+# --- per-batch agreement and IP -------------------------------------------------------------------
 
 
 def loop_agreement(theta, thetas, X):
@@ -443,7 +444,7 @@ def test_whitening_maps_correlated_items_to_isotropic_ones():
     np.testing.assert_allclose(am.unwhiten(am.whiten(thetas, cov), cov), thetas, atol=1e-12)
 
 
-# --- generators -------------------------------------------------------------------------------------
+# --- generators -----------------------------------------------------------------------------------
 
 
 def test_generators_reproducible_and_shaped():
@@ -510,7 +511,7 @@ def test_table_items_standardised():
         assert np.unique(batch, axis=0).shape[0] == 30
 
 
-# --- bad inputs --------------------------------------------------------------------------------------
+# --- bad inputs -----------------------------------------------------------------------------------
 
 
 GOOD_T = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -551,14 +552,33 @@ BAD_INPUTS = [
     (
         "method",
         lambda: am.angular_mean(GOOD_T, GOOD_A, method="newton"),
-        r"'auto', 'circle' or 'descent'",
+        r"method must be one of 'auto', 'circle', 'descent', got 'newton'",
     ),
     (
         "circle in d=3",
         lambda: am.angular_mean(GOOD_T, GOOD_A, method="circle"),
         r"only in dimension d = 2",
     ),
-    ("max_iter", lambda: am.angular_mean(GOOD_T, GOOD_A, max_iter=0), r"max_iter"),
+    (
+        "max_iter",
+        lambda: am.angular_mean(GOOD_T, GOOD_A, max_iter=0),
+        r"max_iter must be an integer >= 1, got 0",
+    ),
+    (
+        "max_iter bool",
+        lambda: am.angular_mean(GOOD_T, GOOD_A, max_iter=True),
+        r"max_iter must be an integer >= 1, got True",
+    ),
+    (
+        "random starts",
+        lambda: am.angular_mean(GOOD_T, GOOD_A, n_random_starts=-1),
+        r"n_random_starts must be an integer >= 0",
+    ),
+    (
+        "tol",
+        lambda: am.angular_mean(GOOD_T, GOOD_A, tol=0.0),
+        r"tol must be a finite real number > 0",
+    ),
     ("theta zero", lambda: am.long_run_agreement(np.zeros(3), GOOD_T), r"theta is the zero vector"),
     (
         "theta dim",
@@ -603,13 +623,18 @@ BAD_INPUTS = [
     (
         "mc pairs",
         lambda: am.hyperplane_mc(GOOD_T[0], GOOD_T[1], 0),
-        r"n_pairs must be a positive integer",
+        r"n_pairs must be an integer >= 1, got 0",
     ),
     ("mc dims", lambda: am.hyperplane_mc(GOOD_T[0], np.ones(2), 10), r"theta_b has dimension 2"),
     ("grid d", lambda: am.grid_angular_mean(np.eye(4), np.full(4, 0.25)), r"d = 2 and d = 3 only"),
     ("v dim", lambda: am.karcher_objective(np.ones(2), GOOD_T, GOOD_A), r"v has dimension 2"),
     ("profile d", lambda: gen.random_profile(3, 1, 1.0), r"d must be an integer >= 2"),
-    ("profile conc", lambda: gen.random_profile(3, 2, 0.0), r"concentration must be > 0"),
+    ("profile n", lambda: gen.random_profile(2.0, 3, 1.0), r"n must be an integer >= 1, got 2\.0"),
+    (
+        "profile conc",
+        lambda: gen.random_profile(3, 2, 0.0),
+        r"concentration must be a finite real number > 0",
+    ),
     (
         "type separation",
         lambda: gen.type_profile(3, 4.0, (0.5, 0.5)),
@@ -619,7 +644,7 @@ BAD_INPUTS = [
     (
         "vmf kappa",
         lambda: gen.vmf_voters(GOOD_T, 0.0, 3),
-        r"kappa must be a finite concentration > 0",
+        r"kappa must be a finite real number > 0",
     ),
     ("vmf counts", lambda: gen.vmf_voters(GOOD_T, 1.0, (3, 4, 5)), r"n_per_type must be"),
     (
@@ -627,7 +652,11 @@ BAD_INPUTS = [
         lambda: gen.vmf_voters(np.zeros((1, 3)), 1.0, 3),
         r"thetas\[0\] is the zero vector",
     ),
-    ("opposite alpha", lambda: gen.two_voter_opposite(3, 1.0), r"alpha must be in \(0, 1\)"),
+    (
+        "opposite alpha",
+        lambda: gen.two_voter_opposite(3, 1.0),
+        r"alpha must be a finite real number > 0 and < 1",
+    ),
     ("batches m", lambda: gen.gaussian_batches(3, 1, 2), r"m must be an integer >= 2"),
     (
         "batches cov",
@@ -642,7 +671,7 @@ BAD_INPUTS = [
     (
         "table name",
         lambda: gen.table_items("iris"),
-        r"unknown table 'iris'; valid tables: wine, diabetes, breast_c",
+        r"name must be one of 'wine', 'diabetes', 'breast_cancer', got 'iris'",
     ),
     ("table m", lambda: gen.table_batches("wine", 3, 200), r"m = 200 exceeds the 178 rows"),
 ]
@@ -654,48 +683,49 @@ def test_bad_inputs_raise(call, match):
         call()
 
 
-# --- configuration -----------------------------------------------------------------------------------
+# --- configuration --------------------------------------------------------------------------------
+
+
+def resolve(notebook: str, profile: str = "reduced", **overrides):
+    """A notebook's configuration, as the notebooks resolve it."""
+    return core.resolve_notebook(config.PROFILES, notebook, profile, **overrides)
 
 
 @pytest.mark.parametrize("notebook", sorted(config.PROFILES))
 def test_config_profiles_resolve(notebook):
-    reduced = config.resolve(notebook, "reduced")
-    full = config.resolve(notebook, "full")
+    reduced = resolve(notebook, "reduced")
+    full = resolve(notebook, "full")
     assert type(reduced) is type(full)
-    assert config.resolve(notebook) == reduced
-    assert config.resolve(notebook, "reduced", max_iter=None) == reduced  # None keeps the profile
-    assert config.resolve(notebook, "reduced", max_iter=17).max_iter == 17
+    assert resolve(notebook, "reduced", max_iter=None) == reduced  # None keeps the profile
+    assert resolve(notebook, "reduced", max_iter=17).max_iter == 17
     assert not hasattr(reduced, "seed")
     with pytest.raises(ProfileError, match="unknown override key.*valid keys"):
-        config.resolve(notebook, "reduced", no_such_knob=1)
+        resolve(notebook, "reduced", no_such_knob=1)
     with pytest.raises(ProfileError, match="unknown profile 'huge'; valid profiles: full, reduced"):
-        config.resolve(notebook, "huge")
+        resolve(notebook, "huge")
 
 
 def test_config_values():
-    lr = config.resolve("long_run_ip", n_profiles=10)
+    lr = resolve("long_run_ip", n_profiles=10)
     assert lr.n_profiles == 10 and lr.dims == (2, 3, 5, 10) and lr.concentrations == (0.3, 1.0)
-    pb = config.resolve("per_batch_ip")
+    pb = resolve("per_batch_ip")
     assert (
         pb.batch_sizes == (2, 5, 10, 20, 50, 100, 200)
         and pb.alphas == (0.6, 0.4)
         and pb.n_batches == 2000
     )
-    sw = config.resolve("disagreement_sweep", separations=[0.2, 0.4])
+    sw = resolve("disagreement_sweep", separations=[0.2, 0.4])
     assert sw.separations == (0.2, 0.4) and set(sw.tables) <= set(gen.TABLES)
     assert pb.n_bootstrap >= 1000 and sw.cloud_reps >= 2  # intervals need resamples and repetitions
-    for profile in (
-        "reduced",
-        "full",
-    ):  # C5 and C6 are scored at 0.9 pi and 0.1 pi, their metrics say
-        c = config.resolve("disagreement_sweep", profile).cloud_separations
+    for profile in ("reduced", "full"):  # C5 and C6 are scored at 0.9 pi and 0.1 pi
+        c = resolve("disagreement_sweep", profile).cloud_separations
         assert (min(c), max(c)) == (0.1, 0.9)
     for shares in sw.share_vectors:
         assert sum(shares) == pytest.approx(1.0)
     with pytest.raises(ProfileError, match="does not fit"):
-        config.resolve("per_batch_ip", n_batches="many")
+        resolve("per_batch_ip", n_batches="many")
     with pytest.raises(ValueError, match="unknown notebook 'nope'; valid notebooks: long_run_ip"):
-        config.resolve("nope")
+        resolve("nope")
 
 
 def test_descent_finds_the_global_minimum_where_local_minima_exist():
@@ -716,7 +746,7 @@ def test_descent_finds_the_global_minimum_where_local_minima_exist():
     assert found >= 3  # the check above ran on profiles that do have local minima
 
 
-# --- intervals of the statistical claims (C4, C5, C6) ------------------------------------------------
+# --- intervals of the statistical claims (C4, C5, C6) ---------------------------------------------
 
 
 def test_shortfall_slope_recovers_a_power_law_and_skips_zero_sizes():
@@ -774,7 +804,7 @@ def test_bootstrap_of_the_slope_brackets_the_estimate_and_is_seeded():
         ),
         (
             lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, n_resamples=10),
-            r"n_resamples must be",
+            r"n_resamples must be an integer >= 100, got 10",
         ),
         (
             lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5), -np.ones(5)]),
@@ -786,7 +816,7 @@ def test_bootstrap_of_the_slope_brackets_the_estimate_and_is_seeded():
         ),
         (
             lambda: am.bootstrap_shortfall_slope([2, 5], [np.ones(5)] * 2, level=1.0),
-            r"level must lie in",
+            r"level must be a finite real number > 0 and < 1",
         ),
         (
             lambda: am.bootstrap_shortfall_slope(
@@ -814,24 +844,104 @@ def test_worst_ratio_gap_by_hand():
         am.worst_ratio_gap(U, [0.5, 0.5], [0, 0], a, b)
 
 
-def test_worst_group_interval_is_the_bonferroni_envelope():
-    from reprobook.core import t_interval
-
-    groups = {"a": [1.0, 1.2, 0.9, 1.1], "b": [0.2, 0.4, 0.3], "c": [2.0, 2.5, 1.5, 2.2, 1.9]}
-    lo = am.worst_group_interval(groups, worst="min")
-    each = {g: t_interval(v, level=1 - 0.05 / 3) for g, v in groups.items()}
-    assert lo.group == "b" and lo.interval.estimate == pytest.approx(0.3)
-    assert lo.interval.low == pytest.approx(min(t.low for t in each.values()))
-    assert lo.interval.high == pytest.approx(min(t.high for t in each.values()))
-    assert lo.by_group["a"] == each["a"] and lo.interval.n == 12
-    hi = am.worst_group_interval(groups, worst="max")
-    assert hi.group == "c" and hi.interval.high == pytest.approx(max(t.high for t in each.values()))
-    one = am.worst_group_interval({"x": groups["a"]})  # one group: its own 95% interval
-    t = t_interval(groups["a"])
-    assert (one.interval.estimate, one.interval.low, one.interval.high) == pytest.approx(
-        (t.mean, t.low, t.high)
+def test_c5_is_decided_by_the_share_vector_with_the_smallest_mean_gap():
+    """C5's value: per share vector, the worst-ratio gaps of independent voter clouds; the
+    smallest mean gap decides, with an interval that holds for every share vector at once, so a
+    share vector where the angular mean loses is never averaged away by one where it wins."""
+    rows, gaps = am.experiments.cloud_sweep(
+        [(0.7, 0.3), (0.5, 0.3, 0.2)], [0.9], reps=4, d=4, kappa=50.0, voters_per_type=5, rng=3
     )
-    with pytest.raises(ValueError, match="worst must be 'min' or 'max'"):
-        am.worst_group_interval(groups, worst="mean")
-    with pytest.raises(ValueError, match="no groups"):
-        am.worst_group_interval({})
+    by_shares = {}
+    for g in gaps:
+        by_shares.setdefault(g["shares"], []).append(g["gap"])
+    c5 = core.worst_group_interval(by_shares, worst="min")
+    means = {k: float(np.mean(v)) for k, v in by_shares.items()}
+    assert c5.group == min(means, key=means.get)
+    assert c5.interval.estimate == pytest.approx(means[c5.group])
+    assert c5.interval.low == min(t.low for t in c5.by_group.values())
+    assert c5.interval.high == min(t.high for t in c5.by_group.values())
+    assert c5.interval.n == 8
+    # C6: the largest mean absolute gap, with the same simultaneous interval
+    c6 = core.worst_group_interval({k: np.abs(v) for k, v in by_shares.items()}, worst="max")
+    assert c6.interval.estimate == max(float(np.mean(np.abs(v))) for v in by_shares.values())
+
+
+# --- the notebooks' studies -----------------------------------------------------------------------
+
+
+def test_hyperplane_identity_rows_match_the_angle():
+    rows = am.experiments.hyperplane_identity([0.1, 0.5, 0.9], 4, 20_000, rng=1)
+    assert [r["angle_over_pi"] for r in rows] == [0.1, 0.5, 0.9]
+    assert max(abs(r["z"]) for r in rows) < 5
+    again = am.experiments.hyperplane_identity([0.1, 0.5, 0.9], 4, 20_000, rng=1)
+    assert rows == again
+
+
+def test_two_type_example_the_angular_mean_keeps_the_minority_at_its_share():
+    rows = am.experiments.two_type_example([0.5, 0.9, 0.99], [0.6, 0.4])
+    ang = [r["minority"] for r in rows if r["rule"] == "angular mean"]
+    ari = {r["separation"]: r["minority"] for r in rows if r["rule"] == "arithmetic mean"}
+    assert len(rows) == 6 and min(ang) >= 0.4 - 1e-9  # long-run IP for the minority
+    assert ari[0.9] < 0.4  # the arithmetic mean leaves it below its share
+
+
+def test_random_profiles_draw_in_the_notebooks_order():
+    rows = am.experiments.random_profiles(6, (2, 3), (2, 4), (0.3, 1.0), 4, 200, rng=9)
+    gen_ = np.random.default_rng(9)
+    for j in range(6):
+        thetas, alphas = am.random_profile(
+            (2, 3)[j % 2], (2, 4)[(j // 2) % 2], (0.3, 1.0)[j % 2], gen_
+        )
+        info = am.angular_mean_info(thetas, alphas, n_random_starts=4, max_iter=200, rng=gen_)
+        row = next(r for r in rows if r["profile"] == j and r["rule"] == "angular mean")
+        assert row["residual"] == info.residual and row["worst_excess"] <= 1e-9
+    assert {r["rule"] for r in rows} == {"angular mean", "arithmetic mean"}
+    assert all(np.isnan(r["residual"]) for r in rows if r["rule"] == "arithmetic mean")
+
+
+def test_grid_and_batch_cross_checks():
+    grid = am.experiments.grid_cross_check(4, 4001, 4000, 4, 200, rng=2)
+    assert [r["d"] for r in grid] == [2, 3, 2, 3]
+    assert max(r["descent_minus_grid"] for r in grid) < 1e-6  # the descent is never worse
+    z = am.experiments.batch_identity_check(3, 4, 200, 10, rng=2)
+    assert len(z) == 3 and all(0 <= v < 6 for v in z)
+
+
+def test_shortfall_by_batch_size_shares_the_batches_between_rules():
+    thetas, alphas = am.type_profile(4, 0.9 * np.pi, [0.6, 0.4], rng=0)
+    rules = {"angular mean": am.angular_mean(thetas, alphas), "arithmetic mean": thetas[0]}
+    rows, per = am.experiments.shortfall_by_batch_size(rules, thetas, alphas, [2, 10], 50, rng=4)
+    assert [(r["m"], r["rule"]) for r in rows] == [
+        (2, "angular mean"),
+        (2, "arithmetic mean"),
+        (10, "angular mean"),
+        (10, "arithmetic mean"),
+    ]
+    assert [v.shape for v in per["angular mean"]] == [(50,), (50,)]
+    X = am.gaussian_batches(50, 2, 4, np.random.default_rng(4))  # the first size's batches
+    by_hand = am.per_batch_shortfall(rules["angular mean"], thetas, alphas, X).shortfall
+    np.testing.assert_array_equal(per["angular mean"][0], by_hand)
+    # the rule at the majority's direction misses long-run IP: its shortfall stays larger
+    assert rows[3]["shortfall"] > rows[2]["shortfall"]
+
+
+def test_type_and_cloud_sweeps():
+    rows = am.experiments.type_sweep([(0.7, 0.3), (0.5, 0.3, 0.2)], [0.2, 0.8], 2, 4, rng=5)
+    assert len(rows) == 2 * 2 * 2 * (2 + 3)  # separations, reps, rules, types
+    assert min(r["ratio"] for r in rows if r["rule"] == "angular mean") >= 1 - 1e-9
+    cloud, gaps = am.experiments.cloud_sweep([(0.7, 0.3)], [0.3, 0.9], 3, 4, 50.0, 6, rng=6)
+    assert len(gaps) == 2 * 3 and len(cloud) == 2 * 3 * 2 * 2
+    assert {g["separation"] for g in gaps} == {0.3, 0.9}
+
+
+def test_table_sweep_measures_agreement_on_table_rows():
+    rows = am.experiments.table_sweep(["wine"], (0.7, 0.3), [0.5], 2, 10, 6, True, rng=7)
+    assert {r["rule"] for r in rows} == {
+        "angular mean",
+        "arithmetic mean",
+        "angular mean, whitened",
+    }
+    assert len(rows) == 2 * 3 * 2 and all(np.isfinite(r["ratio"]) for r in rows)
+    assert rows[0]["table"] == "wine (d=13)"
+    plain = am.experiments.table_sweep(["wine"], (0.7, 0.3), [0.5], 2, 10, 6, False, rng=7)
+    assert len(plain) == 2 * 2 * 2

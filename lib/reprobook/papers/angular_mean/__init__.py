@@ -7,11 +7,12 @@ weighted Frechet/Karcher mean on the sphere) are reconstructed from it.
 
 Modules: sphere geometry and input checks (:mod:`.geometry`), the arithmetic and angular means
 (:mod:`.rules`), agreement and IP checks (:mod:`.agreement`), profile and batch generators
-(:mod:`.generators`), the intervals of the statistical claims (:mod:`.intervals`) and the
-notebooks' profiles (:mod:`.config`).
+(:mod:`.generators`), the statistics of the Monte Carlo claims (:mod:`.intervals`), the
+notebooks' studies (:mod:`.experiments`) and the notebooks' profiles (:mod:`.config`). The
+equations they implement are on the chapter's page, notebooks/02_angular_mean/index.md.
 """
 
-from . import agreement, config, generators, geometry, intervals, rules
+from . import agreement, config, experiments, generators, geometry, intervals, rules
 from .agreement import (
     BatchShortfall,
     hyperplane_mc,
@@ -43,13 +44,7 @@ from .geometry import (
     unwhiten,
     whiten,
 )
-from .intervals import (
-    WorstGroup,
-    bootstrap_shortfall_slope,
-    shortfall_slope,
-    worst_group_interval,
-    worst_ratio_gap,
-)
+from .intervals import bootstrap_shortfall_slope, shortfall_slope, worst_ratio_gap
 from .rules import (
     AngularMeanInfo,
     angular_mean,

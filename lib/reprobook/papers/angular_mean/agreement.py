@@ -1,19 +1,22 @@
-"""Agreement and individual proportionality (IP) for the chapter on the angular mean (arXiv 2605.12717).
+"""Agreement and individual proportionality (IP) for the chapter on the angular mean.
 
 Paper: "The End Justifies the Mean: A Linear Ranking Rule for Proportional Sequential
 Decisions" (Baharav, Boehmer, Flanigan, Wittmann), arXiv 2605.12717. The definitions here are
-reconstructed from the abstract (the full text was not available):
+reconstructed from the abstract (the full text was not available); the equations are on the
+chapter's page, notebooks/02_angular_mean/index.md:
 
-* agreement (pairwise, Kendall style): on a batch X = (x_1, ..., x_m) voter i agrees with the
-  collective vector theta on the pair (j, k) when sign<theta, x_j - x_k> = sign<theta_i, x_j - x_k>;
-  A_i(theta, X) is the fraction of the m(m-1)/2 pairs on which they agree;
-* long-run IP: E_X[A_i(theta, X)] >= alpha_i for every voter type i;
+* agreement (pairwise, Kendall style; eq. `am-agreement`): on a batch X = (x_1, ..., x_m)
+  voter i agrees with the collective vector theta on the pair (j, k) when
+  sign<theta, x_j - x_k> = sign<theta_i, x_j - x_k>; A_i(theta, X) is the fraction of the
+  m(m-1)/2 pairs on which they agree;
+* long-run IP: E_X[A_i(theta, X)] >= alpha_i for every voter type i (eq. `am-ip`);
 * per-batch IP: A_i(theta, X) >= alpha_i for every i on every batch.
 
 For item differences with a rotation-invariant law (e.g. i.i.d. Gaussian items N(mu, s^2 I)),
-the probability that two linear rules order a random pair differently is angle(theta, theta')/pi
-(the random-hyperplane identity), so E[A_i] = 1 - angle(theta, theta_i)/pi and long-run IP is
-the geometric condition angle(theta, theta_i) <= pi (1 - alpha_i).
+the probability that two linear rules order a random pair differently is
+angle(theta, theta')/pi (the random-hyperplane identity), so E[A_i] = 1 - angle(theta,
+theta_i)/pi and long-run IP is the geometric condition angle(theta, theta_i) <= pi (1 - alpha_i)
+(eq. `am-long-run`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from reprobook.core import checks
 
 from .geometry import angle, as_generator, check_direction, check_profile
 
@@ -41,6 +46,8 @@ def long_run_agreement(theta, thetas) -> np.ndarray:
     """Expected agreement of each voter with theta under rotation-invariant item differences (n,).
 
     E[A_i] = 1 - angle(theta, theta_i) / pi      (the random-hyperplane identity)
+
+    Implements eq. `am-long-run` of notebooks/02_angular_mean/index.md.
     """
     U, _ = check_profile(thetas)
     t = check_direction(theta, U.shape[1])
@@ -52,11 +59,13 @@ def _check_batches(X, d: int) -> np.ndarray:
     A = np.asarray(X, dtype=float)
     if A.ndim not in (2, 3):
         raise ValueError(
-            f"X must be one batch of shape (m, d) or a stack of batches (B, m, d); got shape {A.shape}"
+            "X must be one batch of shape (m, d) or a stack of batches (B, m, d); "
+            f"got shape {A.shape}"
         )
     if A.shape[-1] != d:
         raise ValueError(
-            f"the items of X have dimension {A.shape[-1]} but the scoring vectors have dimension d = {d}"
+            f"the items of X have dimension {A.shape[-1]} but the scoring vectors have "
+            f"dimension d = {d}"
         )
     if A.shape[-2] < 2:
         raise ValueError(
@@ -72,32 +81,36 @@ def _check_batches(X, d: int) -> np.ndarray:
 def per_batch_agreement(theta, thetas, X, chunk_elements: int = _CHUNK_ELEMENTS) -> np.ndarray:
     """Pairwise agreement A_i(theta, X) of each voter on each batch.
 
-        A_i(theta, X) = (2 / (m (m-1))) * #{ j < k : sign<theta, x_j - x_k> = sign<theta_i, x_j - x_k> }
+        A_i(theta, X) = (2 / (m (m-1))) * #{ j < k : sign<theta, x_j - x_k>
+                                                     = sign<theta_i, x_j - x_k> }
 
-    X: (m, d) -> (n,); (B, m, d) -> (B, n). Ties follow the sign convention literally: a pair
-    that both rules tie counts as agreement, a pair that only one rule ties as disagreement
-    (with continuous item laws, such as Gaussian items, ties have probability 0). Score
+    Implements eq. `am-agreement` of notebooks/02_angular_mean/index.md. X: (m, d) -> (n,);
+    (B, m, d) -> (B, n). Ties follow the sign convention literally: a pair that both rules tie
+    counts as agreement, a pair that only one rule ties as disagreement (with continuous item
+    laws, such as Gaussian items, ties have probability 0). Score
     differences are exact differences of the computed scores <theta, x_j> - <theta, x_k>.
     Vectorised over pairs (upper-triangle indices) and voters, chunked over batches so that a
     chunk holds at most ``chunk_elements`` pair scores.
     """
-    U, _ = check_profile(thetas)
+    U, _ = check_profile(thetas)  # (n, d) the voters' unit directions
     n, d = U.shape
-    t = check_direction(theta, d)
+    t = check_direction(theta, d)  # (d,) the collective rule theta*
     A = _check_batches(X, d)
-    single = A.ndim == 2
-    A3 = A[None] if single else A
+    single = A.ndim == 2  # one batch (m, d) or a stack (B, m, d)
+    A3 = A[None] if single else A  # (B, m, d)
     B, m, _ = A3.shape
-    jj, kk = np.triu_indices(m, k=1)
-    P = jj.size
+    jj, kk = np.triu_indices(m, k=1)  # eq. am-agreement: the pairs j < k
+    P = jj.size  # m (m - 1) / 2 pairs
     W = np.concatenate([t[None, :], U], axis=0).T  # (d, n+1): the collective rule first
-    per_batch = max(1, int(chunk_elements) // (P * (n + 1)))
+    per_batch = max(1, int(chunk_elements) // (P * (n + 1)))  # batches per chunk (memory)
     out = np.empty((B, n))
     for s in range(0, B, per_batch):
-        scores = np.ascontiguousarray(np.swapaxes(A3[s : s + per_batch] @ W, 1, 2))  # (b, n+1, m)
+        # (b, n+1, m): the score <theta, x_j> of every item under every rule
+        scores = np.ascontiguousarray(np.swapaxes(A3[s : s + per_batch] @ W, 1, 2))
         D = np.take(scores, jj, axis=2)  # (b, n+1, P) score differences of the pairs j < k
-        D -= np.take(scores, kk, axis=2)
-        np.sign(D, out=D)
+        D -= np.take(scores, kk, axis=2)  # <theta, x_j - x_k> for each rule and pair
+        np.sign(D, out=D)  # eq. am-agreement: only the order of each pair counts
+        # eq. am-agreement: the share of pairs a voter orders as theta* does
         out[s : s + per_batch] = np.count_nonzero(D[:, 1:] == D[:, :1], axis=2) / P
     return out[0] if single else out
 
@@ -105,7 +118,8 @@ def per_batch_agreement(theta, thetas, X, chunk_elements: int = _CHUNK_ELEMENTS)
 def long_run_ratio(theta, thetas, alphas, atol: float = 1e-12) -> np.ndarray:
     """Per-voter long-run IP ratio (n,):  r_i = angle(theta, theta_i) / (pi (1 - alpha_i)).
 
-    r_i <= 1 exactly when E[A_i] = 1 - angle/pi >= alpha_i. A voter with alpha_i = 1 needs angle 0:
+    r_i <= 1 exactly when E[A_i] = 1 - angle/pi >= alpha_i: long-run IP (eq. `am-ip`) through
+    eq. `am-long-run` of notebooks/02_angular_mean/index.md. A voter with alpha_i = 1 needs angle 0:
     its ratio is 0 when angle <= atol and inf otherwise.
     """
     U, a = check_profile(thetas, alphas)
@@ -122,7 +136,8 @@ def long_run_ratio(theta, thetas, alphas, atol: float = 1e-12) -> np.ndarray:
 def satisfies_long_run_ip(theta, thetas, alphas, tol: float = 1e-9) -> bool:
     """Whether angle(theta, theta_i) <= pi (1 - alpha_i) + tol for every voter (tol in radians).
 
-    Equivalent to E[A_i] >= alpha_i - tol/pi under rotation-invariant item differences.
+    Equivalent to E[A_i] >= alpha_i - tol/pi under rotation-invariant item differences: long-run
+    IP (eq. `am-ip`) in the form of eq. `am-long-run` of notebooks/02_angular_mean/index.md.
     """
     U, a = check_profile(thetas, alphas)
     t = check_direction(theta, U.shape[1])
@@ -145,7 +160,8 @@ def per_batch_shortfall(theta, thetas, alphas, X, tol: float = 1e-12) -> BatchSh
 
         shortfall(X) = max_i max(alpha_i - A_i(theta, X), 0);   violated(X) = shortfall(X) > tol
 
-    (per-batch IP holds on X exactly when shortfall(X) = 0). X: (m, d) or (B, m, d).
+    The s(X) of eq. `am-shortfall-slope` of notebooks/02_angular_mean/index.md: per-batch IP
+    (eq. `am-ip`) holds on X exactly when shortfall(X) = 0. X: (m, d) or (B, m, d).
     """
     _, a = check_profile(thetas, alphas)
     A = per_batch_agreement(theta, thetas, X)
@@ -163,14 +179,14 @@ def hyperplane_mc(
     """Monte Carlo of P[sign<theta_a, x - x'> != sign<theta_b, x - x'>] for Gaussian items.
 
     x, x' i.i.d. N(0, I_d), so x - x' ~ N(0, 2 I_d); only its direction matters, and the
-    random-hyperplane identity says the probability is angle(theta_a, theta_b) / pi.
+    random-hyperplane identity behind eq. `am-long-run` of notebooks/02_angular_mean/index.md
+    says the probability is angle(theta_a, theta_b) / pi.
     Returns (fraction of the n_pairs pairs ordered differently, its standard error
     sqrt(p (1 - p) / n_pairs)).
     """
     ta = check_direction(theta_a, name="theta_a")
     tb = check_direction(theta_b, ta.size, name="theta_b")
-    if not (isinstance(n_pairs, (int, np.integer)) and n_pairs >= 1):
-        raise ValueError(f"n_pairs must be a positive integer; got {n_pairs!r}")
+    n_pairs = checks.integer(n_pairs, "n_pairs", minimum=1)
     gen = as_generator(rng)
     W = np.stack([ta, tb], axis=1)  # (d, 2)
     differ = 0

@@ -7,15 +7,15 @@ One frozen dataclass per notebook (the seed is a notebook parameter, not a field
 streams use ``seed + 1``), with a ``reduced`` instance (2 CPU cores, well under a minute of
 compute) and a ``full`` instance (larger grids). Notebooks call::
 
-    cfg = resolve("long_run_ip", profile, n_profiles=n_profiles)
+    cfg = core.resolve_notebook(config.PROFILES, "long_run_ip", profile, n_profiles=n_profiles)
 
 Notebooks: ``long_run_ip`` (claims C1, C2), ``per_batch_ip`` (C3, C4), ``disagreement_sweep``
 (C5). Angles in the configurations (separations, Monte Carlo angles) are in units of pi.
 
-The full profile runs the same NumPy code at larger sizes. The reproduction plan budgeted a GPU
-for it; plain NumPy on CPU cores is enough at the sizes below (the largest single call,
-per-batch agreement at m = 1000 over 10,000 batches, is about 1.5e10 pair comparisons per rule,
-about a minute). The paper's real preference data sets are not available, so no profile uses them.
+The full profile runs the same NumPy code at larger sizes, on CPU cores: that is enough at the
+sizes below (the largest single call, per-batch agreement at m = 1000 over 10,000 batches, is
+about 1.5e10 pair comparisons per rule, about a minute). The paper's real preference data sets
+are not available, so no profile uses them.
 """
 
 from __future__ import annotations
@@ -25,60 +25,38 @@ from typing import Any
 
 from reprobook.core.resources import Resources
 
-__all__ = ["LongRunIPConfig", "PerBatchIPConfig", "DisagreementSweepConfig", "PROFILES", "resolve"]
+__all__ = ["LongRunIPConfig", "PerBatchIPConfig", "DisagreementSweepConfig", "PROFILES"]
 
 
 @dataclass(frozen=True)
 class LongRunIPConfig:
     """C1 (the angular mean satisfies long-run IP) and C2 (the arithmetic mean is majoritarian)."""
 
-    n_profiles: int = (
-        500  # random profiles; n, d and the concentration cycle through the grids below
-    )
+    n_profiles: int = 500  # random profiles; n, d and the concentration cycle through the grids
     n_voters: tuple[int, ...] = (2, 3, 4, 5, 6)  # numbers of voter types (cycled)
     dims: tuple[int, ...] = (2, 3, 5, 10)  # item dimensions d (cycled)
-    concentrations: tuple[float, ...] = (
-        0.3,
-        1.0,
-    )  # Dirichlet concentrations of the shares (cycled)
-    ip_tol: float = (
-        1e-3  # radians: angle(theta*, u_i) above pi (1 - alpha_i) by more is a violation
-    )
-    n_random_starts: int = (
-        8  # random starts of the Riemannian descent (besides the mean and each u_i)
-    )
+    concentrations: tuple[float, ...] = (0.3, 1.0)  # Dirichlet concentrations of the shares
+    ip_tol: float = 1e-3  # radians: angle(theta*, u_i) above pi (1 - alpha_i) by more: violation
+    n_random_starts: int = 8  # random starts of the descent (besides the mean and each u_i)
     max_iter: int = 300  # descent steps per start
     tol: float = 1e-12  # stationarity residual |sum_i alpha_i Log(u_i)| at which a start stops
     n_grid_profiles: int = 60  # profiles in d = 2 and d = 3 also minimised by brute force on a grid
     grid_circle: int = 20_001  # grid points on the circle (d = 2)
     grid_sphere: int = 40_000  # Fibonacci-lattice points on S^2 (d = 3)
     mc_dim: int = 5  # dimension of the random-hyperplane identity check
-    mc_angles: tuple[float, ...] = (
-        0.05,
-        0.25,
-        0.5,
-        0.75,
-        0.95,
-    )  # angles between the two vectors (units of pi)
+    mc_angles: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)  # angles between the vectors / pi
     mc_pairs: int = 200_000  # Gaussian item pairs per angle
     mc_profiles: int = 20  # profiles whose E[A_i] is also estimated from Gaussian batches
     mc_batches: int = 500  # Gaussian batches per such profile
     mc_batch_size: int = 20  # items per batch
     example_alphas: tuple[float, ...] = (0.6, 0.4)  # shares of the two-group example
     example_separation: float = 0.9  # angle between the two groups (units of pi)
-    example_separations: tuple[float, ...] = (
-        0.5,
-        0.7,
-        0.8,
-        0.9,
-        0.95,
-        0.99,
-    )  # the example swept (units of pi)
+    example_separations: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)  # swept (units of pi)
 
 
 @dataclass(frozen=True)
 class PerBatchIPConfig:
-    """C3 (exact per-batch IP is impossible) and C4 (the per-batch gap shrinks with the batch size)."""
+    """C3 (exact per-batch IP is impossible) and C4 (the per-batch gap shrinks with m)."""
 
     d: int = 5  # item dimension
     separation: float = 0.9  # angle between the two voter types (units of pi)
@@ -98,46 +76,20 @@ class DisagreementSweepConfig:
     """C5: the rules agree for homogeneous voters; the angular mean wins under high disagreement."""
 
     d: int = 5  # item dimension of the synthetic sweep
-    separations: tuple[float, ...] = (
-        0.1,
-        0.2,
-        0.3,
-        0.4,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.9,
-    )  # type separation (units of pi)
+    separations: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # units of pi
     share_vectors: tuple[tuple[float, ...], ...] = ((0.7, 0.3), (0.5, 0.3, 0.2))  # type shares
     n_reps: int = 30  # random planes (and voter clouds) per separation and share vector
     kappa: float = 50.0  # von Mises-Fisher concentration of individual voters around their type
-    voters_per_type: int = (
-        20  # individual voters drawn per type (per-voter share: type share / count)
-    )
-    cloud_separations: tuple[float, ...] = (
-        0.1,
-        0.3,
-        0.5,
-        0.7,
-        0.9,
-    )  # separations of the voter clouds (units of
-    #   pi); C5 is scored at the largest, C6 at the smallest
+    voters_per_type: int = 20  # voters drawn per type (per-voter share: type share / count)
+    # separations of the voter clouds (units of pi); C5 is scored at the largest, C6 the smallest
+    cloud_separations: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
     cloud_reps: int = 30  # voter clouds (random plane and draws) per separation and share vector
-    tables: tuple[str, ...] = (
-        "wine",
-        "diabetes",
-        "breast_cancer",
-    )  # scikit-learn tables (semi-synthetic)
-    table_separations: tuple[float, ...] = (
-        0.1,
-        0.5,
-        0.9,
-    )  # type separations on the tables (units of pi)
+    tables: tuple[str, ...] = ("wine", "diabetes", "breast_cancer")  # scikit-learn tables
+    table_separations: tuple[float, ...] = (0.1, 0.5, 0.9)  # separations on the tables / pi
     table_reps: int = 5  # random planes per table and separation
     table_batch_size: int = 20  # rows per batch of table items
     table_n_batches: int = 200  # batches of table items per profile
-    whiten_tables: bool = True  # also compute the rules in whitened coordinates (Sigma^{1/2} theta)
+    whiten_tables: bool = True  # also compute the rules in whitened coordinates
     n_random_starts: int = 8  # random starts of the Riemannian descent
     max_iter: int = 300  # descent steps per start
     tol: float = 1e-12  # stationarity residual at which a start stops
@@ -209,14 +161,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
     "full": Resources(gpus=0, cpus=4, mem_gb=8, hours=0.5),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied.
-
-    Delegates to :func:`reprobook.core.profiles.resolve`, which names the valid profiles and
-    keys when a request does not fit. Raises ValueError naming the notebooks for an unknown one.
-    """
-    from reprobook.core.profiles import resolve_notebook
-
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)

@@ -23,6 +23,8 @@ from functools import cache
 
 import numpy as np
 
+from reprobook.core import checks
+
 from .geometry import _sqrtm_psd, as_generator, check_profile, unit
 
 __all__ = [
@@ -39,24 +41,18 @@ __all__ = [
 TABLES: tuple[str, ...] = ("wine", "diabetes", "breast_cancer")
 
 
-def _check_int(value, name: str, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}; got {value!r}")
-    return int(value)
-
-
 def random_profile(
     n: int, d: int, concentration: float = 1.0, rng: np.random.Generator | int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A random profile: thetas (n, d) i.i.d. uniform on S^{d-1}, alphas (n,) ~ Dirichlet(concentration * 1_n).
+    """A random profile: thetas (n, d) i.i.d. uniform on S^{d-1}, alphas (n,) ~
+    Dirichlet(concentration * 1_n).
 
     Small concentrations (0.3) give a few dominant types and some tiny shares; 1 is uniform on
     the simplex. For n = 1 the single share is 1.
     """
-    n = _check_int(n, "n", 1)
-    d = _check_int(d, "d", 2)
-    if not concentration > 0:
-        raise ValueError(f"concentration must be > 0; got {concentration!r}")
+    n = checks.integer(n, "n", minimum=1)
+    d = checks.integer(d, "d", minimum=2)
+    concentration = checks.real(concentration, "concentration", above=0)
     gen = as_generator(rng)
     thetas = unit(gen.standard_normal((n, d)))
     alphas = gen.dirichlet(np.full(n, float(concentration))) if n > 1 else np.ones(1)
@@ -64,7 +60,8 @@ def random_profile(
 
 
 def _random_plane(d: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Two orthonormal vectors spanning a uniformly random plane of R^d (QR of a Gaussian matrix)."""
+    """Two orthonormal vectors spanning a uniformly random plane of R^d (QR of a Gaussian
+    matrix)."""
     Q, R = np.linalg.qr(gen.standard_normal((d, 2)))
     Q = Q * np.sign(np.diag(R))[None, :]
     return Q[:, 0], Q[:, 1]
@@ -73,7 +70,8 @@ def _random_plane(d: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndar
 def type_profile(
     d: int, separation: float, alphas, rng: np.random.Generator | int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """k = len(alphas) voter types on one great circle of a random plane; returns (thetas (k, d), alphas (k,)).
+    """k = len(alphas) voter types on one great circle of a random plane; returns
+    (thetas (k, d), alphas (k,)).
 
     Type j sits at angle j * separation / (k - 1) along the circle (e1 cos + e2 sin in the random
     plane span(e1, e2)), so types 0 and k-1 are exactly ``separation`` radians apart and the
@@ -81,7 +79,7 @@ def type_profile(
     For k = 2 this is two types at angle ``separation``. separation in [0, pi]; k = 1 gives one
     type (separation unused).
     """
-    d = _check_int(d, "d", 2)
+    d = checks.integer(d, "d", minimum=2)
     a = np.asarray(alphas, dtype=float)
     if a.ndim != 1 or a.size < 1:
         raise ValueError(
@@ -107,20 +105,17 @@ def vmf_voters(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Individual voters drawn from von Mises-Fisher clouds around type centres.
 
-    Voter l of type t has theta ~ vMF(mu = centres[t] / |centres[t]|, kappa) (scipy.stats.vonmises_fisher;
-    density proportional to exp(kappa <mu, x>) on S^{d-1}). ``n_per_type`` is one count for every
-    type or one count per type. Returns (thetas (N, d), alphas (N,), labels (N,) type indices).
-    Shares: equal, 1/N per voter, when ``type_alphas`` is None (type t then weighs n_t / N);
-    otherwise type_alphas[t] / n_t per voter of type t.
+    Voter l of type t has theta ~ vMF(mu = centres[t] / |centres[t]|, kappa)
+    (scipy.stats.vonmises_fisher; density proportional to exp(kappa <mu, x>) on S^{d-1}).
+    ``n_per_type`` is one count for every type or one count per type. Returns (thetas (N, d),
+    alphas (N,), labels (N,) type indices). Shares: equal, 1/N per voter, when ``type_alphas``
+    is None (type t then weighs n_t / N); otherwise type_alphas[t] / n_t per voter of type t.
     """
     from scipy.stats import vonmises_fisher
 
     C, _ = check_profile(centres)
     k, d = C.shape
-    if not (np.isfinite(kappa) and kappa > 0):
-        raise ValueError(
-            f"kappa must be a finite concentration > 0 (kappa -> 0 is uniform); got {kappa!r}"
-        )
+    kappa = checks.real(kappa, "kappa", above=0)  # kappa -> 0 is the uniform law
     counts = np.atleast_1d(np.asarray(n_per_type))
     if counts.size == 1:
         counts = np.repeat(counts, k)
@@ -131,7 +126,8 @@ def vmf_voters(
         or np.any(counts < 1)
     ):
         raise ValueError(
-            f"n_per_type must be a positive integer or {k} positive integers (one per type); got {n_per_type!r}"
+            f"n_per_type must be a positive integer or {k} positive integers (one per type); "
+            f"got {n_per_type!r}"
         )
     counts = counts.astype(int)
     gen = as_generator(rng)
@@ -152,14 +148,14 @@ def vmf_voters(
 
 
 def two_voter_opposite(d: int, alpha: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """The m = 2 counterexample profile: thetas = (e_1, -e_1) (2, d), alphas = (alpha, 1 - alpha).
+    """The m = 2 counterexample profile: thetas = (e_1, -e_1) (2, d), alphas = (alpha,
+    1 - alpha).
 
     On a batch of two items the voters order the single pair oppositely, so whatever theta does,
     one of them has agreement 0.
     """
-    d = _check_int(d, "d", 2)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")
+    d = checks.integer(d, "d", minimum=2)
+    alpha = checks.probability(alpha, "alpha", open_low=True, open_high=True)
     thetas = np.zeros((2, d))
     thetas[0, 0], thetas[1, 0] = 1.0, -1.0
     return thetas, np.array([alpha, 1.0 - alpha])
@@ -168,13 +164,14 @@ def two_voter_opposite(d: int, alpha: float = 0.5) -> tuple[np.ndarray, np.ndarr
 def gaussian_batches(
     n_batches: int, m: int, d: int, rng: np.random.Generator | int | None = None, cov=None
 ) -> np.ndarray:
-    """Batches of i.i.d. Gaussian items, shape (n_batches, m, d): x ~ N(0, cov) (cov = I_d by default).
+    """Batches of i.i.d. Gaussian items, shape (n_batches, m, d): x ~ N(0, cov) (cov = I_d by
+    default).
 
     Drawn as z Sigma^{1/2} with z standard normal, so a seed gives the same z for any cov.
     """
-    B = _check_int(n_batches, "n_batches", 1)
-    m = _check_int(m, "m", 2)
-    d = _check_int(d, "d", 2)
+    B = checks.integer(n_batches, "n_batches", minimum=1)
+    m = checks.integer(m, "m", minimum=2)
+    d = checks.integer(d, "d", minimum=2)
     gen = as_generator(rng)
     Z = gen.standard_normal((B, m, d))
     if cov is None:
@@ -206,10 +203,10 @@ def table_items(name: str) -> np.ndarray:
 
     name: "wine" (178 x 13), "diabetes" (442 x 10) or "breast_cancer" (569 x 30). Each column is
     z-scored (mean 0, population standard deviation 1). The items are neither Gaussian nor
-    isotropic (columns are correlated), so the random-hyperplane identity holds only approximately.
+    isotropic (columns are correlated), so the random-hyperplane identity holds only
+    approximately.
     """
-    if name not in TABLES:
-        raise ValueError(f"unknown table {name!r}; valid tables: {', '.join(TABLES)}")
+    checks.choice(name, "name", TABLES)
     return _load_table(name).copy()
 
 
@@ -219,8 +216,8 @@ def table_batches(
     """Batches (n_batches, m, d) of m distinct rows each, drawn uniformly without replacement
     from :func:`table_items` (independently across batches). Requires m <= number of rows."""
     X = table_items(name)
-    B = _check_int(n_batches, "n_batches", 1)
-    m = _check_int(m, "m", 2)
+    B = checks.integer(n_batches, "n_batches", minimum=1)
+    m = checks.integer(m, "m", minimum=2)
     if m > X.shape[0]:
         raise ValueError(f"m = {m} exceeds the {X.shape[0]} rows of table {name!r}")
     gen = as_generator(rng)

@@ -4,7 +4,8 @@ Paper: "The End Justifies the Mean: A Linear Ranking Rule for Proportional Seque
 Decisions" (Baharav, Boehmer, Flanigan, Wittmann), arXiv 2605.12717. Only the abstract was
 available, so the objective below is a reconstruction from the abstract: the "angular mean,
 the spherical analog of the arithmetic mean" is read as the weighted Frechet (Karcher) mean on
-the unit sphere S^{d-1} with the squared geodesic distance,
+the unit sphere S^{d-1} with the squared geodesic distance (eq. `am-angular-mean` of
+notebooks/02_angular_mean/index.md),
 
     f(v) = sum_i alpha_i * arccos(<v, u_i>)^2,    u_i = theta_i / |theta_i|.
 
@@ -54,14 +55,16 @@ def check_profile(thetas, alphas=None) -> tuple[np.ndarray, np.ndarray | None]:
     T = np.asarray(thetas, dtype=float)
     if T.ndim != 2:
         raise ValueError(
-            f"thetas must be a 2-D array of shape (n, d), one scoring vector per row; got an array with shape {T.shape}"
+            "thetas must be a 2-D array of shape (n, d), one scoring vector per row; "
+            f"got an array with shape {T.shape}"
         )
     n, d = T.shape
     if n < 1:
         raise ValueError("thetas has no rows; give at least one voter's scoring vector")
     if d < 2:
         raise ValueError(
-            f"the item dimension d must be >= 2 (d = 1 has a single ranking direction up to sign); got d = {d}"
+            "the item dimension d must be >= 2 (d = 1 has a single ranking direction up to "
+            f"sign); got d = {d}"
         )
     if not np.all(np.isfinite(T)):
         bad = int(np.argwhere(~np.isfinite(T))[0, 0])
@@ -70,8 +73,8 @@ def check_profile(thetas, alphas=None) -> tuple[np.ndarray, np.ndarray | None]:
     zero = np.flatnonzero(norms == 0)
     if zero.size:
         raise ValueError(
-            f"thetas[{int(zero[0])}] is the zero vector; every voter needs a nonzero scoring vector "
-            "(only its direction matters)"
+            f"thetas[{int(zero[0])}] is the zero vector; every voter needs a nonzero scoring "
+            "vector (only its direction matters)"
         )
     U = T / norms[:, None]
     if alphas is None:
@@ -79,7 +82,8 @@ def check_profile(thetas, alphas=None) -> tuple[np.ndarray, np.ndarray | None]:
     a = np.asarray(alphas, dtype=float)
     if a.ndim != 1 or a.size != n:
         raise ValueError(
-            f"alphas must be a 1-D array with one share per voter (length n = {n}); got shape {a.shape}"
+            f"alphas must be a 1-D array with one share per voter (length n = {n}); "
+            f"got shape {a.shape}"
         )
     if not np.all(np.isfinite(a)):
         raise ValueError("alphas contains NaN or inf; shares must be finite numbers in [0, 1]")
@@ -139,7 +143,8 @@ def _fallback_tangent(v: np.ndarray) -> np.ndarray:
 
 
 def log_map(v, u) -> np.ndarray:
-    """Riemannian logarithm of the unit sphere: the tangent vector at v pointing to u.
+    """Riemannian logarithm of the unit sphere: the tangent vector at v pointing to u (the Log
+    of eq. `am-karcher` of notebooks/02_angular_mean/index.md).
 
         Log_v(u) = theta * (u - <v,u> v) / |u - <v,u> v|,   theta = angle(v, u).
 
@@ -164,7 +169,8 @@ def log_map(v, u) -> np.ndarray:
 
 
 def exp_map(v, w) -> np.ndarray:
-    """Riemannian exponential of the unit sphere: follow the geodesic from v with velocity w.
+    """Riemannian exponential of the unit sphere: follow the geodesic from v with velocity w
+    (the Exp of eq. `am-karcher` of notebooks/02_angular_mean/index.md).
 
         Exp_v(w) = cos|w| v + sin|w| w / |w|    (w tangent at v; Exp_v(0) = v).
 
@@ -193,6 +199,8 @@ def _distances(V: np.ndarray, U: np.ndarray) -> np.ndarray:
 def karcher_objective(v, thetas, alphas) -> float | np.ndarray:
     """The angular-mean objective f(v) = sum_i alpha_i * angle(v, theta_i)^2.
 
+    Implements the f of eq. `am-angular-mean` of notebooks/02_angular_mean/index.md.
+
     v: (d,) -> float, or (S, d) -> (S,). v need not be unit (its direction is used).
     The angle is the geodesic distance on S^{d-1}, arccos(<v, u_i>) computed stably.
     """
@@ -202,7 +210,8 @@ def karcher_objective(v, thetas, alphas) -> float | np.ndarray:
     V2 = unit(np.atleast_2d(V))
     if V2.shape[-1] != U.shape[1]:
         raise ValueError(
-            f"v has dimension {V2.shape[-1]} but the voters' vectors have dimension d = {U.shape[1]}"
+            f"v has dimension {V2.shape[-1]} but the voters' vectors have dimension "
+            f"d = {U.shape[1]}"
         )
     f = _distances(V2, U) ** 2 @ a  # (S,)
     return float(f[0]) if single else f
@@ -230,6 +239,8 @@ def _field(V: np.ndarray, U: np.ndarray, a: np.ndarray) -> np.ndarray:
 def karcher_field(v, thetas, alphas) -> np.ndarray:
     """The mean of the logarithms, G(v) = sum_i alpha_i Log_v(u_i)  ((d,) or (S, d)).
 
+    Implements the G of eq. `am-karcher` of notebooks/02_angular_mean/index.md.
+
     G = -grad f / 2 and the Karcher iteration is v <- Exp_v(eta G). |G(v)| is the stationarity
     residual reported by :func:`reprobook.papers.angular_mean.angular_mean_info`.
     """
@@ -242,6 +253,8 @@ def karcher_field(v, thetas, alphas) -> np.ndarray:
 
 def riemannian_gradient(v, thetas, alphas) -> np.ndarray:
     """Riemannian gradient of f on the sphere: grad f(v) = -2 sum_i alpha_i Log_v(u_i).
+
+    Implements eq. `am-karcher` of notebooks/02_angular_mean/index.md: grad f = -2 G.
 
     It is tangent at v ((d,) or (S, d)). f is smooth except at the antipodes -u_i of voters
     with alpha_i > 0, where it has a concave kink (so no minimiser lies there).
@@ -286,7 +299,7 @@ def riemannian_hessian(v, thetas, alphas) -> np.ndarray:
 
 
 def _sqrtm_psd(cov) -> tuple[np.ndarray, np.ndarray]:
-    """(Sigma^{1/2}, Sigma^{-1/2}) of a symmetric positive-definite matrix, by eigendecomposition."""
+    """(Sigma^{1/2}, Sigma^{-1/2}) of a symmetric positive-definite matrix (eigendecomposition)."""
     S = np.asarray(cov, dtype=float)
     if S.ndim != 2 or S.shape[0] != S.shape[1]:
         raise ValueError(f"cov must be a square (d, d) matrix; got shape {S.shape}")
@@ -316,7 +329,7 @@ def whiten(thetas, cov) -> np.ndarray:
 
 
 def unwhiten(v, cov) -> np.ndarray:
-    """Back from whitened coordinates: v -> Sigma^{-1/2} v, the scoring vector to use on raw items."""
+    """Back from whitened coordinates: v -> Sigma^{-1/2} v, the scoring vector for raw items."""
     _, inv_half = _sqrtm_psd(cov)
     V = np.asarray(v, dtype=float)
     if V.shape[-1] != inv_half.shape[0]:
