@@ -250,7 +250,8 @@ def test_ranks_match_brute_force():
 
 
 def test_caption_retrieval_hand_case():
-    # three images on the axes; image 0's captions both hit it; image 1's second caption points at image 2
+    # three images on the axes; image 0's captions both hit it; image 1's second caption points at
+    # image 2
     v = torch.eye(3)
     q = torch.stack(
         [
@@ -348,7 +349,8 @@ def test_retrieval_calibration_hand_case():
 def test_ece_against_hand_computation():
     conf = torch.tensor([0.1, 0.15, 0.55, 0.62, 0.95, 0.97])
     correct = torch.tensor([0, 1, 1, 0, 1, 1]).bool()
-    # 15 bins of width 1/15: {0.1}, {0.15}, {0.55}, {0.62} alone; {0.95, 0.97} together (mean 0.96, acc 1)
+    # 15 bins of width 1/15: {0.1}, {0.15}, {0.55}, {0.62} alone; {0.95, 0.97} together
+    # (mean 0.96, acc 1)
     hand = (0.1 + 0.85 + 0.45 + 0.62 + 2 * 0.04) / 6
     assert dg.expected_calibration_error(conf, correct) == pytest.approx(hand, abs=1e-6)
     # a confidence of exactly 1.0 joins the last bin: {0.95, 1.0} (mean 0.975, acc 0.5) and {0.5}
@@ -401,8 +403,9 @@ def test_risk_coverage_hand_case_and_auroc():
     assert dg.auroc(
         torch.tensor([0.9, 0.8, 0.2, 0.1]), torch.tensor([0, 0, 1, 1])
     ) == pytest.approx(0.0)
-    # scores outside [0, 1] are rescaled, not squashed by a float32 sigmoid (which would tie 29, 30,
-    # 31 and 100 at 1.0 and give 4/6): errors score 30 and 100, non-errors -5, 31, 29 -> 5 of 6 pairs
+    # scores outside [0, 1] are rescaled, not squashed by a float32 sigmoid (which would tie 29,
+    # 30, 31 and 100 at 1.0 and give 4/6): errors score 30 and 100, non-errors -5, 31, 29 -> 5 of
+    # 6 pairs
     s = torch.tensor([-5.0, 30.0, 31.0, 29.0, 100.0])
     e = torch.tensor([0, 1, 0, 0, 1])
     assert dg.auroc(s, e) == pytest.approx(dg.auroc((s + 5) / 105, e)) == pytest.approx(5 / 6)
@@ -535,7 +538,7 @@ def test_robust_accuracy_bad_inputs(probe_data):
         attacks.robust_accuracy(lambda z: z, x, y, attack="pgd", eps=0.01, steps=5, seed=0)
 
 
-# ============================================================================ Lemma A.1 on the training code
+# ================================================================= Lemma A.1 on the training code
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 5])
@@ -621,7 +624,68 @@ def test_evaluate_queries_are_the_filtered_cores(eval_setup):
     )  # residual by consensus
 
 
-# ============================================================================ per-replicate statistics
+# ====================================================================== per-replicate statistics
+
+
+def test_calibration_ways_score_the_candidate_sets_of_the_model(eval_setup):
+    """A TPC model is scored at tau(y) and at tau0, a CLIP model at tau0 only, on candidate sets
+    built once from its own scores with the given seed; each way is retrieval_calibration of the
+    filtered cores, and u_hat is the model's query uncertainty."""
+    test, base = eval_setup
+    model = mo.DualEncoder(base.model_cfg, lo.TPCConfig(), mo.OptimConfig(), seed=0)
+    with torch.no_grad():
+        model.core_filter.linear.weight.add_(0.3 * torch.randn(16, 16, generator=gen(4)))
+    kw = dict(tau0=0.07, n_top=5, n_random=10, seed=7)
+    ways, u_hat = ev.calibration_ways(model, test.data, test.relevance, tpc_arm=True, **kw)
+    assert list(ways) == ["TPC at tau(y)", "TPC at tau0"] and set(ways) < set(ev.WAYS)
+    e = mo.embed(model, test.data)
+    cand = dg.candidate_sets(e.v, e.c_hat, test.relevance, n_top=5, n_random=10, generator=gen(7))
+    tau_y = model.query_temperature(e.t).reshape(-1)
+    for way, tau in (("TPC at tau(y)", tau_y), ("TPC at tau0", 0.07)):
+        ref = dg.retrieval_calibration(e.v, e.c_hat, tau, cand)
+        assert ways[way]["ece"] == ref["ece"] and ways[way]["nll"] == ref["nll"]
+        assert torch.equal(ways[way]["correct"], ref["correct"])
+    assert torch.allclose(u_hat, model.uncertainty(e.t).reshape(-1))
+    assert ways["TPC at tau(y)"]["nll"] != ways["TPC at tau0"]["nll"]  # the test can tell
+    clip, _ = ev.calibration_ways(model, test.data, test.relevance, tpc_arm=False, **kw)
+    assert list(clip) == ["CLIP-FT at tau0"]
+    assert clip["CLIP-FT at tau0"]["ece"] == ways["TPC at tau0"]["ece"]
+    scores = ev.calibration_metrics(ways["TPC at tau(y)"], u_hat)
+    error = ~ways["TPC at tau(y)"]["correct"]
+    assert scores["auroc_u_hat"] == pytest.approx(dg.auroc(u_hat, error))
+    assert scores["aurc_u_hat"] == pytest.approx(dg.aurc(*dg.risk_coverage(u_hat, error)))
+    assert scores["ece"] == ways["TPC at tau(y)"]["ece"]
+    no_u = ev.calibration_metrics(ways["TPC at tau(y)"])
+    assert math.isnan(no_u["auroc_u_hat"]) and math.isnan(no_u["aurc_u_hat"])
+    assert no_u["auroc_confidence"] == scores["auroc_confidence"]
+
+
+def test_binned_means_by_hand():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    y = np.array([0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
+    b = ev.binned_means(x, y, 3)  # edges at 1, 2.67, 4.33, 6: {1, 2}, {3, 4}, {5, 6}
+    assert b["x"].tolist() == [1.5, 3.5, 5.5] and b["y"].tolist() == [1.0, 5.0, 9.0]
+    assert b["n"].tolist() == [2, 2, 2]
+    assert ev.binned_means(x, y, 1)["n"].tolist() == [6]
+    tied = ev.binned_means(np.zeros(4), np.arange(4.0), 3)  # one edge value: one bin
+    assert tied["y"].tolist() == [1.5]
+    with pytest.raises(ValueError, match="n_bins"):
+        ev.binned_means(x, y, 0)
+    with pytest.raises(ValueError, match="same shape"):
+        ev.binned_means(x, y[:5], 2)
+
+
+def test_bootstrap_mean_against_hand_resamples():
+    values = np.array([0.0, 1.0, 0.0, 1.0])
+    index = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 2, 3], [1, 3, 1, 3]])
+    mean, low, high = ev.bootstrap_mean(values, index)  # resampled means 0, 1, 0.5, 1
+    assert mean == 0.5
+    assert low == pytest.approx(np.quantile([0.0, 1.0, 0.5, 1.0], 0.025))
+    assert high == pytest.approx(np.quantile([0.0, 1.0, 0.5, 1.0], 0.975))
+    with pytest.raises(ValueError, match="index"):
+        ev.bootstrap_mean(values, np.array([[0, 4]]))
+    with pytest.raises(ValueError, match="index"):
+        ev.bootstrap_mean(values, np.array([0, 1]))
 
 
 def test_paired_values_follow_the_sorted_replicates():
@@ -667,7 +731,8 @@ def test_deciding_interval_gives_the_verdict_of_every_ablation_together():
     }
     name, iv = ev.deciding_interval(below, bar)
     assert name == "lower" and iv.high < bar
-    # the rule agrees with "all clear -> reproduced, any wholly below -> not reproduced" on random sets
+    # the rule agrees with "all clear -> reproduced, any wholly below -> not reproduced" on random
+    # sets
     rng = np.random.default_rng(0)
     for _ in range(500):
         ivs = {}
@@ -687,16 +752,27 @@ def test_deciding_interval_bad_inputs():
 
 
 def test_profiles_use_three_replicates_and_subsets_are_checked():
+    from reprobook.core import ProfileError, resolve_notebook
     from reprobook.papers.tpc_alignment import config
+
+    def resolve(notebook, profile, **overrides):
+        return resolve_notebook(config.PROFILES, notebook, profile, **overrides)
 
     for notebook in config.PROFILES:
         for profile in ("reduced", "full"):
-            assert len(config.resolve(notebook, profile).replicates) >= 3
-    assert config.resolve("core_residual", "full").ablation_replicates == (0, 1, 2)
-    assert config.resolve("robustness", "full").robust_replicates == (0, 1, 2)
-    with pytest.raises(ValueError, match="subset of replicates"):
-        config.resolve("core_residual", "reduced", ablation_replicates=(5,))
-    with pytest.raises(ValueError, match="subset of replicates"):
-        config.resolve("robustness", "reduced", robust_replicates=())
-    with pytest.raises(ValueError, match="distinct non-negative"):
-        config.resolve("diagnostic", "reduced", replicates=(0, 0, 1))
+            assert len(resolve(notebook, profile).replicates) >= 3
+    assert resolve("core_residual", "full").ablation_replicates == (0, 1, 2)
+    assert resolve("robustness", "full").robust_replicates == (0, 1, 2)
+    with pytest.raises(ValueError, match="ablation_replicates must be a non-empty subset"):
+        resolve("core_residual", "reduced", ablation_replicates=(5,))
+    with pytest.raises(ValueError, match="robust_replicates must be a non-empty subset"):
+        resolve("robustness", "reduced", robust_replicates=())
+    with pytest.raises(ValueError, match="replicates must be distinct non-negative"):
+        resolve("diagnostic", "reduced", replicates=(0, 0, 1))
+    with pytest.raises(ValueError, match="replicates must be an integer >= 0"):
+        resolve("diagnostic", "reduced", replicates=(0, -1, 2))
+    # bad profiles and keys are the core's errors, naming what is allowed
+    with pytest.raises(ProfileError, match="valid profiles"):
+        resolve("diagnostic", "large")
+    with pytest.raises(ProfileError, match="valid keys"):
+        resolve("diagnostic", "reduced", n_replicates=3)

@@ -136,7 +136,8 @@ def test_tpc_loss_terms_by_hand():
         )
     cfg = Lo.TPCConfig(gamma=2.0, lambda_agree=0.7, lambda_nc=0.3)
     out = Lo.tpc_loss(v, t.clone().requires_grad_(True), f, cfg)
-    # the temperature carries no gradient to the text embeddings (u is detached there); the loss does
+    # the temperature carries no gradient to the text embeddings (u is detached there); the loss
+    # does
     assert out["loss"].requires_grad and not out["tau"].requires_grad and not out["u"].requires_grad
     out = {key: value.detach() for key, value in out.items()}
     c = F.normalize(t.sum(1), dim=-1)
@@ -300,7 +301,8 @@ def test_rendering_main_object_and_distractors(small):
     s = 32
     solid = (small.attrs["fill"] == 0) & (small.attrs["shape"] != 4)  # rings are hollow
     for i in torch.nonzero(solid).flatten()[:40].tolist():
-        # the main object's centre pixel is its colour exactly (centre from the position grid, +-jitter)
+        # the main object's centre pixel is its colour exactly (centre from the position grid,
+        # +-jitter)
         rgb = torch.from_numpy(np.rint(D.COLOUR_RGB[small.attrs["colour"][i]] * 255)).to(
             torch.uint8
         )
@@ -310,7 +312,8 @@ def test_rendering_main_object_and_distractors(small):
             3, -1
         )
         assert (patch == rgb[:, None]).all(dim=0).any(), i
-    # plain backgrounds are uniform grey far from objects in images without distractors; noisy ones vary
+    # plain backgrounds are uniform grey far from objects in images without distractors; noisy
+    # ones vary
     plain = torch.nonzero(
         (small.attrs["background"] == 0) & (small.attrs["distractors"] == 0)
     ).flatten()
@@ -679,7 +682,8 @@ def test_finetune_starts_from_base_with_identity_filter(small, tmp_path, monkeyp
 
 
 def test_training_curve_survives_the_checkpoint(tmp_path, monkeypatch):
-    """The curve is a buffer: a model loaded from its checkpoint has the same curve as the one trained."""
+    """The curve is a buffer: a model loaded from its checkpoint has the same curve as the one
+    trained."""
     import dataclasses as _dc
 
     from reprobook.papers.tpc_alignment import data as _data
@@ -754,14 +758,15 @@ def _hand_clip_loss(v: torch.Tensor, t: torch.Tensor, tau0: float) -> torch.Tens
 
 
 def test_tpc_with_one_view_equals_hand_written_clip_loss():
-    """K = 1, gamma = 0, lambda_agree = lambda_nc = 0, identity filter: L_TPC = CLIP's loss, against a
-    hand-written CLIP loss (not the library's clip_loss, which calls the same info_nce).
+    """K = 1, gamma = 0, lambda_agree = lambda_nc = 0, identity filter: L_TPC = CLIP's loss,
+    against a hand-written CLIP loss (not the library's clip_loss, which calls the same info_nce).
 
     Why the reduction holds: with one view c = norm(t) = t (t is a unit vector, F.normalize is
-    idempotent), so L_core is CLIP's InfoNCE at tau0. It still holds with NON-zero gamma and lambdas:
-    u = 1 - (t . c)^2 = 0 whatever the filter, so tau_i = tau0 for every gamma; with the identity filter
-    c_hat = t = c, so L_agree = ||c_hat - c||^2 = 0 and r = t - (t . c_hat) c_hat = 0, so L_nc = 0.
-    With a trained (non-identity) filter only the gamma part survives: L_agree and L_nc are then > 0."""
+    idempotent), so L_core is CLIP's InfoNCE at tau0. It still holds with NON-zero gamma and
+    lambdas: u = 1 - (t . c)^2 = 0 whatever the filter, so tau_i = tau0 for every gamma; with the
+    identity filter c_hat = t = c, so L_agree = ||c_hat - c||^2 = 0 and r = t - (t . c_hat) c_hat
+    = 0, so L_nc = 0. With a trained (non-identity) filter only the gamma part survives: L_agree
+    and L_nc are then > 0."""
     b, d, tau0 = 24, 16, 0.07
     v, t = unit(b, d, seed=40), unit(b, 1, d, seed=41)
     ref = _hand_clip_loss(v, t[:, 0], tau0)
@@ -833,9 +838,9 @@ def test_select_views_draws_distinct_views_of_the_instance(views, k):
 
 
 def test_query_temperature_clips_at_three_tau0_and_is_linear_inside():
-    """tau(y) = clip(tau0 (1 + gamma u_hat), tau0, 3 tau0): gamma = 10 with a far-from-identity filter
-    (u_hat > 0.2 for every query) gives 3 tau0; a near-identity filter (0 < u_hat < 0.2) gives
-    tau0 (1 + gamma u_hat), strictly inside the range."""
+    """tau(y) = clip(tau0 (1 + gamma u_hat), tau0, 3 tau0): gamma = 10 with a far-from-identity
+    filter (u_hat > 0.2 for every query) gives 3 tau0; a near-identity filter (0 < u_hat < 0.2)
+    gives tau0 (1 + gamma u_hat), strictly inside the range."""
     tau0, gamma, d = 0.07, 10.0, 16
     t = unit(32, d, seed=50, dtype=torch.float32)
     g = torch.Generator().manual_seed(5)

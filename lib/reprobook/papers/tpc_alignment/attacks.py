@@ -20,12 +20,13 @@ which needs an in-loop attack. This module holds:
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
+
+from reprobook.core import checks
 
 __all__ = ["ATTACKS", "pgd_perturb", "robust_accuracy"]
 
@@ -35,14 +36,10 @@ ATTACKS = ("pgd", "apgd")
 
 def _check_radius(eps: float, alpha: float | None, steps: int) -> None:
     """Validate an attack's radius, step size and number of steps."""
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if alpha is not None and not (
-        isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0
-    ):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    checks.real(eps, "eps", minimum=0)
+    if alpha is not None:
+        checks.real(alpha, "alpha", above=0)
+    checks.integer(steps, "steps", minimum=0)
 
 
 def _check_images(x: torch.Tensor) -> None:
@@ -78,8 +75,8 @@ def pgd_perturb(
     parameters; gradients are enabled inside even when the caller runs under ``torch.no_grad``.
 
     Args:
-        loss_fn: maps images (B, C, H, W) to a scalar loss to be *maximised* (e.g. the core-alignment
-            InfoNCE of the current batch).
+        loss_fn: maps images (B, C, H, W) to a scalar loss to be *maximised* (e.g. the
+            core-alignment InfoNCE of the current batch).
         x: clean images, float (B, C, H, W) in [0, 1].
         eps: l_inf radius (>= 0). eps = 0 or steps = 0 returns a copy of ``x``.
         alpha: step size (> 0).
@@ -89,7 +86,8 @@ def pgd_perturb(
             global generator).
 
     Returns:
-        x_adv, same shape, dtype and device as ``x``, with ||x_adv - x||_inf <= eps and values in [0, 1].
+        x_adv, same shape, dtype and device as ``x``, with ||x_adv - x||_inf <= eps and values
+        in [0, 1].
     """
     _check_radius(eps, alpha, steps)
     _check_images(x)
@@ -231,11 +229,11 @@ def robust_accuracy(
     The classifier maps images in [0, 1] (B, C, H, W) to logits (B, n_classes); it is attacked
     untargeted with the true labels, l_inf radius ``eps``, within the box [0, 1]:
 
-    * ``"pgd"``: ART ``ProjectedGradientDescentPyTorch`` (Madry et al.), ``steps`` iterations of step
-      eps_step = 2.5 eps / steps from ``restarts`` uniform random starts in the eps-ball;
-    * ``"apgd"``: ART ``AutoProjectedGradientDescent`` with ``loss_type="cross_entropy"`` (APGD-CE of
-      Croce & Hein 2020, the first attack of AutoAttack), ``steps`` iterations, initial step 2 eps,
-      ``restarts`` random restarts.
+    * ``"pgd"``: ART ``ProjectedGradientDescentPyTorch`` (Madry et al.), ``steps`` iterations of
+      step eps_step = 2.5 eps / steps from ``restarts`` uniform random starts in the eps-ball;
+    * ``"apgd"``: ART ``AutoProjectedGradientDescent`` with ``loss_type="cross_entropy"``
+      (APGD-CE of Croce & Hein 2020, the first attack of AutoAttack), ``steps`` iterations,
+      initial step 2 eps, ``restarts`` random restarts.
 
     Robust accuracy = (1/N) sum_n 1[f(x_n) = y_n] 1[f(x_adv_n) = y_n]: an image counts only when its
     clean and its adversarial prediction are both right, so robust_acc <= clean_acc, with equality
@@ -265,12 +263,9 @@ def robust_accuracy(
     _check_radius(eps, None, steps)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 1:
-        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    checks.integer(batch_size, "batch_size", minimum=1)
+    checks.integer(restarts, "restarts", minimum=1)
+    checks.integer(seed, "seed", minimum=0, maximum=2**32 - 1)
     if not isinstance(classifier, nn.Module):
         raise ValueError(f"classifier must be a torch.nn.Module, got {type(classifier).__name__}")
     _check_images(images)

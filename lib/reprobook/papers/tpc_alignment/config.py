@@ -15,7 +15,10 @@ replicate and a Student-t interval over them, so their intervals cover the sprea
 as well as of fine-tuning.
 
 Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1, C2, C3, C5),
-``calibration`` (C4), ``robustness`` (C7, C8).
+``calibration`` (C4), ``robustness`` (C7, C8). A notebook resolves its configuration with
+``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``; the
+configurations check their replicate fields themselves (distinct non-negative ids, subsets that
+lie in ``replicates``), so an override that breaks them fails there.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reprobook.core import checks
 from reprobook.core.resources import Resources
 
 __all__ = [
@@ -32,8 +36,25 @@ __all__ = [
     "CalibrationConfig",
     "RobustnessConfig",
     "PROFILES",
-    "resolve",
 ]
+
+
+def _check_replicates(replicates: tuple[int, ...]) -> None:
+    """Replicate ids: distinct integers >= 0."""
+    for i in replicates:
+        checks.integer(i, "replicates", minimum=0)
+    if len(replicates) != len(set(replicates)):
+        raise checks.InputError(
+            f"replicates must be distinct non-negative integers, got {replicates!r}"
+        )
+
+
+def _check_subset(name: str, subset: tuple[int, ...], replicates: tuple[int, ...]) -> None:
+    """A non-empty subset of the replicates (the ones that also train the costlier arms)."""
+    if not subset or not set(subset) <= set(replicates):
+        raise checks.InputError(
+            f"{name} must be a non-empty subset of replicates {replicates!r}, got {subset!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -49,14 +70,10 @@ class Training:
     embed_dim: int = 64  # joint embedding dimension d
     text_layers: int = 0  # Transformer layers of the text encoder (0: masked mean of words + MLP)
     pretrain_steps: int = 300  # CLIP pretraining steps from random initialisation
-    pretrain_lr: float = (
-        3e-3  # AdamW learning rate of pretraining (best zero-shot of 1e-3, 3e-3, 1e-2 at 300 steps)
-    )
+    pretrain_lr: float = 3e-3  # AdamW rate of pretraining (best of 1e-3, 3e-3, 1e-2 at 300 steps)
     finetune_steps: int = 200  # steps of each fine-tuning arm, all from the same pretrained weights
     batch_size: int = 128  # images per step (each with its K caption views)
-    lr_encoders: float = (
-        5e-4  # fine-tuning learning rate of both encoders (paper: 5e-5 on pretrained ViTs)
-    )
+    lr_encoders: float = 5e-4  # fine-tuning rate of both encoders (paper: 5e-5 on pretrained ViTs)
     lr_filter: float = 5e-3  # learning rate of the core filter (the paper's 10x ratio)
     weight_decay: float = 0.1  # AdamW weight decay (paper: 0.1)
     tau0: float = 0.07  # base temperature (paper: 0.07)
@@ -64,11 +81,10 @@ class Training:
     lambda_agree: float = 1.0  # weight of the core-agreement term (paper: 1.0)
     lambda_nc: float = 0.1  # weight of the non-commitment term (paper: 0.1)
     views: tuple[int, ...] = (3, 4, 5)  # K' drawn per step (paper: 3, 4 or 5)
-    replicates: tuple[int, ...] = (
-        0,
-        1,
-        2,
-    )  # replicates of pretraining + CLIP-FT + TPC (seed = notebook seed + i)
+    replicates: tuple[int, ...] = (0, 1, 2)  # pretraining + CLIP-FT + TPC, seed = notebook seed + i
+
+    def __post_init__(self) -> None:
+        _check_replicates(self.replicates)
 
 
 @dataclass(frozen=True)
@@ -78,9 +94,7 @@ class DiagnosticConfig(Training):
     theorem_instances: int = 200  # random (v, c, U, rho) instances of Theorem 5.1
     theorem_dim: int = 64  # ambient dimension of those instances (the embedding dimension)
     theorem_samples: int = 4000  # sampled members of each ambiguity set
-    dense_grid: int = (
-        200_001  # random members of a two-dimensional residual set (dense enough for a 1e-6 gap)
-    )
+    dense_grid: int = 200_001  # random members of a 2-D residual set (dense enough for a 1e-6 gap)
     lemma_sets: int = 5000  # random view sets for Lemma A.1 (K = 2..8, some nearly coincident)
     n_bins: int = 10  # quantile bins of the dispersion and leakage plots
 
@@ -89,12 +103,12 @@ class DiagnosticConfig(Training):
 class CoreResidualConfig(Training):
     """C1, C2, C3, C5: CLIP-FT against TPC and its four single-factor ablations."""
 
-    ablation_replicates: tuple[int, ...] = (
-        0,
-    )  # replicates that also train the four ablations (subset of replicates)
-    n_bootstrap: int = (
-        2000  # paired bootstrap resamples of the test images (ablations on one replicate)
-    )
+    ablation_replicates: tuple[int, ...] = (0,)  # replicates that also train the four ablations
+    n_bootstrap: int = 2000  # paired bootstrap resamples of the test images (ablations)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_subset("ablation_replicates", self.ablation_replicates, self.replicates)
 
 
 @dataclass(frozen=True)
@@ -104,9 +118,7 @@ class CalibrationConfig(Training):
     n_top: int = 100  # hardest non-matching images in each candidate set (paper: 100)
     n_random: int = 300  # random non-matching images in each candidate set (paper: 300)
     n_bins: int = 15  # equal-width bins of the ECE (paper: 15)
-    p_wrong: float = (
-        0.25  # extension: share of stated non-core details that are wrong in the probe data
-    )
+    p_wrong: float = 0.25  # extension: share of stated non-core details that are wrong (probe)
 
 
 @dataclass(frozen=True)
@@ -114,21 +126,21 @@ class RobustnessConfig(Training):
     """C7: zero-shot accuracy under PGD and APGD, with and without adversarial fine-tuning."""
 
     n_attack: int = 500  # test images attacked
-    eps: tuple[float, ...] = (
-        2 / 255,
-        4 / 255,
-    )  # l_inf radii (Table 1 caption: 2/255; Appendix B.3: 4/255)
+    eps: tuple[float, ...] = (2 / 255, 4 / 255)  # l_inf radii (Table 1: 2/255; App. B.3: 4/255)
     attack_steps: int = 10  # iterations of PGD and APGD-CE
     adv_eps: float = 4 / 255  # radius of adversarial fine-tuning
     adv_steps: int = 2  # PGD steps inside each adversarial fine-tuning step
     adv_alpha: float = 2 / 255  # PGD step size inside adversarial fine-tuning
-    robust_replicates: tuple[int, ...] = (
-        0,
-    )  # replicates adversarially fine-tuned and attacked (subset of replicates)
+    robust_replicates: tuple[int, ...] = (0,)  # replicates adversarially fine-tuned and attacked
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_subset("robust_replicates", self.robust_replicates, self.replicates)
 
 
-# The full profile: the paper's scale as we read its Appendix B.4, on one GPU (a ViT with patch 4 on 64x64 images, trained
-# from scratch on a million generated image-caption sets, then every arm fine-tuned, three seeds).
+# The full profile: the paper's scale as we read its Appendix B.4, on one GPU (a ViT with patch 4
+# on 64x64 images, trained from scratch on a million generated image-caption sets, then every arm
+# fine-tuned, three seeds).
 # Not run on this machine; sized by our estimate, about 1-2 GPU hours in all.
 _FULL_TRAINING = dict(
     n_train=1_000_000,
@@ -185,27 +197,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.15),
     "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=2.0),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied.
-
-    Delegates to :func:`reprobook.core.profiles.resolve_notebook`, which names the valid
-    profiles and keys when a request does not fit.
-    """
-    from reprobook.core.profiles import resolve_notebook
-
-    cfg = resolve_notebook(PROFILES, notebook, profile, **overrides)
-    if len(cfg.replicates) != len(set(cfg.replicates)) or any(
-        isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in cfg.replicates
-    ):
-        raise ValueError(
-            f"replicates must be distinct non-negative integers, got {cfg.replicates!r}"
-        )
-    for field in ("ablation_replicates", "robust_replicates"):
-        subset = getattr(cfg, field, None)
-        if subset is not None and (not subset or not set(subset) <= set(cfg.replicates)):
-            raise ValueError(
-                f"{field} must be a non-empty subset of replicates {cfg.replicates!r}, got {subset!r}"
-            )
-    return cfg

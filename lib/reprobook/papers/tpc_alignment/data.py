@@ -30,6 +30,8 @@ import lightning as L
 import numpy as np
 import torch
 
+from reprobook.core import checks
+
 __all__ = [
     "SHAPES",
     "COLOURS",
@@ -217,8 +219,7 @@ class Vocabulary:
         outside the vocabulary (``<unk>`` is never produced silently)."""
         if isinstance(texts, str):
             raise TypeError("encode takes a list of captions, not one string")
-        if not isinstance(max_len, int) or max_len < 1:
-            raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
+        checks.integer(max_len, "max_len", minimum=1)
         out = np.zeros((len(texts), max_len), dtype=np.int64)
         index = self.index
         for row, text in enumerate(texts):
@@ -231,8 +232,8 @@ class Vocabulary:
                 out[row, : len(words)] = [index[w] for w in words]
             except KeyError as err:
                 raise ValueError(
-                    f"caption {text!r} has the word {err.args[0]!r}, which is not in the vocabulary "
-                    f"({len(self)} words: {', '.join(self.words[2:])})"
+                    f"caption {text!r} has the word {err.args[0]!r}, which is not in the "
+                    f"vocabulary ({len(self)} words: {', '.join(self.words[2:])})"
                 ) from None
         return torch.from_numpy(out)
 
@@ -247,7 +248,8 @@ class Vocabulary:
             )
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= len(self)):
             raise ValueError(
-                f"token ids must lie in [0, {len(self)}), got [{int(tokens.min())}, {int(tokens.max())}]"
+                f"token ids must lie in [0, {len(self)}), "
+                f"got [{int(tokens.min())}, {int(tokens.max())}]"
             )
         return [" ".join(self.words[i] for i in row if i != self.PAD) for row in tokens.tolist()]
 
@@ -311,7 +313,8 @@ class ShapesCaptions:
         idx = torch.as_tensor(idx, dtype=torch.long).reshape(-1)
         if idx.numel() and (int(idx.min()) < -len(self) or int(idx.max()) >= len(self)):
             raise IndexError(
-                f"subset indices must lie in [0, {len(self)}), got [{int(idx.min())}, {int(idx.max())}]"
+                f"subset indices must lie in [0, {len(self)}), "
+                f"got [{int(idx.min())}, {int(idx.max())}]"
             )
         pos = idx.tolist()
         digest = hashlib.sha256(np.asarray(pos, dtype=np.int64).tobytes()).hexdigest()[:16]
@@ -504,20 +507,13 @@ def generate(
     random stream, so ``p_wrong = 0`` gives exactly the data (and spec) it gave before the knob
     existed. The core is always stated right.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-    if not isinstance(image_size, int) or image_size < 16:
-        raise ValueError(f"image_size must be an integer >= 16, got {image_size!r}")
-    if not isinstance(n_views, int) or n_views < 1:
-        raise ValueError(f"n_views must be an integer >= 1, got {n_views!r}")
-    if not 0.0 <= float(p_mention) <= 1.0:
-        raise ValueError(f"p_mention must lie in [0, 1], got {p_mention!r}")
-    if not isinstance(max_len, int) or max_len < 4:
-        raise ValueError(f"max_len must be an integer >= 4, got {max_len!r}")
-    if not 0.0 <= float(p_wrong) <= 1.0:
-        raise ValueError(f"p_wrong must lie in [0, 1], got {p_wrong!r}")
+    checks.integer(n, "n", minimum=1)
+    checks.integer(seed, "seed", minimum=0, maximum=2**32 - 1)
+    checks.integer(image_size, "image_size", minimum=16)
+    checks.integer(n_views, "n_views", minimum=1)
+    checks.probability(p_mention, "p_mention")
+    checks.integer(max_len, "max_len", minimum=4)
+    checks.probability(p_wrong, "p_wrong")
 
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
     p = _draw_parameters(n, rng)
@@ -693,7 +689,8 @@ def parse_caption(text: str) -> dict[str, int | None]:
 
 
 class _BatchView(torch.utils.data.Dataset):
-    """Indexed with a list of indices (from a BatchSampler): one whole batch, no per-item collate."""
+    """Indexed with a list of indices (from a BatchSampler): one whole batch, no per-item
+    collate."""
 
     def __init__(self, data: ShapesCaptions):
         self.data = data
@@ -711,13 +708,13 @@ class _BatchView(torch.utils.data.Dataset):
 
 
 class ShapesCaptionsDataModule(L.LightningDataModule):
-    """Training batches ``{"images": float (B, 3, S, S) in [0, 1], "tokens": (B, K, L), "index": (B,)}``,
-    reshuffled each epoch by a ``torch.Generator`` seeded with ``seed``; ``drop_last``; no workers."""
+    """Training batches
+    ``{"images": float (B, 3, S, S) in [0, 1], "tokens": (B, K, L), "index": (B,)}``, reshuffled
+    each epoch by a ``torch.Generator`` seeded with ``seed``; ``drop_last``; no workers."""
 
     def __init__(self, train: ShapesCaptions, batch_size: int = 128, seed: int = 0):
         super().__init__()
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        checks.integer(batch_size, "batch_size", minimum=1)
         if batch_size > len(train):
             raise ValueError(
                 f"batch_size={batch_size} exceeds the {len(train)} training images (drop_last)"

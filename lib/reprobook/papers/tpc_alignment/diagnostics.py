@@ -6,7 +6,8 @@ arXiv 2607.03143.
 Everything here works on plain tensors, never on a model: image embeddings v (N, d), caption
 embeddings q (N, K, d) (the raw views t, or the filtered cores c_hat), all L2-normalised, and an
 optional semantic relevance matrix (N*K, N) bool whose row i*K + k marks the images that caption
-(i, k) correctly describes (``None``: only image i). Query (i, k) is row i*K + k of q.reshape(N*K, d).
+(i, k) correctly describes (``None``: only image i). Query (i, k) is row i*K + k of
+q.reshape(N*K, d).
 
 * Section 3 diagnostics: view dispersion, consensus residual leakage (v . r)^2, rank volatility,
   hard-negative mass, confident error, hard-negative accuracy.
@@ -27,6 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torchmetrics.functional.classification import binary_auroc, binary_calibration_error
+
+from reprobook.core import checks
 
 __all__ = [
     "view_dispersion",
@@ -71,7 +74,8 @@ def _check_q(v: torch.Tensor, q: torch.Tensor, name: str = "q") -> torch.Tensor:
         raise ValueError(f"{name} must be a float tensor of shape (N, K, d), got {_shape(q)}")
     if q.shape[0] != v.shape[0] or q.shape[2] != v.shape[1]:
         raise ValueError(
-            f"{name} must have shape (N, K, d) = ({v.shape[0]}, K, {v.shape[1]}) to match v, got {tuple(q.shape)}"
+            f"{name} must have shape (N, K, d) = ({v.shape[0]}, K, {v.shape[1]}) to match v, "
+            f"got {tuple(q.shape)}"
         )
     if q.shape[1] < 1:
         raise ValueError(f"{name} must hold at least one caption per image (K >= 1)")
@@ -86,7 +90,8 @@ def _check_pair(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> N
     """a and b must be non-empty vectors of one shape."""
     if a.ndim != 1 or b.shape != a.shape or a.numel() == 0:
         raise ValueError(
-            f"{name_a} and {name_b} must be non-empty vectors of one shape, got {_shape(a)} and {_shape(b)}"
+            f"{name_a} and {name_b} must be non-empty vectors of one shape, "
+            f"got {_shape(a)} and {_shape(b)}"
         )
 
 
@@ -124,12 +129,12 @@ def _scores(q_flat: torch.Tensor, v: torch.Tensor, rows: slice) -> torch.Tensor:
     return q_flat[rows] @ v.T
 
 
-# ----------------------------------------------------------------------------- Section 3 diagnostics
+# ------------------------------------------------------------------------- Section 3 diagnostics
 
 
 def view_dispersion(t: torch.Tensor) -> torch.Tensor:
-    """d_i = (2 / (K (K - 1))) sum_{k < l} (1 - t_ik . t_il), the mean pairwise cosine distance of the
-    views: t (N, K, d) -> (N,). Needs K >= 2."""
+    """d_i = (2 / (K (K - 1))) sum_{k < l} (1 - t_ik . t_il), the mean pairwise cosine distance
+    of the views: t (N, K, d) -> (N,). Needs K >= 2."""
     if not isinstance(t, torch.Tensor) or t.ndim != 3 or t.shape[1] < 2:
         raise ValueError(f"t must have shape (N, K, d) with K >= 2, got {_shape(t)}")
     K = t.shape[1]
@@ -141,7 +146,8 @@ def view_dispersion(t: torch.Tensor) -> torch.Tensor:
 def consensus_leakage(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """l_ik = (v_i . r_ik)^2 with the consensus residual r_ik = t_ik - (t_ik . c_i) c_i and
     c_i = norm(sum_k t_ik) (the paper's diagnostic uses the multi-caption consensus, not psi).
-    v (N, d), t (N, K, d) -> (N, K)."""
+    v (N, d), t (N, K, d) -> (N, K). Implements eq. `tpc-leak` of
+    notebooks/04_tpc_alignment/index.md."""
     _check_q(v, t, "t")
     c = F.normalize(t.sum(dim=1), dim=-1)  # (N, d)
     dots = (t * c[:, None, :]).sum(-1, keepdim=True)  # (N, K, 1)
@@ -173,8 +179,8 @@ def image_to_text_ranks(
     v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Rank of the best relevant caption for each image among all N*K captions:
-    rank_i = 1 + #{captions m irrelevant to i : v_i . q_m > max_{m' relevant} v_i . q_m'}, where m is
-    relevant to i iff relevance[m, i]. -> LongTensor (N,)."""
+    rank_i = 1 + #{captions m irrelevant to i : v_i . q_m > max_{m' relevant} v_i . q_m'}, where
+    m is relevant to i iff relevance[m, i]. -> LongTensor (N,)."""
     _check_q(v, q)
     N, K, d = q.shape
     rel_t = _relevance(relevance, N, K, v.device).T  # (N, N*K)
@@ -204,7 +210,8 @@ def caption_retrieval(
     """Appendix B retrieval metrics.
 
     * ``t2i_r1``, ``t2i_r5``, ``t2i_r10``: fraction of the N*K queries with rank <= k
-      (:func:`text_to_image_ranks`); ``mean_caption_r1`` = R@1 averaged over captions (= ``t2i_r1``).
+      (:func:`text_to_image_ranks`); ``mean_caption_r1`` = R@1 averaged over captions
+      (= ``t2i_r1``).
     * ``worst_caption_r1``: fraction of images all of whose K captions have rank 1.
     * ``caption_sensitivity``: mean over images of the (population) std over k of rank_ik.
     * ``rank_volatility``: mean over images of :func:`rank_volatility`.
@@ -231,7 +238,8 @@ def _tau_rows(tau, n_rows: int, device) -> torch.Tensor | float:
     if isinstance(tau, torch.Tensor) and tau.numel() != 1:
         if tau.numel() != n_rows:
             raise ValueError(
-                f"tau must be a scalar or hold one value per query ({n_rows}), got {tuple(tau.shape)}"
+                f"tau must be a scalar or hold one value per query ({n_rows}), "
+                f"got {tuple(tau.shape)}"
             )
         tau = tau.reshape(n_rows, 1).to(device)
         if not bool((tau > 0).all()):
@@ -272,8 +280,8 @@ def hard_negative_mass(
 def confident_error(
     v: torch.Tensor, q: torch.Tensor, tau, relevance: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Section 3: o_ik = max_j p_j x 1[argmax_j p_j is irrelevant], p = softmax_j(q_ik . v_j / tau);
-    tau a scalar or per query ((N, K) or (N*K,)). -> (N, K)."""
+    """Section 3: o_ik = max_j p_j x 1[argmax_j p_j is irrelevant],
+    p = softmax_j(q_ik . v_j / tau); tau a scalar or per query ((N, K) or (N*K,)). -> (N, K)."""
     N, K = q.shape[:2]
     out = []
     for P, rel in _posterior_chunks(v, q, tau, relevance):
@@ -283,7 +291,8 @@ def confident_error(
 
 
 def hard_negative_accuracy(v: torch.Tensor, q: torch.Tensor, q_neg: torch.Tensor) -> float:
-    """Fraction of (i, k) with v_i . q_ik > v_i . q_neg_ik (caption beats its one-attribute swap)."""
+    """Fraction of (i, k) with v_i . q_ik > v_i . q_neg_ik (a caption beats its one-attribute
+    swap)."""
     _check_q(v, q)
     _check_q(v, q_neg, "q_neg")
     if q_neg.shape != q.shape:
@@ -306,19 +315,20 @@ def candidate_sets(
     n_random: int = 300,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Appendix B candidate sets for retrieval calibration: LongTensor (N*K, 1 + n_top' + n_random').
+    """Appendix B candidate sets for retrieval calibration: LongTensor
+    (N*K, 1 + n_top' + n_random').
 
     Row i*K + k: column 0 is the ground-truth image i; then the n_top' highest-scoring images that
     are NOT relevant to the query (in decreasing score); then n_random' irrelevant images drawn
     uniformly without replacement (with ``generator``) from those not already chosen. Images
     relevant to the query other than i are left out, so "top-1 is the ground truth" is well
     defined. Sizes are capped by what exists for every row: with m = the smallest number of
-    irrelevant images of any query, n_top' = min(n_top, m) and n_random' = min(n_random, m - n_top').
+    irrelevant images of any query, n_top' = min(n_top, m) and
+    n_random' = min(n_random, m - n_top').
     """
     _check_q(v, q)
-    for name, val in (("n_top", n_top), ("n_random", n_random)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {val!r}")
+    checks.integer(n_top, "n_top", minimum=0)
+    checks.integer(n_random, "n_random", minimum=0)
     N, K, d = q.shape
     rel = _relevance(relevance, N, K, v.device)
     m = int((~rel).sum(dim=1).min())
@@ -342,8 +352,9 @@ def candidate_sets(
 def expected_calibration_error(
     confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15
 ) -> float:
-    """Top-label ECE = sum_b (|B_b| / n) |acc(B_b) - conf(B_b)| over n_bins equal-width bins of [0, 1],
-    through torchmetrics' ``binary_calibration_error(confidence, correct, norm="l1")``.
+    """Top-label ECE = sum_b (|B_b| / n) |acc(B_b) - conf(B_b)| over n_bins equal-width bins of
+    [0, 1], through torchmetrics' ``binary_calibration_error(confidence, correct, norm="l1")``:
+    eq. `tpc-ece` of notebooks/04_tpc_alignment/index.md.
 
     torchmetrics bins with [lo, hi) and would put a confidence of exactly 1.0 in a bin of its own;
     confidences are therefore clamped to the largest float below 1 so that the last bin is
@@ -385,6 +396,8 @@ def retrieval_calibration(
     * ``accuracy`` (mean of ``correct``), ``nll`` = mean_m -log p_m0,
       ``brier`` = mean_m sum_l (p_ml - 1[l = 0])^2,
       ``ece`` = :func:`expected_calibration_error` (15 equal-width bins, top-label).
+
+    Implements eq. `tpc-ece` of notebooks/04_tpc_alignment/index.md on the candidate sets.
     """
     _check_q(v, q)
     N, K, d = q.shape
@@ -430,8 +443,8 @@ def zero_shot_calibration(logits: torch.Tensor, labels: torch.Tensor, n_bins: in
 
     ``accuracy`` = mean 1[argmax p = y]; ``ece`` = top-label ECE with ``n_bins`` equal-width bins
     (the quantity torchmetrics' ``multiclass_calibration_error`` computes, via
-    :func:`expected_calibration_error`); ``nll`` = mean -log p_y; ``brier`` = mean sum_c (p_c - 1[c = y])^2;
-    plus ``confidence`` and ``correct`` per example.
+    :func:`expected_calibration_error`); ``nll`` = mean -log p_y;
+    ``brier`` = mean sum_c (p_c - 1[c = y])^2; plus ``confidence`` and ``correct`` per example.
     """
     if not (
         isinstance(logits, torch.Tensor)
@@ -467,13 +480,13 @@ def zero_shot_calibration(logits: torch.Tensor, labels: torch.Tensor, n_bins: in
 def reliability_bins(
     confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15
 ) -> dict[str, torch.Tensor]:
-    """Per-bin mean confidence, accuracy and count for reliability diagrams (n_bins equal-width bins
-    [b/n, (b+1)/n), the last one closed, as :func:`expected_calibration_error`); empty bins have
-    confidence and accuracy NaN. ECE = sum_b count_b / n |accuracy_b - confidence_b| (non-empty b).
-    Returns ``edges`` (n_bins + 1,), ``confidence``, ``accuracy``, ``count`` (n_bins,)."""
+    """Per-bin mean confidence, accuracy and count for reliability diagrams (n_bins equal-width
+    bins [b/n, (b+1)/n), the last one closed, as :func:`expected_calibration_error`); empty bins
+    have confidence and accuracy NaN. ECE = sum_b count_b / n |accuracy_b - confidence_b|
+    (non-empty b). Returns ``edges`` (n_bins + 1,), ``confidence``, ``accuracy``, ``count``
+    (n_bins,)."""
     confidence, correct = _check_conf(confidence, correct)
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}")
+    checks.integer(n_bins, "n_bins", minimum=1)
     conf = confidence.double()
     edges = torch.linspace(0.0, 1.0, n_bins + 1, dtype=torch.float64)
     idx = (torch.bucketize(conf, edges, right=True) - 1).clamp(max=n_bins - 1)
@@ -495,9 +508,9 @@ def reliability_bins(
 def risk_coverage(
     uncertainty: torch.Tensor, error: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Risk-coverage curve: sort by uncertainty ascending (stable: ties keep their input order); at
-    coverage m / n the risk is (errors among the m most certain) / m, m = 1..n. -> (coverage, risk),
-    both (n,) float64."""
+    """Risk-coverage curve: sort by uncertainty ascending (stable: ties keep their input order);
+    at coverage m / n the risk is (errors among the m most certain) / m, m = 1..n.
+    -> (coverage, risk), both (n,) float64."""
     uncertainty = torch.as_tensor(uncertainty)
     error = torch.as_tensor(error)
     _check_pair("uncertainty", uncertainty, "error", error)
@@ -510,8 +523,9 @@ def risk_coverage(
 
 
 def aurc(coverage: torch.Tensor, risk: torch.Tensor) -> float:
-    """Area under the risk-coverage curve as the step sum sum_m risk_m (coverage_m - coverage_{m-1}),
-    coverage_0 = 0; for :func:`risk_coverage` it is the mean risk over the n coverage levels."""
+    """Area under the risk-coverage curve as the step sum
+    sum_m risk_m (coverage_m - coverage_{m-1}), coverage_0 = 0; for :func:`risk_coverage` it is
+    the mean risk over the n coverage levels."""
     coverage = torch.as_tensor(coverage, dtype=torch.float64)
     risk = torch.as_tensor(risk, dtype=torch.float64)
     _check_pair("coverage", coverage, "risk", risk)

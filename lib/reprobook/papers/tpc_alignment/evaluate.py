@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+import pandas as pd
 import torch
 
+from reprobook.core import checks
 from reprobook.core.stats import TInterval
 
 from . import diagnostics as D
@@ -22,11 +25,24 @@ from .data import ShapesCaptions, caption_relevance, class_prompts
 from .loss import consensus_core
 from .model import DualEncoder, Embeddings, embed
 
-__all__ = ["TestSet", "test_set", "summary", "per_image", "paired", "deciding_interval"]
+__all__ = [
+    "TestSet",
+    "test_set",
+    "summary",
+    "per_image",
+    "paired",
+    "deciding_interval",
+    "binned_means",
+    "bootstrap_mean",
+    "WAYS",
+    "calibration_ways",
+    "calibration_metrics",
+]
 
 
 class TestSet:
-    """The test data with what every evaluation needs once: its relevance matrix and the class prompts."""
+    """The test data with what every evaluation needs once: its relevance matrix and the class
+    prompts."""
 
     def __init__(self, data: ShapesCaptions):
         self.data = data
@@ -45,8 +61,9 @@ def per_image(
     model: DualEncoder, test: TestSet, emb: Embeddings | None = None
 ) -> dict[str, torch.Tensor]:
     """Per-image and per-caption quantities: ranks (N, K) of the first relevant image for each
-    caption query c_hat_ik, leakage (N, K) against the consensus, cos(t, c) and cos(c_hat, c) (N, K),
-    and u_hat (N, K) = 1 - (t . c_hat)^2."""
+    caption query c_hat_ik, leakage (N, K) against the consensus (eq. `tpc-leak`), cos(t, c) and
+    cos(c_hat, c) (N, K), and u_hat (N, K) = 1 - (t . c_hat)^2 (eq. `tpc-query`); the equations
+    of notebooks/04_tpc_alignment/index.md."""
     e = emb if emb is not None else embed(model, test.data)
     c = consensus_core(e.t)  # (N, d)
     return {
@@ -136,3 +153,104 @@ def deciding_interval(intervals: Mapping[str, TInterval], bar: float) -> tuple[s
     else:
         name = min(intervals, key=lambda k: intervals[k].low)
     return name, intervals[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# small summaries the notebooks draw and print
+# ---------------------------------------------------------------------------------------------
+
+
+def binned_means(x, y, n_bins: int) -> pd.DataFrame:
+    """Means of x and y over quantile bins of x: the points of a binned trend plot.
+
+    The bin edges are the (1/n_bins)-quantiles of x (repeated edges merged, so ties may leave
+    fewer bins); value x_m falls in bin b when edge_b <= x_m < edge_{b+1}, the largest values in
+    the last bin. Returns one row per non-empty bin with columns ``x``, ``y`` (the means) and
+    ``n`` (the count), indexed by the bin number."""
+    checks.integer(n_bins, "n_bins", minimum=1)
+    x = checks.array(x, "x", ndim=1)
+    y = checks.array(y, "y", ndim=1)
+    checks.same_shape("x", x, "y", y)
+    if x.size == 0:
+        raise checks.InputError("x must hold at least one value, got none")
+    edges = np.unique(np.quantile(x, np.linspace(0, 1, n_bins + 1)))
+    which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, max(len(edges) - 2, 0))
+    frame = pd.DataFrame({"x": x, "y": y, "bin": which})
+    return frame.groupby("bin").agg(x=("x", "mean"), y=("y", "mean"), n=("y", "size"))
+
+
+def bootstrap_mean(values, index) -> tuple[float, float, float]:
+    """The mean of ``values`` (N,) and the 2.5% and 97.5% quantiles of its resampled means, the
+    resamples given as an index array (R, N) of draws with replacement. Sharing one ``index``
+    between several comparisons pairs them: each resample takes the same test images in all."""
+    values = checks.array(values, "values", ndim=1)
+    index = np.asarray(index)
+    if index.ndim != 2 or not np.issubdtype(index.dtype, np.integer):
+        raise checks.InputError(f"index must be an integer array (R, N), got shape {index.shape}")
+    if index.size and (index.min() < 0 or index.max() >= values.size):
+        raise checks.InputError(f"index must lie in [0, {values.size}), got values outside it")
+    boots = values[index].mean(1)
+    return float(values.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+
+
+# ---------------------------------------------------------------------------------------------
+# retrieval calibration of one model (notebook 3)
+# ---------------------------------------------------------------------------------------------
+
+#: The ways of turning a model's scores into probabilities: CLIP-FT at tau0, TPC at its
+#: per-query temperature tau(y), and TPC at the fixed tau0 (to separate the representation from
+#: the temperature).
+WAYS = ("CLIP-FT at tau0", "TPC at tau(y)", "TPC at tau0")
+
+
+@torch.no_grad()
+def calibration_ways(
+    model: DualEncoder,
+    data: ShapesCaptions,
+    relevance: torch.Tensor,
+    *,
+    tpc_arm: bool,
+    tau0: float,
+    n_top: int,
+    n_random: int,
+    seed: int,
+) -> tuple[dict[str, dict], torch.Tensor]:
+    """Every caption query of ``data`` scored against its candidate set, in the ways of
+    :data:`WAYS` that apply to the model: ``{way: diagnostics.retrieval_calibration(...)}`` and
+    the queries' uncertainty u_hat (N*K,).
+
+    The candidate sets (:func:`diagnostics.candidate_sets`, ``n_top`` hardest and ``n_random``
+    random wrong images, drawn with a generator seeded with ``seed``) are built once from the
+    model's own scores and shared by its ways. A TPC model (``tpc_arm``) is scored at its
+    per-query temperature tau(y) and at ``tau0``, a CLIP model at ``tau0``: eq. `tpc-ece` of
+    notebooks/04_tpc_alignment/index.md under the inference rule of eq. `tpc-query`."""
+    e = embed(model, data)
+    u_hat = model.uncertainty(e.t).reshape(-1)
+    tau_y = model.query_temperature(e.t).reshape(-1)
+    generator = torch.Generator().manual_seed(seed)
+    cand = D.candidate_sets(
+        e.v, e.c_hat, relevance, n_top=n_top, n_random=n_random, generator=generator
+    )
+    ways = {WAYS[1]: tau_y, WAYS[2]: tau0} if tpc_arm else {WAYS[0]: tau0}
+    return {
+        way: D.retrieval_calibration(e.v, e.c_hat, tau, cand) for way, tau in ways.items()
+    }, u_hat
+
+
+def calibration_metrics(cal: Mapping, u_hat: torch.Tensor | None = None) -> dict[str, float]:
+    """The numbers of one way of :func:`calibration_ways`: accuracy, ECE, NLL and Brier score,
+    the AUROC of u_hat and of 1 - confidence for predicting a top-1 error, and the area under
+    their risk-coverage curves (the u_hat entries are NaN when ``u_hat`` is None)."""
+    error = ~cal["correct"]
+    doubt = 1 - cal["confidence"]
+    nan = float("nan")
+    return dict(
+        accuracy=cal["accuracy"],
+        ece=cal["ece"],
+        nll=cal["nll"],
+        brier=cal["brier"],
+        auroc_u_hat=D.auroc(u_hat, error) if u_hat is not None else nan,
+        auroc_confidence=D.auroc(doubt, error),
+        aurc_confidence=D.aurc(*D.risk_coverage(doubt, error)),
+        aurc_u_hat=D.aurc(*D.risk_coverage(u_hat, error)) if u_hat is not None else nan,
+    )

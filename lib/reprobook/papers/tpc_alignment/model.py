@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from reprobook.core import checks
+
 from .data import VOCAB, ShapesCaptions
 from .loss import (
     CoreFilter,
@@ -54,11 +56,6 @@ ADV_STREAM = (
 )
 
 
-def _positive_int(name: str, value, least: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """Sizes of the two encoders.
@@ -85,8 +82,7 @@ class ModelConfig:
     text_heads: int = 4
 
     def __post_init__(self) -> None:
-        if self.image_encoder not in ENCODERS:
-            raise ValueError(f"image_encoder must be one of {ENCODERS}, got {self.image_encoder!r}")
+        checks.choice(self.image_encoder, "image_encoder", ENCODERS)
         for name in (
             "image_size",
             "embed_dim",
@@ -99,15 +95,15 @@ class ModelConfig:
             "text_width",
             "text_heads",
         ):
-            _positive_int(name, getattr(self, name))
-        _positive_int("text_layers", self.text_layers, least=0)
+            checks.integer(getattr(self, name), name, minimum=1)
+        checks.integer(self.text_layers, "text_layers", minimum=0)
         channels = tuple(self.cnn_channels)
-        if not channels or any(
-            isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels
-        ):
-            raise ValueError(
-                f"cnn_channels must be a non-empty tuple of positive integers, got {self.cnn_channels!r}"
+        if not channels:
+            raise checks.InputError(
+                "cnn_channels must be a non-empty tuple of positive integers, got ()"
             )
+        for c in channels:
+            checks.integer(c, "cnn_channels", minimum=1)
         object.__setattr__(self, "cnn_channels", channels)
         if self.image_encoder == "vit":
             if self.image_size % self.vit_patch:
@@ -139,34 +135,29 @@ class OptimConfig:
     grad_clip: float = 1.0
 
     def __post_init__(self) -> None:
-        _positive_int("steps", self.steps)
-        _positive_int("batch_size", self.batch_size, least=2)
-        for name in ("lr_encoders", "lr_filter"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if not 0 <= self.warmup_frac < 1:
-            raise ValueError(f"warmup_frac must lie in [0, 1), got {self.warmup_frac!r}")
-        if not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip!r}")
+        checks.integer(self.steps, "steps", minimum=1)
+        checks.integer(self.batch_size, "batch_size", minimum=2)
+        checks.real(self.lr_encoders, "lr_encoders", above=0)
+        checks.real(self.lr_filter, "lr_filter", above=0)
+        checks.real(self.weight_decay, "weight_decay", minimum=0)
+        checks.real(self.warmup_frac, "warmup_frac", minimum=0, below=1)
+        checks.real(self.grad_clip, "grad_clip", above=0)
 
 
 @dataclass(frozen=True)
 class AdvConfig:
-    """l_inf PGD adversarial fine-tuning: each step first perturbs the images by ``steps`` PGD steps
-    of size ``alpha`` within radius ``eps`` against the alignment loss; ``steps = 0`` disables it."""
+    """l_inf PGD adversarial fine-tuning: each step first perturbs the images by ``steps`` PGD
+    steps of size ``alpha`` within radius ``eps`` against the alignment loss; ``steps = 0``
+    disables it."""
 
     eps: float = 4 / 255
     alpha: float = 2 / 255
     steps: int = 0
 
     def __post_init__(self) -> None:
-        if not self.eps >= 0:
-            raise ValueError(f"eps must be >= 0, got {self.eps!r}")
-        if not self.alpha > 0:
-            raise ValueError(f"alpha must be > 0, got {self.alpha!r}")
-        _positive_int("steps", self.steps, least=0)
+        checks.real(self.eps, "eps", minimum=0)
+        checks.real(self.alpha, "alpha", above=0)
+        checks.integer(self.steps, "steps", minimum=0)
 
     @property
     def active(self) -> bool:
@@ -333,8 +324,7 @@ class DualEncoder(L.LightningModule):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
         if adv is not None and not isinstance(adv, AdvConfig):
             raise TypeError(f"adv must be an AdvConfig or None, got {type(adv).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        checks.integer(seed, "seed", minimum=0, maximum=2**63 - 1)
         self.model_cfg, self.objective, self.optim, self.adv, self.seed = (
             model,
             objective,
@@ -377,7 +367,9 @@ class DualEncoder(L.LightningModule):
 
     @torch.no_grad()
     def uncertainty(self, t: torch.Tensor) -> torch.Tensor:
-        """u_hat(y) = 1 - (t . c_hat)^2 of each query (inference, no gradient): (..., d) -> (...)."""
+        """u_hat(y) = 1 - (t . c_hat)^2 of each query (inference, no gradient): (..., d) -> (...).
+
+        Implements eq. `tpc-query` of notebooks/04_tpc_alignment/index.md (its middle part)."""
         return (1.0 - (t * self.cores(t)).sum(dim=-1).square()).clamp(0.0, 1.0)
 
     def cores(self, t: torch.Tensor) -> torch.Tensor:
@@ -386,7 +378,8 @@ class DualEncoder(L.LightningModule):
 
     @torch.no_grad()
     def query_temperature(self, t: torch.Tensor) -> torch.Tensor:
-        """tau(y) = clip(tau0 (1 + gamma u_hat), tau0, factor tau0), u_hat = 1 - (t . c_hat)^2; t (..., d) -> (...)."""
+        """tau(y) = clip(tau0 (1 + gamma u_hat), tau0, factor tau0), u_hat = 1 - (t . c_hat)^2;
+        t (..., d) -> (...). Implements eq. `tpc-query` of notebooks/04_tpc_alignment/index.md."""
         u_hat = 1.0 - (t * self.cores(t)).sum(dim=-1).square()
         cfg = self.objective
         return instance_temperature(u_hat.clamp(0.0, 1.0), cfg.tau0, cfg.gamma, cfg.tau_max_factor)
@@ -394,7 +387,9 @@ class DualEncoder(L.LightningModule):
     # zero-shot -------------------------------------------------------------------------------
     @torch.no_grad()
     def zero_shot_weights(self, class_tokens: torch.Tensor) -> torch.Tensor:
-        """(C, T, L) -> (C, d): per class, norm(mean over templates of c_hat) for TPC, of t for CLIP."""
+        """(C, T, L) -> (C, d): per class, norm(mean over templates of c_hat) for TPC, of t for
+        CLIP: the query of eq. `tpc-query` of notebooks/04_tpc_alignment/index.md, averaged over
+        the prompt templates."""
         if class_tokens.dim() != 3:
             raise ValueError(
                 f"class_tokens must have shape (C, T, L), got {tuple(class_tokens.shape)}"
@@ -407,7 +402,8 @@ class DualEncoder(L.LightningModule):
         return F.normalize(q.mean(dim=1), dim=-1)
 
     def zero_shot_classifier(self, class_tokens: torch.Tensor) -> ZeroShotClassifier:
-        """A frozen classifier: images in [0, 1] -> logits v . w_c / tau0 (see :class:`ZeroShotClassifier`)."""
+        """A frozen classifier: images in [0, 1] -> logits v . w_c / tau0 (see
+        :class:`ZeroShotClassifier`)."""
         return ZeroShotClassifier(
             self.image_encoder, self.zero_shot_weights(class_tokens), self.objective.tau0
         )
@@ -419,8 +415,8 @@ class DualEncoder(L.LightningModule):
         return self._adv_gen
 
     def _select_views(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Tokens of the views used this step, (B, K', L), and for CLIP or the no-consensus ablation
-        the index k* of the alignment target among them."""
+        """Tokens of the views used this step, (B, K', L), and for CLIP or the no-consensus
+        ablation the index k* of the alignment target among them."""
         b, k = tokens.shape[:2]
         cfg = self.objective
         dev = tokens.device
@@ -516,8 +512,8 @@ class DualEncoder(L.LightningModule):
 
 @dataclass(frozen=True)
 class Embeddings:
-    """Embeddings of a :class:`~.data.ShapesCaptions` set (CPU, float32): v (N, d); t, c_hat (N, K, d)
-    of the captions; hard_t, hard_c_hat (N, K, d) of their hard negatives."""
+    """Embeddings of a :class:`~.data.ShapesCaptions` set (CPU, float32): v (N, d); t, c_hat
+    (N, K, d) of the captions; hard_t, hard_c_hat (N, K, d) of their hard negatives."""
 
     v: torch.Tensor
     t: torch.Tensor
@@ -528,9 +524,10 @@ class Embeddings:
 
 @torch.no_grad()
 def embed(model: DualEncoder, data: ShapesCaptions, batch_size: int = 512) -> Embeddings:
-    """Encode every image, caption and hard negative of ``data`` with ``model`` (eval mode, no gradient).
-    For a CLIP-trained model c_hat is still the filter's output (the identity unless it was trained)."""
-    _positive_int("batch_size", batch_size)
+    """Encode every image, caption and hard negative of ``data`` with ``model`` (eval mode, no
+    gradient). For a CLIP-trained model c_hat is still the filter's output (the identity unless
+    it was trained)."""
+    checks.integer(batch_size, "batch_size", minimum=1)
     was_training = model.training
     model.eval()
     dev = model.device

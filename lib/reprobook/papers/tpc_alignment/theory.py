@@ -36,6 +36,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from reprobook.core import checks
+
 __all__ = [
     "worst_case_similarity",
     "worst_case_residual",
@@ -98,6 +100,7 @@ def worst_case_similarity(v, c, basis_U, rho: float) -> float:
 
     a = v . c (must be >= 0: the theorem's hypothesis), b = ||P_U v|| = ||U^T v|| for the
     orthonormal basis U (D, m) of the residual subspace. v (D,), c (D,) unit, rho in [0, 1].
+    Implements eq. `tpc-thm51` of notebooks/04_tpc_alignment/index.md.
     """
     v, c, U, rho = _check_setting(v, c, basis_U, rho)
     a = float(v @ c)
@@ -111,6 +114,7 @@ def worst_case_residual(v, c, basis_U, rho: float) -> torch.Tensor:
     """Theorem 5.1's minimiser r* = -rho P_U v / ||P_U v|| (D,), float64.
 
     When P_U v = 0 every direction of U is a minimiser; the first basis column is returned.
+    Implements the minimiser of eq. `tpc-thm51` of notebooks/04_tpc_alignment/index.md.
     """
     v, c, U, rho = _check_setting(v, c, basis_U, rho)
     p = U @ (U.T @ v)  # (D,) = P_U v
@@ -130,8 +134,7 @@ def sample_ambiguity_set(
     """
     c = _as_vector("c", c)
     _, c, U, rho = _check_setting(torch.zeros_like(c), c, basis_U, rho)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    checks.integer(n, "n", minimum=1)
     m = U.shape[1]
     w = F.normalize(torch.randn(n, m, generator=generator, dtype=torch.float64), dim=1)  # (n, m)
     s = torch.full((n, 1), rho, dtype=torch.float64)
@@ -148,10 +151,8 @@ def random_instance(
     """A random (v, c, U) for Theorem 5.1: unit c, an orthonormal basis U (d, dim_U) of a random
     subspace orthogonal to c (QR of a Gaussian matrix whose first column is c), and a unit v with
     v . c >= 0 (its sign flipped if needed)."""
-    if isinstance(d, bool) or not isinstance(d, int) or d < 2:
-        raise ValueError(f"d must be an integer >= 2, got {d!r}")
-    if isinstance(dim_U, bool) or not isinstance(dim_U, int) or not 1 <= dim_U <= d - 1:
-        raise ValueError(f"dim_U must be an integer in [1, d - 1] = [1, {d - 1}], got {dim_U!r}")
+    checks.integer(d, "d", minimum=2)
+    checks.integer(dim_U, "dim_U", minimum=1, maximum=d - 1)
     c = F.normalize(torch.randn(d, generator=generator, dtype=torch.float64), dim=0)
     g = torch.randn(d, dim_U + 1, generator=generator, dtype=torch.float64)
     g[:, 0] = c
@@ -195,9 +196,10 @@ def lemma_a1(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     """Lemma A.1's three quantities (u, rho^2, K u) for view sets t (K, d) or (N, K, d).
 
     c = norm(sum_k t_k), u = (1/K) sum_k (1 - (t_k . c)^2), rho^2 = max_k ||t_k - (t_k . c) c||^2.
-    The lemma states u <= rho^2 <= K u. Views must be unit vectors (within 1e-4; they are
-    re-normalised in float64 so that float32 rounding does not masquerade as a violation). Returns tensors of
-    shape () for one set, (N,) for a batch, in float64.
+    The lemma states u <= rho^2 <= K u (eq. `tpc-lemma` of notebooks/04_tpc_alignment/index.md).
+    Views must be unit vectors (within 1e-4; they are re-normalised in float64 so that float32
+    rounding does not masquerade as a violation). Returns tensors of shape () for one set, (N,)
+    for a batch, in float64.
     """
     t = torch.as_tensor(t).to(torch.float64)
     if t.ndim not in (2, 3) or t.shape[-2] < 1 or t.shape[-1] < 1:
@@ -220,7 +222,8 @@ def lemma_a1(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def lemma_a1_violation(t: torch.Tensor) -> float:
-    """max over view sets of max(u - rho^2, rho^2 - K u): <= 0 (up to rounding) when Lemma A.1 holds."""
+    """max over view sets of max(u - rho^2, rho^2 - K u): <= 0 (up to rounding) when Lemma A.1
+    (eq. `tpc-lemma` of notebooks/04_tpc_alignment/index.md) holds."""
     u, rho2, Ku = lemma_a1(t)
     return float(torch.maximum(u - rho2, rho2 - Ku).max())
 
@@ -228,8 +231,7 @@ def lemma_a1_violation(t: torch.Tensor) -> float:
 def _check_pac(sigma: float, n: int, delta: float) -> None:
     if not (math.isfinite(sigma) and sigma >= 0):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    checks.integer(n, "n", minimum=1)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
 
@@ -237,8 +239,7 @@ def _check_pac(sigma: float, n: int, delta: float) -> None:
 def pac_denoising_eta(sigma: float, K: int, n: int, delta: float) -> float:
     """Theorem 5.2: eta = sigma / sqrt(K) + sigma sqrt(2 log(2n / delta) / K)."""
     _check_pac(sigma, n, delta)
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"K must be an integer >= 1, got {K!r}")
+    checks.integer(K, "K", minimum=1)
     return sigma / math.sqrt(K) + sigma * math.sqrt(2.0 * math.log(2.0 * n / delta) / K)
 
 

@@ -1,19 +1,21 @@
-"""Pretraining and the fine-tuning arms of the chapter on "Text as Partial Constraint: Core-Residual
-Alignment for Robust Vision-Language Learning" (arXiv 2607.03143), cached between notebooks.
+"""Pretraining and the fine-tuning arms of the chapter on "Text as Partial Constraint:
+Core-Residual Alignment for Robust Vision-Language Learning" (arXiv 2607.03143), cached between
+notebooks.
 
 The paper fine-tunes pretrained OpenCLIP weights. We pretrain a small dual encoder from random
 initialisation with CLIP's loss (:func:`pretrain`), then fine-tune a copy of it, with the core
 filter reset to the identity, for the same number of steps under each arm (:func:`finetune`):
 
 * ``clip_ft``: CLIP's loss (one random caption per image): the baseline;
-* ``tpc``: the full TPC objective (Sec. 4.5);
+* ``tpc``: the full TPC objective (Sec. 4.5, eq. `tpc-loss` of notebooks/04_tpc_alignment/index.md);
 * ``no_consensus``, ``gamma0``, ``no_agree``, ``no_nc``: the four single-factor ablations of
   Table 3 (one random view instead of the consensus core; gamma = 0; lambda_agree = 0;
   lambda_nc = 0).
 
 An :class:`~.model.AdvConfig` with ``steps > 0`` adds PGD adversarial fine-tuning (TeCoA style).
 Each trained model is a checkpoint of :func:`reprobook.core.load_or_train`, keyed by every
-configuration, the seed, the training data's ``spec`` and (for the arms) the pretrained model's key.
+configuration, the seed, the training data's ``spec`` and (for the arms) the pretrained model's
+key.
 """
 
 from __future__ import annotations
@@ -42,10 +44,9 @@ __all__ = [
 ]
 
 SLUG = "tpc_alignment"
-FINETUNE_STREAM = (
-    7919  # offset of a fine-tuning run's stream seed (views, batch order) from its seed,
-)
-# so that fine-tuning never replays the view draws and batch order of the pretraining with the same seed
+# The offset of a fine-tuning run's stream seed (views, batch order) from its seed, so that
+# fine-tuning never replays the view draws and batch order of the pretraining with the same seed.
+FINETUNE_STREAM = 7919
 ARMS: tuple[str, ...] = ("clip_ft", "tpc", "no_consensus", "gamma0", "no_agree", "no_nc")
 
 
@@ -66,8 +67,9 @@ def arm_objective(arm: str, base: TPCConfig) -> TPCConfig:
 
 
 def fit(module: DualEncoder, train: ShapesCaptions, *, seed: int) -> DualEncoder:
-    """Train ``module`` for ``module.optim.steps`` steps on ``train`` (batches shuffled with ``seed``),
-    with :func:`reprobook.core.make_trainer` (quiet, deterministic, gradient clipping)."""
+    """Train ``module`` for ``module.optim.steps`` steps on ``train`` (batches shuffled with
+    ``seed``), with :func:`reprobook.core.make_trainer` (quiet, deterministic, gradient
+    clipping)."""
     optim = module.optim
     data = ShapesCaptionsDataModule(train, batch_size=optim.batch_size, seed=seed)
     trainer = make_trainer(max_steps=optim.steps, gradient_clip_val=optim.grad_clip)
@@ -138,12 +140,11 @@ def finetune(
         raise TypeError(f"base must be a DualEncoder, got {type(base).__name__}")
     if not isinstance(base_key, str) or not base_key:
         raise ValueError(
-            f"base_key must be a non-empty string (the pretrained model's checkpoint_key), got {base_key!r}"
+            "base_key must be a non-empty string (the pretrained model's checkpoint_key), "
+            f"got {base_key!r}"
         )
     obj = arm_objective(arm, objective)
-    stream = (
-        seed + FINETUNE_STREAM
-    )  # the views and batch order of this run (never the pretraining's)
+    stream = seed + FINETUNE_STREAM  # the views and batch order of this run (not pretraining's)
     adversarial = adv is not None and adv.active
     name = f"ft-{arm}" + ("-adv" if adversarial else "")
     key = {
@@ -156,9 +157,8 @@ def finetune(
         "adv": adv if adversarial else None,
         "seed": seed,
     }
-    state = {
-        k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"
-    }  # weights only
+    # the weights only: the training curve belongs to the pretraining
+    state = {k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"}
 
     def build() -> DualEncoder:
         module = DualEncoder(base.model_cfg, obj, optim, adv if adversarial else None, stream)
@@ -240,7 +240,8 @@ def setup(cfg) -> Setup:
 
 def datasets(cfg, seed: int, p_wrong: float = 0.0) -> tuple[ShapesCaptions, ShapesCaptions]:
     """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream);
-    ``p_wrong`` > 0 makes views state wrong non-core details (our extension, see ``data.generate``)."""
+    ``p_wrong`` > 0 makes views state wrong non-core details (our extension, see
+    ``data.generate``)."""
     from .data import generate
 
     common = dict(
@@ -250,7 +251,8 @@ def datasets(cfg, seed: int, p_wrong: float = 0.0) -> tuple[ShapesCaptions, Shap
 
 
 def pretrained(cfg, train: ShapesCaptions, *, seed: int, profile: str) -> tuple[DualEncoder, bool]:
-    """The CLIP-pretrained model of this configuration (loaded when an earlier notebook trained it)."""
+    """The CLIP-pretrained model of this configuration (loaded when an earlier notebook trained
+    it)."""
     s = setup(cfg)
     return pretrain(
         train, model=s.model, optim=s.pretrain, tau0=cfg.tau0, seed=seed, profile=profile
