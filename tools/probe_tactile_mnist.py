@@ -65,8 +65,8 @@ def main(n: int = 20) -> None:
     print(f"{1000 * (time.perf_counter() - t0) / 16:.1f} ms per vector step (4 environments)")
     img = np.asarray(obs["sensor_img"])
     print(
-        f"sensor_img {img.shape}, range [{img.min():.3f}, {img.max():.3f}]; targets {info['prediction']['target']}; "
-        f"terminated {terminated}"
+        f"sensor_img {img.shape}, range [{img.min():.3f}, {img.max():.3f}]; "
+        f"targets {info['prediction']['target']}; terminated {terminated}"
     )
     print("inner action space:", env.single_action_space["action"])
     env.close()

@@ -1,4 +1,5 @@
-"""Tests of reprobook.papers.tactile_mnist.envs and .tactile: the offline environments of chapter 10.
+"""Tests of reprobook.papers.tactile_mnist.envs and .tactile: the offline environments of
+chapter 10.
 
 Exact properties: the action's projection onto the unit ball and the 3 cm step, the reward
 identity r = base - loss on random rollouts of four environments, time_step from -1 to 1,
@@ -298,7 +299,8 @@ def test_tactile_image_is_the_gel_indentation(train_set):
 
 
 def closed_and_oriented(faces: np.ndarray) -> bool:
-    """Every directed edge appears once and its reverse once: a closed, consistently oriented mesh."""
+    """Every directed edge appears once and its reverse once: a closed, consistently oriented
+    mesh."""
     edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     directed = {tuple(e) for e in edges}
     return len(directed) == len(edges) and all((b, a) in directed for a, b in directed)

@@ -22,6 +22,7 @@ from scipy.special import log_softmax
 
 ap_gym = pytest.importorskip("ap_gym")
 
+from reprobook import core  # noqa: E402
 from reprobook.papers.tactile_mnist import evaluate as V  # noqa: E402
 from reprobook.papers.tactile_mnist import model as M  # noqa: E402
 from reprobook.papers.tactile_mnist import policies as P  # noqa: E402
@@ -160,7 +161,8 @@ def test_policies_stay_inside_the_action_box(which, circle_square):
 
 
 def distinct_cells(positions: np.ndarray, cells: int = 8) -> float:
-    """Mean over episodes of the number of distinct cells (of a cells x cells grid on [-1, 1]^2) visited."""
+    """Mean over episodes of the number of distinct cells (of a cells x cells grid on
+    [-1, 1]^2) visited."""
     idx = np.clip(((positions[..., :2] + 1) / 2 * cells).astype(int), 0, cells - 1)
     return float(np.mean([len({tuple(c) for c in ep}) for ep in idx]))
 
@@ -310,7 +312,8 @@ def test_rollout_is_reproducible_and_well_formed(circle_square):
         a.time, np.linspace(-1, 1, 17)[:-1]
     )  # the observation before each of the 16 actions
     assert set(np.unique(a.labels)) <= {0, 1}
-    # zero logits: reward = base reward - CE(uniform) in CircleSquare's units (bits: ln 2 / ln 2 = 1)
+    # zero logits: reward = base reward - CE(uniform) in CircleSquare's units
+    # (bits: ln 2 / ln 2 = 1)
     assert np.allclose(a.rewards, a.base_rewards - 1.0, atol=1e-6)
     sub = a.subset([2, 0])
     assert np.array_equal(sub.labels, a.labels[[2, 0]]) and len(sub) == 2
@@ -482,20 +485,18 @@ def test_accuracy_by_step_on_hand_made_logits():
         V.accuracy_by_step(logits[0], labels)
 
 
-def test_t_interval_against_scipy():
-    values = np.array([0.81, 0.86, 0.78, 0.9])
-    iv = V.t_interval(values, level=0.9)
+def test_ordering_check_uses_the_core_t_interval():
+    finals = {"gradient": [0.81, 0.86, 0.78, 0.9], "raster": [0.6, 0.7, 0.65, 0.62]}
+    out = V.ordering_check(finals, order=("gradient", "raster"), level=0.9)
+    iv = out["intervals"]["gradient"]
+    assert iv == core.t_interval(finals["gradient"], level=0.9)
+    values = np.array(finals["gradient"])
     lo, hi = stats.t.interval(0.9, df=3, loc=values.mean(), scale=stats.sem(values))
-    assert (iv.low, iv.high) == (pytest.approx(lo), pytest.approx(hi)) and iv.mean == pytest.approx(
-        values.mean()
-    )
-    iv95 = V.t_interval(values, level=0.95)
-    assert iv95.high - iv95.low > iv.high - iv.low
-    assert V.t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5, 3)
+    assert (iv.low, iv.high) == (pytest.approx(lo), pytest.approx(hi))
+    wider = V.ordering_check(finals, order=("gradient", "raster"), level=0.95)["intervals"]
+    assert wider["gradient"].high - wider["gradient"].low > iv.high - iv.low
     with pytest.raises(ValueError, match="at least 2"):
-        V.t_interval([0.5])
-    with pytest.raises(ValueError, match="level"):
-        V.t_interval(values, level=90)
+        V.ordering_check({"gradient": [0.5], "raster": [0.4]}, order=("gradient", "raster"))
 
 
 def test_c2_and_c3_helpers():
@@ -526,7 +527,9 @@ def test_c2_and_c3_helpers():
         V.growth_check({"a": [0.5, 0.6], "b": [0.5, 0.6, 0.7]})
 
 
-def test_paired_differences_and_the_smallest_mean_interval():
+def test_paired_differences_and_the_worst_group_interval():
+    """C2's per-seed differences, and the simultaneous interval of their smaller mean that
+    decides the claim (the core's worst_group_interval, Bonferroni over the two differences)."""
     finals = {
         "gradient": [0.95, 0.97, 0.96],
         "raster": [0.80, 0.83, 0.78],
@@ -536,27 +539,27 @@ def test_paired_differences_and_the_smallest_mean_interval():
     assert list(diffs) == ["gradient - raster", "raster - random"]
     np.testing.assert_allclose(diffs["gradient - raster"], [0.15, 0.14, 0.18])
     np.testing.assert_allclose(diffs["raster - random"], [0.25, 0.25, 0.26])
-    smallest, per = V.smallest_mean_interval(diffs, level=0.95)
+    worst = core.worst_group_interval(diffs, worst="min", level=0.95)
     # each mean's interval at level 1 - 0.05/2, by hand with scipy
     for name, v in diffs.items():
         lo, hi = stats.t.interval(0.975, df=2, loc=np.mean(v), scale=stats.sem(v))
-        assert (per[name].low, per[name].high) == (pytest.approx(lo), pytest.approx(hi))
+        per = worst.by_group[name]
+        assert (per.low, per.high) == (pytest.approx(lo), pytest.approx(hi))
+    smallest = worst.interval
+    assert worst.group == "gradient - raster"
     assert smallest.estimate == pytest.approx(min(np.mean(v) for v in diffs.values()))
-    assert smallest.low == pytest.approx(min(iv.low for iv in per.values()))
-    assert smallest.high == pytest.approx(min(iv.high for iv in per.values()))
-    assert smallest.n == 3 and "2 means" in smallest.method
+    assert smallest.low == pytest.approx(min(iv.low for iv in worst.by_group.values()))
+    assert smallest.high == pytest.approx(min(iv.high for iv in worst.by_group.values()))
     # pairing matters: a raster that varies with the seed as random does keeps a tight difference
     paired = V.paired_differences({"a": [0.6, 0.8, 0.7], "b": [0.5, 0.7, 0.6]}, [("a", "b")])
-    iv, _ = V.smallest_mean_interval(paired)
+    iv = core.worst_group_interval(paired).interval
     assert iv.low == pytest.approx(0.1) and iv.high == pytest.approx(0.1)
     with pytest.raises(ValueError, match="same seeds"):
         V.paired_differences({"a": [0.6, 0.8, 0.7], "b": [0.5, 0.7]}, [("a", "b")])
     with pytest.raises(ValueError, match="no per-seed values"):
         V.paired_differences(finals, [("gradient", "learned")])
-    with pytest.raises(ValueError, match="same number of seeds"):
-        V.smallest_mean_interval({"a": [0.1, 0.2], "b": [0.1, 0.2, 0.3]})
     with pytest.raises(ValueError, match="empty"):
-        V.smallest_mean_interval({})
+        V.paired_differences(finals, [])
 
 
 def test_final_minus_average_by_hand():

@@ -9,19 +9,22 @@ prediction, and the reward is the base reward minus the prediction loss.
   suite's tactile interface;
 - :mod:`.policies`: scripted exploration (random, raster, gradient-following) and rollouts;
 - :mod:`.model`: the recurrent predictor (a LightningModule) trained on the rollouts;
-- :mod:`.evaluate`: accuracy against step, intervals over seeds, the C2 and C3 checks;
+- :mod:`.evaluate`: accuracy against step and the per-seed values of the C2 and C3 checks (their
+  intervals are the core's ``t_interval`` and ``worst_group_interval``);
 - :mod:`.config`: the notebooks' profiles.
+
+The equations the library implements are labelled on the chapter's page,
+notebooks/10_tactile_mnist/index.md, and each function cites the one it computes.
 """
 
 import warnings as _warnings
 
-with (
-    _warnings.catch_warnings()
-):  # ap_gym imports datasets, whose tqdm.auto warns in a notebook without ipywidgets
+# ap_gym imports datasets, whose tqdm.auto warns in a notebook without ipywidgets
+with _warnings.catch_warnings():
     _warnings.filterwarnings("ignore", message="IProgress not found")
     from . import config, envs, evaluate, model, policies, tactile
 from .envs import DigitsDataset, interface_report, make_digits_glimpse_env, make_glimpse_env
-from .evaluate import accuracy_by_step, growth_check, ordering_check, t_interval
+from .evaluate import accuracy_by_step, growth_check, ordering_check
 from .model import GlimpsePredictor, TrajectoryDataModule, predict_logits, train_predictor
 from .policies import POLICIES, Trajectories, make_policy, rollout
 from .tactile import TactileDigitEnv, height_map, height_map_volume, triangulated_volume

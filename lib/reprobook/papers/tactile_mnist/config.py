@@ -3,6 +3,8 @@
 Notebooks: ``interface`` (C1), ``where_you_look`` (C2, C3) and ``touching_digits`` (the
 digits-glimpse and synthetic tactile environments; C4 and C5, which cannot be checked here).
 The seed is a notebook parameter; the episodes of seed s are reset with seeds derived from it.
+A notebook resolves its configuration with
+``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``.
 
 Real data cannot be had for the full profile: the suite's MNIST 3D meshes and real touches live
 on a model hub that the book's machines cannot reach, and the registered tactile environments
@@ -19,7 +21,7 @@ from typing import Any
 
 from reprobook.core.resources import Resources
 
-__all__ = ["InterfaceConfig", "StrategyConfig", "TouchConfig", "PROFILES", "resolve"]
+__all__ = ["InterfaceConfig", "StrategyConfig", "TouchConfig", "PROFILES"]
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.1),
     "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=3.0),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
-    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
-    from reprobook.core.profiles import resolve_notebook
-
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)

@@ -1,10 +1,12 @@
-"""Offline active-perception environments and the interface checks of the chapter on Tactile MNIST.
+"""Offline active-perception environments and the interface checks of the chapter on Tactile
+MNIST.
 
 Paper: "Tactile MNIST: Benchmarking Active Tactile Perception", Schneider, Duret, de Farias,
 Calandra, Chen and Peters, arXiv 2506.06361. The benchmark's interface is ap_gym's: at every
 step the agent sends ``{"action": movement, "prediction": logits}``, and the environment returns
 
-    r_t = b_t - l(y*, y_hat_t),                                               (reward identity)
+    r_t = b_t - l(y*, y_hat_t),            (the reward identity, eq. `tac-reward` of
+                                            notebooks/10_tactile_mnist/index.md)
 
 with the base reward ``b_t`` (an action penalty) and the task loss ``l`` (cross-entropy for
 classification, MSE for regression) reported in ``info["base_reward"]`` and
@@ -48,6 +50,8 @@ from ap_gym.envs.image_classification import ImageClassificationEnv
 from gymnasium.utils import env_checker
 from scipy import ndimage
 from scipy.special import log_softmax
+
+from reprobook.core import checks
 
 __all__ = [
     "DIGITS_SPLITS",
@@ -107,14 +111,8 @@ class DigitsDataset(ImageClassificationDataset):
     ):
         if split not in DIGITS_SPLITS:
             raise ValueError(f"split must be one of {DIGITS_SPLITS}, got {split!r}")
-        if not isinstance(image_size, (int, np.integer)) or image_size < 8:
-            raise ValueError(
-                f"image_size must be an integer >= 8 (the digits are 8x8), got {image_size!r}"
-            )
-        if not 0.0 < float(train_fraction) < 1.0:
-            raise ValueError(
-                f"train_fraction must lie strictly between 0 and 1, got {train_fraction!r}"
-            )
+        checks.integer(image_size, "image_size (the digits are 8x8)", minimum=8)
+        checks.real(train_fraction, "train_fraction", above=0, below=1)
         all_images, all_targets = _load_digits()
         n = len(all_targets)
         perm = np.random.default_rng(seed).permutation(n)
@@ -155,8 +153,7 @@ class PythonFlagsWrapper(ActivePerceptionWrapper):
 
 
 def _validate_glimpse_args(step_limit, sensor_size, max_step_length, image_size) -> tuple[int, int]:
-    if not isinstance(step_limit, (int, np.integer)) or step_limit < 1:
-        raise ValueError(f"step_limit must be a positive integer, got {step_limit!r}")
+    checks.integer(step_limit, "step_limit", minimum=1)
     try:
         size = tuple(int(s) for s in sensor_size)
     except TypeError:
@@ -165,12 +162,14 @@ def _validate_glimpse_args(step_limit, sensor_size, max_step_length, image_size)
         ) from None
     if len(size) != 2 or min(size) < 1 or max(size) > image_size:
         raise ValueError(
-            f"sensor_size must be a pair of integers in [1, {image_size}] (the image size), got {sensor_size!r}"
+            f"sensor_size must be a pair of integers in [1, {image_size}] (the image size), "
+            f"got {sensor_size!r}"
         )
     step = np.asarray(max_step_length, dtype=float)
     if step.shape not in {(), (1,), (2,)} or not np.all(np.isfinite(step)) or np.any(step <= 0):
         raise ValueError(
-            f"max_step_length must be a positive number (or a positive pair), got {max_step_length!r}"
+            "max_step_length must be a positive number (or a positive pair), "
+            f"got {max_step_length!r}"
         )
     return size
 
@@ -376,12 +375,12 @@ def interface_report(
       ``different_seeds_differ``: ``reset(seed=seed + 1)`` gives a different one.
 
     ``step_limit`` defaults to :func:`find_step_limit`. Episodes are cut at 10 x step_limit (or
-    1,000 steps) in case an environment never ends. The environment is left reset.
+    1,000 steps) in case an environment never ends. The environment is left reset. Checks eq.
+    `tac-reward` of notebooks/10_tactile_mnist/index.md on every step.
     """
     if not isinstance(env, gym.Env):
         raise TypeError(f"env must be a gymnasium.Env, got {type(env).__name__}")
-    if not isinstance(n_episodes, (int, np.integer)) or n_episodes < 1:
-        raise ValueError(f"n_episodes must be a positive integer, got {n_episodes!r}")
+    checks.integer(n_episodes, "n_episodes", minimum=1)
     if step_limit is None:
         step_limit = find_step_limit(env)
     cap = 10 * step_limit if step_limit else 1000

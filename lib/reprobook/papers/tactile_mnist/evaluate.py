@@ -5,31 +5,27 @@ Paper: "Tactile MNIST: Benchmarking Active Tactile Perception", Schneider et al.
 The benchmark (and the APPLE baselines it reports) gives two accuracies per episode: the
 *final-step* accuracy (is the prediction at the last step right?) and the *average over the
 episode* (the fraction of steps whose prediction is right); ap_gym logs them as
-``final_accuracy`` and ``avg_accuracy``. Over E episodes:
+``final_accuracy`` and ``avg_accuracy``. Over E episodes (eq. `tac-acc` of
+notebooks/10_tactile_mnist/index.md):
 
     acc_t  = 1/E sum_e 1[argmax_c y_etc = label_e]        (accuracy_by_step, t = 0..T-1)
     final  = acc_{T-1},   mean = 1/T sum_t acc_t          (final_and_mean_accuracy)
 
-Over S seeds, a two-sided level-``level`` Student-t interval of the mean,
-mean +- t_{(1+level)/2, S-1} s / sqrt(S) (t_interval). The claim checks:
+Intervals over S seeds are the core's Student-t intervals (``reprobook.core.t_interval``).
 
 * ordering_check: the policies' final-step accuracies, each with its own t-interval over seeds,
   ordered as given (gradient > raster > random) with neighbouring intervals apart (the bar chart
-  of notebook 2; C2's first, unpaired check).
+  of notebook 2).
 * growth_check: for every policy the average-over-episode accuracy against the final-step
   accuracy, and the largest drop of the seed-averaged accuracy curve between consecutive steps
   (largest_step_drop; 0 for a non-decreasing curve), shown beside C3.
 
-The claims are decided on paired differences per seed, whose means get simultaneous intervals
-(smallest_mean_interval): for m quantities with per-seed values v_{q,s},
-
-    D_q = 1/S sum_s v_{q,s},   I_q = D_q +- t_{1 - alpha/(2m), S-1} sd_q / sqrt(S)   (Bonferroni),
-
-and the smallest, min_q D_q, gets [min_q low_q, min_q high_q], which holds whenever all the I_q
-do (probability >= 1 - alpha). C2 (paired_differences, then smallest_mean_interval): v = the
-final-step accuracy of policy a minus that of policy b in the same seed, for gradient - raster
-and raster - random. C3 (final_minus_average): v = final-step minus episode-average accuracy of
-one policy in one seed, for each policy.
+The claims are decided on paired values per seed (eq. `tac-paired`): C2 on the final-step
+accuracy of policy a minus that of policy b in the same seed, for gradient - raster and
+raster - random (paired_differences); C3 on the final-step minus the episode-average accuracy of
+one policy in one seed, for each policy (final_minus_average). The smallest of their means gets
+the simultaneous interval of ``reprobook.core.worst_group_interval`` (Bonferroni over the
+quantities).
 """
 
 from __future__ import annotations
@@ -40,22 +36,18 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from reprobook.core.stats import Interval as CoreInterval
-from reprobook.core.stats import t_interval as core_t_interval
+from reprobook.core.stats import t_interval
 
 __all__ = [
     "accuracy_by_step",
     "Accuracy",
     "final_and_mean_accuracy",
-    "Interval",
-    "t_interval",
     "largest_step_drop",
     "ordering_check",
     "growth_check",
     "policy_accuracy",
     "paired_differences",
     "final_minus_average",
-    "smallest_mean_interval",
 ]
 
 
@@ -66,7 +58,8 @@ def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np
         raise ValueError(f"logits must be a non-empty array (E, T, C), got shape {logits.shape}")
     if labels.shape != (logits.shape[0],):
         raise ValueError(
-            f"labels must have shape ({logits.shape[0]},) to match logits (E, T, C), got {labels.shape}"
+            f"labels must have shape ({logits.shape[0]},) to match logits (E, T, C), "
+            f"got {labels.shape}"
         )
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"labels must be integers (class indices), got dtype {labels.dtype}")
@@ -81,10 +74,13 @@ def _logits_labels(logits: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np
 
 
 def accuracy_by_step(logits: ArrayLike, labels: ArrayLike) -> np.ndarray:
-    """acc_t = mean over episodes of 1[argmax_c logits[e, t, c] == labels[e]]: (E, T, C), (E,) -> (T,).
-    Ties go to the lowest class index (NumPy's argmax)."""
-    logits, labels = _logits_labels(logits, labels)
-    return (logits.argmax(axis=-1) == labels[:, None]).mean(axis=0)
+    """acc_t = mean over episodes of 1[argmax_c logits[e, t, c] == labels[e]]:
+    (E, T, C), (E,) -> (T,). Ties go to the lowest class index (NumPy's argmax). Implements
+    eq. `tac-acc` of notebooks/10_tactile_mnist/index.md (its left half)."""
+    logits, labels = _logits_labels(logits, labels)  # (E, T, C) logits, (E,) true classes
+    predicted = logits.argmax(axis=-1)  # (E, T): the class predicted at every step
+    hits = predicted == labels[:, None]  # eq. tac-acc: 1[argmax_c y_etc = label_e]
+    return hits.mean(axis=0)  # eq. tac-acc: acc_t, the mean over the E episodes
 
 
 class Accuracy(NamedTuple):
@@ -93,23 +89,10 @@ class Accuracy(NamedTuple):
 
 
 def final_and_mean_accuracy(logits: ArrayLike, labels: ArrayLike) -> Accuracy:
-    """(final-step accuracy acc_{T-1}, average-over-episode accuracy 1/T sum_t acc_t)."""
+    """(final-step accuracy acc_{T-1}, average-over-episode accuracy 1/T sum_t acc_t): eq.
+    `tac-acc` of notebooks/10_tactile_mnist/index.md (its right half)."""
     acc = accuracy_by_step(logits, labels)
     return Accuracy(float(acc[-1]), float(acc.mean()))
-
-
-class Interval(NamedTuple):
-    mean: float
-    low: float
-    high: float
-    n: int
-
-
-def t_interval(values: ArrayLike, level: float = 0.9) -> Interval:
-    """mean +- t_{(1+level)/2, n-1} * s / sqrt(n) over n >= 2 values (s the sample standard
-    deviation, ddof = 1): a two-sided Student-t interval of the mean over seeds."""
-    iv = core_t_interval(values, level)
-    return Interval(iv.mean, iv.low, iv.high, iv.n)
 
 
 def largest_step_drop(curve: ArrayLike) -> float:
@@ -138,7 +121,7 @@ def ordering_check(
     """C2: are the policies' final-step accuracies (one value per seed) ordered as ``order``
     (best first), with the level-``level`` t-intervals of neighbours not overlapping?
 
-    Returns {"intervals": {policy: Interval}, "ordered": bool (means strictly decreasing along
+    Returns {"intervals": {policy: TInterval}, "ordered": bool (means strictly decreasing along
     ``order``), "separated": bool (low of each > high of the next), "holds": ordered and
     separated, "gaps": [low_i - high_{i+1}] (positive when separated), "pairs_held": the
     neighbouring pairs "a > b" whose means are ordered and intervals separated (C2 counts them)}."""
@@ -213,7 +196,8 @@ def paired_differences(
     final_by_policy: Mapping[str, ArrayLike], pairs: Sequence[tuple[str, str]]
 ) -> dict[str, np.ndarray]:
     """{"a - b": final_a[s] - final_b[s] over seeds s} for each pair (a, b): the per-seed paired
-    differences of C2 (seed s trains and tests every policy with the same seeds)."""
+    differences of C2 (seed s trains and tests every policy with the same seeds). Implements the
+    C2 values of eq. `tac-paired` of notebooks/10_tactile_mnist/index.md."""
     if not pairs:
         raise ValueError(
             "pairs is empty; give (better, worse) policy pairs such as ('gradient', 'raster')"
@@ -228,53 +212,30 @@ def paired_differences(
         va, vb = _per_seed(final_by_policy[a], a), _per_seed(final_by_policy[b], b)
         if va.shape != vb.shape:
             raise ValueError(
-                f"pair ({a}, {b}): {va.size} and {vb.size} seeds; paired differences need the same seeds"
+                f"pair ({a}, {b}): {va.size} and {vb.size} seeds; paired differences need the "
+                "same seeds"
             )
         out[f"{a} - {b}"] = va - vb
     return out
 
 
 def final_minus_average(curves_by_policy: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
-    """{policy: acc_{T-1} - mean_t acc_t for each seed}: curves (S, T) per policy -> (S,) each, the
-    per-seed differences of C3 (positive when the average over the episode is below the final)."""
+    """{policy: acc_{T-1} - mean_t acc_t for each seed}: curves (S, T) per policy -> (S,) each,
+    the per-seed differences of C3 (positive when the average over the episode is below the
+    final). Implements the C3 values of eq. `tac-paired` of notebooks/10_tactile_mnist/index.md."""
     if not curves_by_policy:
         raise ValueError("curves_by_policy is empty; give {policy: accuracy curves (S, T)}")
     out = {}
     for p, c in curves_by_policy.items():
-        arr = np.asarray(c, dtype=float)
+        arr = np.asarray(c, dtype=float)  # (S, T): acc_t of eq. tac-acc, one row per seed
         if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 2:
             raise ValueError(
-                f"{p}: curves must be (S, T) with S >= 2 seeds and T >= 2 steps, got shape {arr.shape}"
+                f"{p}: curves must be (S, T) with S >= 2 seeds and T >= 2 steps, "
+                f"got shape {arr.shape}"
             )
+        # eq. tac-paired: final-step accuracy acc_{T-1} minus the episode average, per seed
         out[p] = arr[:, -1] - arr.mean(axis=1)
     return out
-
-
-def smallest_mean_interval(
-    values_by_name: Mapping[str, ArrayLike], level: float = 0.95
-) -> tuple[CoreInterval, dict]:
-    """The smallest of m means over seeds, with a simultaneous interval (see the module docstring).
-
-    Each name's mean gets a Student-t interval at level 1 - (1 - level) / m; returns
-    (Interval(min mean, min low, min high, method, S), {name: that name's TInterval})."""
-    if not values_by_name:
-        raise ValueError("values_by_name is empty; give {name: per-seed values}")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    each = 1 - (1 - float(level)) / len(values_by_name)
-    per = {name: core_t_interval(_per_seed(v, name), each) for name, v in values_by_name.items()}
-    sizes = {iv.n for iv in per.values()}
-    if len(sizes) != 1:
-        raise ValueError(f"every name needs the same number of seeds, got {sorted(sizes)}")
-    n = sizes.pop()
-    smallest = CoreInterval(
-        min(iv.mean for iv in per.values()),
-        min(iv.low for iv in per.values()),
-        min(iv.high for iv in per.values()),
-        f"smallest of {len(per)} means, Student-t {each:.2%} each over {n} seeds ({level:.0%} together)",
-        n,
-    )
-    return smallest, per
 
 
 def policy_accuracy(

@@ -16,16 +16,17 @@ the prediction from a supervised model trained on the recorded episodes:
     L   = 1/(E T) sum_{e,t} CE(y_et, label_e)   the env's per-step cross-entropy (natural log),
                                                 averaged over all steps
 
+(eq. `tac-predictor` of notebooks/10_tactile_mnist/index.md)
+
 ASSUMED sizes: image embedding 32, MLP hidden 64, GRU hidden 64, AdamW (weight decay 1e-4),
 batch size 32, learning rate 3e-3, no learning-rate schedule. The standardisation (ASSUMED) is
 needed: CircleSquare's glimpses lie in [0.45, 1] and the object's edge differs from the
-background by about 0.1, and without it the GRU stayed at chance for 150-450 steps. ap_gym's CircleSquare reports its
-loss in bits (cross-entropy divided by ln 2); the ordering of predictors is the same.
+background by about 0.1, and without it the GRU stayed at chance for 150-450 steps. ap_gym's
+CircleSquare reports its loss in bits (cross-entropy divided by ln 2); the ordering of
+predictors is the same.
 """
 
 from __future__ import annotations
-
-import math
 
 import lightning as L
 import numpy as np
@@ -33,7 +34,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from reprobook.core import make_trainer
+from reprobook.core import checks, make_trainer
 
 from .policies import Trajectories
 
@@ -48,32 +49,14 @@ __all__ = [
     "CURVE_COLUMNS",
 ]
 
-MLP_MAX_PIXELS = (
-    64  # images with at most 8 x 8 = 64 pixels go through the MLP, larger ones through the CNN
-)
+# Images with at most 8 x 8 = 64 pixels go through the MLP, larger ones through the CNN.
+MLP_MAX_PIXELS = 64
 CURVE_COLUMNS = ("train_loss", "val_loss", "val_final_accuracy")
 
 
-def _check_positive_int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _check_positive_float(name: str, value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 def trajectory_tensors(trajs: Trajectories) -> dict[str, torch.Tensor]:
-    """The model's inputs from :class:`Trajectories`: images (E, T, H, W, C), positions (E, T, d),
-    time (E, T) as float32 tensors and labels (E,) as int64."""
+    """The model's inputs from :class:`Trajectories`: images (E, T, H, W, C), positions
+    (E, T, d), time (E, T) as float32 tensors and labels (E,) as int64."""
     if not isinstance(trajs, Trajectories):
         raise TypeError(f"expected Trajectories, got {type(trajs).__name__}")
     return {
@@ -85,8 +68,8 @@ def trajectory_tensors(trajs: Trajectories) -> dict[str, torch.Tensor]:
 
 
 class _TinyCNN(nn.Module):
-    """(N, C, H, W) -> (N, embed): two stride-2 3x3 convolutions (8, 16 channels), average-pooled to
-    4 x 4, then a linear layer."""
+    """(N, C, H, W) -> (N, embed): two stride-2 3x3 convolutions (8, 16 channels),
+    average-pooled to 4 x 4, then a linear layer."""
 
     def __init__(self, channels: int, embed: int):
         super().__init__()
@@ -107,7 +90,8 @@ class _TinyCNN(nn.Module):
 
 class GlimpsePredictor(L.LightningModule):
     """Per-step class logits from the history of (image, position, time step); see the module
-    docstring for the equations. Initial weights depend on ``seed`` only (drawn in a forked RNG).
+    docstring for the equations (eq. `tac-predictor` of notebooks/10_tactile_mnist/index.md).
+    Initial weights depend on ``seed`` only (drawn in a forked RNG).
 
     ``curve`` (a buffer, epochs x :data:`CURVE_COLUMNS`, NaN where not measured) keeps the mean
     training loss of each epoch, the validation loss and the validation final-step accuracy, so a
@@ -133,20 +117,18 @@ class GlimpsePredictor(L.LightningModule):
         h, w, c = (int(s) for s in image_shape)
         if min(h, w, c) < 1:
             raise ValueError(f"image_shape must be positive, got {image_shape!r}")
-        _check_positive_int("pos_dim", pos_dim)
-        _check_positive_int("num_classes", num_classes, 2)
+        checks.integer(pos_dim, "pos_dim", minimum=1)
+        checks.integer(num_classes, "num_classes", minimum=2)
         for name, value in (
             ("hidden", hidden),
             ("embed", embed),
             ("mlp_hidden", mlp_hidden),
             ("epochs", epochs),
         ):
-            _check_positive_int(name, value)
-        _check_positive_float("lr", lr)
-        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
-            raise ValueError(f"weight_decay must be a non-negative number, got {weight_decay!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            checks.integer(value, name, minimum=1)
+        checks.real(lr, "lr", above=0)
+        checks.real(weight_decay, "weight_decay", minimum=0)
+        checks.integer(seed, "seed", minimum=0, maximum=2**63 - 1)
         self.save_hyperparameters()
         self.image_shape, self.pos_dim, self.num_classes = (h, w, c), pos_dim, num_classes
         self.lr, self.weight_decay, self.seed = float(lr), float(weight_decay), seed
@@ -187,7 +169,8 @@ class GlimpsePredictor(L.LightningModule):
     def forward(
         self, images: torch.Tensor, positions: torch.Tensor, time: torch.Tensor
     ) -> torch.Tensor:
-        """images (B, T, H, W, C), positions (B, T, d), time (B, T) -> logits (B, T, num_classes)."""
+        """images (B, T, H, W, C), positions (B, T, d), time (B, T) -> logits
+        (B, T, num_classes): eq. `tac-predictor` of notebooks/10_tactile_mnist/index.md."""
         if images.dim() != 5 or tuple(images.shape[2:]) != self.image_shape:
             raise ValueError(
                 f"images must be (B, T, {', '.join(map(str, self.image_shape))}), "
@@ -209,13 +192,15 @@ class GlimpsePredictor(L.LightningModule):
 
     @staticmethod
     def step_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """CE(y_et, label_e) = -log softmax(y_et)[label_e]: logits (B, T, C), labels (B,) -> (B, T)."""
+        """CE(y_et, label_e) = -log softmax(y_et)[label_e]: logits (B, T, C), labels (B,) ->
+        (B, T)."""
         b, t, c = logits.shape
         target = labels.unsqueeze(1).expand(b, t).reshape(-1)
         return F.cross_entropy(logits.reshape(b * t, c), target, reduction="none").reshape(b, t)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """L = mean over episodes and steps of the per-step cross-entropy."""
+        """L = mean over episodes and steps of the per-step cross-entropy (the loss of eq.
+        `tac-predictor` of notebooks/10_tactile_mnist/index.md)."""
         logits = self(batch["images"], batch["positions"], batch["time"])
         return self.step_losses(logits, batch["labels"]).mean()
 
@@ -286,9 +271,8 @@ class TrajectoryDataModule(L.LightningDataModule):
         self, trajs: Trajectories, batch_size: int = 32, val_fraction: float = 0.1, seed: int = 0
     ):
         super().__init__()
-        _check_positive_int("batch_size", batch_size)
-        if not (isinstance(val_fraction, (int, float)) and 0 <= val_fraction < 1):
-            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction!r}")
+        checks.integer(batch_size, "batch_size", minimum=1)
+        checks.real(val_fraction, "val_fraction", minimum=0, below=1)
         self.tensors = trajectory_tensors(trajs)
         n = len(trajs)
         n_val = 0 if val_fraction == 0 else max(1, int(round(val_fraction * n)))
@@ -344,7 +328,7 @@ def build_predictor(
     """An untrained :class:`GlimpsePredictor` shaped for ``trajs`` (image shape, position
     dimension), with a training curve of ``epochs`` rows; ``model_kwargs`` go to its constructor.
     With :func:`fit_predictor`, the ``build`` and ``train`` of ``core.load_or_train``."""
-    _check_positive_int("num_classes", num_classes, 2)
+    checks.integer(num_classes, "num_classes", minimum=2)
     _check_labels(trajs, num_classes)
     return GlimpsePredictor(
         tuple(trajs.images.shape[2:]),
@@ -377,7 +361,8 @@ def fit_predictor(
     ):
         raise ValueError(
             f"trajs have images {tuple(trajs.images.shape[2:])} and positions of dimension "
-            f"{trajs.positions.shape[-1]}; the model expects {model.image_shape} and {model.pos_dim}"
+            f"{trajs.positions.shape[-1]}; the model expects {model.image_shape} and "
+            f"{model.pos_dim}"
         )
     data = TrajectoryDataModule(trajs, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
     model.set_input_stats(trajs.images[data.train_index.numpy()])
@@ -401,7 +386,7 @@ def train_predictor(
     :func:`build_predictor` then :func:`fit_predictor`. Weights, the split and the batch order
     come from ``seed`` alone, so two calls give identical weights on one machine with the same
     torch thread count. ``model_kwargs`` go to :class:`GlimpsePredictor`."""
-    _check_positive_int("epochs", epochs)
+    checks.integer(epochs, "epochs", minimum=1)
     model = build_predictor(trajs, num_classes, epochs=epochs, seed=seed, lr=lr, **model_kwargs)
     return fit_predictor(model, trajs, seed=seed, batch_size=batch_size, val_fraction=val_fraction)
 
@@ -413,7 +398,7 @@ def predict_logits(
     """Logits (E, T, C) of ``model`` on every step of ``trajs`` (eval mode, no gradient)."""
     if not isinstance(model, GlimpsePredictor):
         raise TypeError(f"model must be a GlimpsePredictor, got {type(model).__name__}")
-    _check_positive_int("batch_size", batch_size)
+    checks.integer(batch_size, "batch_size", minimum=1)
     tensors = trajectory_tensors(trajs)
     was_training = model.training
     model.eval()

@@ -1,8 +1,8 @@
 """Scripted movement policies and episode roll-outs for the chapter on Tactile MNIST.
 
-Paper: "Tactile MNIST: Benchmarking Active Tactile Perception", Schneider et al., arXiv 2506.06361.
-The benchmark's agents output ``{"action": movement, "prediction": logits}`` at every step
-(the ap_gym active-perception interface). This module supplies the *movement* half with three
+Paper: "Tactile MNIST: Benchmarking Active Tactile Perception", Schneider et al., arXiv
+2506.06361. The benchmark's agents output ``{"action": movement, "prediction": logits}`` at every
+step (the ap_gym active-perception interface). This module supplies the *movement* half with three
 hand-written strategies, the stand-ins of the chapter's claim C2 for the baselines the paper
 takes from APPLE (random actions, a fixed grid, and a learned policy):
 
@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from reprobook.core import checks
+
 __all__ = [
     "IMAGE_KEYS",
     "POSITION_KEYS",
@@ -55,7 +57,7 @@ __all__ = [
 IMAGE_KEYS: tuple[str, ...] = ("glimpse", "sensor_img")  # the image keys the adapter knows
 POSITION_KEYS: tuple[str, ...] = ("glimpse_pos", "sensor_pos")  # the position keys it knows
 TIME_KEY = "time_step"
-POLICY_STREAM = 0x7AC7  # first entry of the per-episode policy seed, [POLICY_STREAM, seed, episode]
+POLICY_STREAM = 0x7AC7  # first entry of the per-episode policy seed [POLICY_STREAM, seed, e]
 
 
 # --- the observation adapter ---------------------------------------------------------------------
@@ -152,7 +154,7 @@ def inner_action_space(env: Any):
     return space
 
 
-# --- policies --------------------------------------------------------------------------------------
+# --- policies ----------------------------------------------------------------------------------
 
 
 class Policy:
@@ -226,12 +228,10 @@ def raster_waypoints(budget: float, n_rows: int | None = None) -> tuple[np.ndarr
     a(1 - 1/n). Its length is a (2n - 2/n). With ``n_rows=None``, n is the largest n >= 2 whose
     path fits the budget (length <= budget at a = 1); ASSUMED sizing rule. The half-width
     a = min(1, budget / (2n - 2/n)) shrinks the pattern about the centre when even two rows do not
-    fit. Returns (waypoints (2n, 2), n, a).
+    fit. Returns (waypoints (2n, 2), n, a). Implements eq. `tac-raster` of
+    notebooks/10_tactile_mnist/index.md.
     """
-    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
-        raise ValueError(
-            f"budget (path length available) must be a positive finite number, got {budget!r}"
-        )
+    checks.real(budget, "budget (the path length available)", above=0)
 
     def length(n: int) -> float:
         return 2 * n - 2 / n
@@ -241,11 +241,7 @@ def raster_waypoints(budget: float, n_rows: int | None = None) -> tuple[np.ndarr
         while length(n + 1) <= budget:
             n += 1
     else:
-        if isinstance(n_rows, bool) or not isinstance(n_rows, int) or n_rows < 2:
-            raise ValueError(
-                f"n_rows must be an integer >= 2 or None (sized from the budget), got {n_rows!r}"
-            )
-        n = n_rows
+        n = checks.integer(n_rows, "n_rows (None: sized from the budget)", minimum=2)
     a = min(1.0, budget / length(n))
     centres = a * (-1 + (2 * np.arange(n) + 1) / n)
     x0, x1 = centres[0], centres[-1]
@@ -257,7 +253,8 @@ def raster_waypoints(budget: float, n_rows: int | None = None) -> tuple[np.ndarr
 
 
 class RasterPolicy(Policy):
-    """A fixed lawn-mower pattern (APPLE-GRID's kind of movement), steered from the observed position.
+    """A fixed lawn-mower pattern (APPLE-GRID's kind of movement), steered from the observed
+    position.
 
     Path: :func:`raster_waypoints` with the budget (step_limit - 1) * max_step, the distance the
     sensor can cover before the last observation that a prediction sees. At reset the pattern is
@@ -280,13 +277,9 @@ class RasterPolicy(Policy):
         keys: ObservationKeys | None = None,
     ):
         super().__init__(action_space, keys)
-        if not (isinstance(max_step, (int, float)) and math.isfinite(max_step) and max_step > 0):
-            raise ValueError(
-                f"max_step (largest move per step, in normalised position units) must be positive, "
-                f"got {max_step!r}"
-            )
-        if isinstance(step_limit, bool) or not isinstance(step_limit, int) or step_limit < 2:
-            raise ValueError(f"step_limit must be an integer >= 2, got {step_limit!r}")
+        # the largest move per step, in normalised position units
+        checks.real(max_step, "max_step", above=0)
+        checks.integer(step_limit, "step_limit", minimum=2)
         self.max_step = float(max_step)
         self.step_limit = step_limit
         self.pattern, self.n_rows, self.half_width = raster_waypoints(
@@ -373,11 +366,10 @@ class GradientPolicy(Policy):
                 f"row_axis (the position coordinate that image rows run along) must be 0 or 1, "
                 f"got {row_axis!r}"
             )
-        for name, value in (("flat_tol", flat_tol), ("centre_tol", centre_tol)):
-            if not (isinstance(value, (int, float)) and value >= 0):
-                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-        if max_step is not None and not (isinstance(max_step, (int, float)) and max_step > 0):
-            raise ValueError(f"max_step must be positive or None, got {max_step!r}")
+        checks.real(flat_tol, "flat_tol", minimum=0)
+        checks.real(centre_tol, "centre_tol", minimum=0)
+        if max_step is not None:
+            checks.real(max_step, "max_step", above=0)
         self.explore, self.row_axis, self.invert = explore, row_axis, bool(invert)
         self.flat_tol, self.centre_tol = float(flat_tol), float(centre_tol)
         self.max_step = None if max_step is None else float(max_step)
@@ -388,25 +380,26 @@ class GradientPolicy(Policy):
 
     def direction(self, image: np.ndarray) -> np.ndarray | None:
         """The unit planar direction towards the contrast-weighted centroid, or None when the
-        image is flat or the centroid is at the centre."""
-        intensity = image.mean(axis=-1).astype(np.float64)
-        if self.invert:
+        image is flat or the centroid is at the centre. Implements eq. `tac-gradient` of
+        notebooks/10_tactile_mnist/index.md."""
+        intensity = image.mean(axis=-1).astype(np.float64)  # I: (H, W), channels averaged
+        if self.invert:  # a dark object on a bright background
             intensity = -intensity
-        w = intensity - intensity.min()
+        w = intensity - intensity.min()  # eq. tac-gradient: contrast weights w = I - min I
         total = w.sum()
-        if w.max() < self.flat_tol or total <= 0:
+        if w.max() < self.flat_tol or total <= 0:  # a flat image: nothing to follow
             return None
         h, wd = w.shape
-        rows = np.arange(h) - (h - 1) / 2
+        rows = np.arange(h) - (h - 1) / 2  # pixel offsets from the image centre
         cols = np.arange(wd) - (wd - 1) / 2
-        c_row = float(rows @ w.sum(axis=1)) / total
+        c_row = float(rows @ w.sum(axis=1)) / total  # eq. tac-gradient: the centroid offset c
         c_col = float(w.sum(axis=0) @ cols) / total
-        if math.hypot(c_row, c_col) < self.centre_tol:
+        if math.hypot(c_row, c_col) < self.centre_tol:  # already centred on the contrast
             return None
-        v = np.zeros(2)
+        v = np.zeros(2)  # image rows and columns onto the position axes
         v[self.row_axis] = c_row
         v[1 - self.row_axis] = c_col
-        return v / np.linalg.norm(v)
+        return v / np.linalg.norm(v)  # eq. tac-gradient: a full step along c / ||c||
 
     def act(self, obs, rng):
         image, pos, _ = self._split(obs)
@@ -432,8 +425,8 @@ POLICIES: tuple[str, ...] = ("random", "raster", "gradient")
 def make_policy(
     name: str, env: Any, max_step: float, step_limit: int = 16, **kwargs: Any
 ) -> Policy:
-    """A policy by name ("random", "raster", "gradient") for ``env``'s inner action space and keys.
-    ``max_step`` is the env's largest move per step in normalised position units (0.2 in
+    """A policy by name ("random", "raster", "gradient") for ``env``'s inner action space and
+    keys. ``max_step`` is the env's largest move per step in normalised position units (0.2 in
     CircleSquare-v0); extra keyword arguments go to the policy's constructor."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; the policies are {POLICIES}")
@@ -446,7 +439,7 @@ def make_policy(
     return GradientPolicy(space, keys=keys, **kwargs)
 
 
-# --- roll-outs -------------------------------------------------------------------------------------
+# --- roll-outs ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -542,10 +535,8 @@ def rollout(env: Any, policy: Policy, n_episodes: int, seed: int) -> Trajectorie
     ``env.reset(seed=seed + b)``, each with its own copy of the policy and the generator above;
     the extra episodes of the last batch are dropped. Its episodes differ from the single env's
     for the same seed (ap_gym seeds a vector env as a whole), and depend on N."""
-    if isinstance(n_episodes, bool) or not isinstance(n_episodes, int) or n_episodes < 1:
-        raise ValueError(f"n_episodes must be a positive integer, got {n_episodes!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    checks.integer(n_episodes, "n_episodes", minimum=1)
+    checks.integer(seed, "seed", minimum=0)
     if not isinstance(policy, Policy):
         raise TypeError(
             f"policy must be a Policy (RandomPolicy, RasterPolicy, GradientPolicy), "
@@ -696,7 +687,8 @@ def _rollout_vector(
             target = np.asarray(info["prediction"]["target"])
             if target.shape != (n_envs,) or not np.issubdtype(target.dtype, np.integer):
                 raise ValueError(
-                    f"rollout supports classification targets (one integer label per env), got {target!r}"
+                    "rollout supports classification targets (one integer label per env), "
+                    f"got {target!r}"
                 )
             if batch_labels is None:
                 batch_labels = target.copy()
@@ -710,8 +702,8 @@ def _rollout_vector(
             if done.any():
                 if not done.all():
                     raise ValueError(
-                        f"batch {b}: the environments ended at different steps; rollout needs a fixed "
-                        "step limit"
+                        f"batch {b}: the environments ended at different steps; rollout needs a "
+                        "fixed step limit"
                     )
                 break
             if steps > 100_000:
@@ -721,7 +713,8 @@ def _rollout_vector(
             length = steps
         elif steps != length:
             raise ValueError(
-                f"batch {b} lasted {steps} steps, batch 0 {length}: rollout needs a fixed step limit"
+                f"batch {b} lasted {steps} steps, batch 0 {length}: rollout needs a fixed step "
+                "limit"
             )
         for i, e in enumerate(ids):
             if e < n_episodes:

@@ -32,6 +32,8 @@ from numpy.typing import ArrayLike
 from scipy import ndimage
 from scipy.integrate import trapezoid
 
+from reprobook.core import checks
+
 from .envs import DigitsDataset
 
 __all__ = [
@@ -76,18 +78,20 @@ def max_step_length_cm(
     A trapezoidal speed profile: accelerate at a to v, cruise, brake at a to a stop within dt.
     If dt >= 2 v / a the distance is v dt - v^2 / a; otherwise the speed limit is never reached
     and it is a dt^2 / 4. The suite's 0.2 m/s, 4 m/s^2 and dt = 0.2 s give
-    0.04 - 0.01 = 0.03 m = 3 cm (ASSUMED: that the move starts and ends at rest).
+    0.04 - 0.01 = 0.03 m = 3 cm (ASSUMED: that the move starts and ends at rest). Implements
+    s_max of eq. `tac-move` of notebooks/10_tactile_mnist/index.md.
     """
-    v, a, dt = float(velocity_m_s), float(acceleration_m_s2), float(dt_s)
-    if not (v > 0 and a > 0 and dt > 0):
-        raise ValueError(f"velocity, acceleration and dt must be positive, got {v}, {a}, {dt}")
+    v = checks.real(velocity_m_s, "velocity_m_s", above=0)
+    a = checks.real(acceleration_m_s2, "acceleration_m_s2", above=0)
+    dt = checks.real(dt_s, "dt_s", above=0)
     metres = v * dt - v * v / a if dt >= 2 * v / a else a * dt * dt / 4
     return 100.0 * metres
 
 
 def project_to_unit_ball(a: ArrayLike) -> np.ndarray:
     """a / max(1, ||a||) along the last axis: vectors with norm > 1 are rescaled onto the unit
-    sphere, the others are returned unchanged (the suite's action rule, before scaling)."""
+    sphere, the others are returned unchanged (the suite's action rule, before scaling): the
+    projection of eq. `tac-move` of notebooks/10_tactile_mnist/index.md."""
     a = np.asarray(a, dtype=np.float64)
     norm = np.linalg.norm(a, axis=-1, keepdims=True)
     return a / np.maximum(norm, 1.0)
@@ -110,10 +114,8 @@ def _check_height_field(h: ArrayLike, name: str = "h") -> np.ndarray:
 
 
 def _check_footprint(footprint_cm: float) -> float:
-    f = float(footprint_cm)
-    if not (math.isfinite(f) and f > 0):
-        raise ValueError(f"footprint_cm must be a positive length in cm, got {footprint_cm!r}")
-    return f
+    """The footprint's side: a positive length in cm."""
+    return checks.real(footprint_cm, "footprint_cm (cm)", above=0)
 
 
 def height_map(
@@ -141,12 +143,9 @@ def height_map(
         )
     if not np.all(np.isfinite(img)) or img.min() < 0 or img.max() > 1 + 1e-9:
         raise ValueError("image8x8 must hold values in [0, 1] (divide load_digits images by 16)")
-    if not isinstance(size, (int, np.integer)) or size < 8:
-        raise ValueError(f"size must be an integer >= 8, got {size!r}")
-    if not (math.isfinite(float(relief_mm)) and relief_mm > 0):
-        raise ValueError(f"relief_mm must be positive, got {relief_mm!r}")
-    if not (math.isfinite(float(smooth)) and smooth >= 0):
-        raise ValueError(f"smooth must be a non-negative standard deviation in cm, got {smooth!r}")
+    checks.integer(size, "size", minimum=8)
+    checks.real(relief_mm, "relief_mm", above=0)
+    checks.real(smooth, "smooth (a standard deviation in cm)", minimum=0)
     f = _check_footprint(footprint_cm)
     padded = np.pad(img, 1)  # (r + 2, c + 2): pixel k covers [k, k + 1) in padded pixel units
     rows, cols = padded.shape
@@ -166,7 +165,8 @@ def height_map(
 def height_map_volume(h: ArrayLike, footprint_cm: float = FOOTPRINT_CM) -> float:
     """V = integral of h over the footprint, in cm^3, by the trapezoidal rule on the node grid.
 
-    h is in mm (divided by 10), node spacing F / (n - 1) cm along each axis.
+    h is in mm (divided by 10), node spacing F / (n - 1) cm along each axis. Implements the
+    integral of eq. `tac-volume` of notebooks/10_tactile_mnist/index.md.
     """
     h = _check_height_field(h)
     f = _check_footprint(footprint_cm)
@@ -235,6 +235,7 @@ def mesh_volume(vertices: ArrayLike, faces: ArrayLike) -> float:
 
     Each face with the origin spans a tetrahedron of signed volume det[v0, v1, v2] / 6; over a
     closed surface the signs cancel outside the solid (divergence theorem with F = r / 3).
+    Implements the sum of eq. `tac-volume` of notebooks/10_tactile_mnist/index.md.
     """
     v = np.asarray(vertices, dtype=np.float64)
     fc = np.asarray(faces)
@@ -254,8 +255,8 @@ def triangulated_volume(h: ArrayLike, footprint_cm: float = FOOTPRINT_CM) -> flo
     """Volume in cm^3 of the closed triangulated solid of :func:`height_map_mesh`.
 
     Independent of :func:`height_map_volume`: on each grid cell the two triangles give
-    A (2 h00 + 2 h11 + h01 + h10) / 6 where the trapezoidal rule gives A (h00 + h01 + h10 + h11) / 4;
-    the two agree exactly on planes and closely on smooth fields.
+    A (2 h00 + 2 h11 + h01 + h10) / 6 where the trapezoidal rule gives
+    A (h00 + h01 + h10 + h11) / 4; the two agree exactly on planes and closely on smooth fields.
     """
     return mesh_volume(*height_map_mesh(h, footprint_cm))
 
@@ -334,14 +335,9 @@ class TactileDigitEnv(ActiveClassificationEnv):
         jitter_cm: float = 0.1,
         render_mode: str | None = "rgb_array",
     ):
-        if not isinstance(step_limit, (int, np.integer)) or step_limit < 1:
-            raise ValueError(f"step_limit must be a positive integer, got {step_limit!r}")
-        if not isinstance(sensor_resolution, (int, np.integer)) or sensor_resolution < 2:
-            raise ValueError(
-                f"sensor_resolution must be an integer >= 2, got {sensor_resolution!r}"
-            )
-        if not isinstance(height_map_size, (int, np.integer)) or height_map_size < 8:
-            raise ValueError(f"height_map_size must be an integer >= 8, got {height_map_size!r}")
+        checks.integer(step_limit, "step_limit", minimum=1)
+        checks.integer(sensor_resolution, "sensor_resolution", minimum=2)
+        checks.integer(height_map_size, "height_map_size", minimum=8)
         positive = dict(
             relief_mm=relief_mm,
             press_mm=press_mm,
@@ -350,8 +346,7 @@ class TactileDigitEnv(ActiveClassificationEnv):
             footprint_cm=footprint_cm,
         )
         for name, value in positive.items():
-            if not (math.isfinite(float(value)) and value > 0):
-                raise ValueError(f"{name} must be positive, got {value!r}")
+            checks.real(value, name, above=0)
         non_negative = dict(
             smooth_cm=smooth_cm,
             max_rotation=max_rotation,
@@ -360,8 +355,7 @@ class TactileDigitEnv(ActiveClassificationEnv):
             jitter_cm=jitter_cm,
         )
         for name, value in non_negative.items():
-            if not (math.isfinite(float(value)) and value >= 0):
-                raise ValueError(f"{name} must be non-negative, got {value!r}")
+            checks.real(value, name, minimum=0)
         if gel_cm >= cell_cm:
             raise ValueError(f"gel_cm ({gel_cm}) must be smaller than cell_cm ({cell_cm})")
         if render_mode not in (None, "rgb_array"):
@@ -391,9 +385,8 @@ class TactileDigitEnv(ActiveClassificationEnv):
         self.max_rotation, self.max_offset_cm = float(max_rotation), float(max_offset_cm)
         self.jitter_rad, self.jitter_cm = float(jitter_rad), float(jitter_cm)
         self.render_mode = render_mode
-        self.sensor_range_cm = (
-            self.cell_cm / 2 - self.gel_cm / 2
-        )  # R: |s| <= R keeps the gel in the cell
+        # R: |s| <= R keeps the gel in the cell
+        self.sensor_range_cm = self.cell_cm / 2 - self.gel_cm / 2
         self.max_step_cm = max_step_length_cm()
         self.max_step_norm = self.max_step_cm / self.sensor_range_cm  # 3 / 5 = 0.6 by default
         s = self.sensor_resolution
@@ -448,15 +441,21 @@ class TactileDigitEnv(ActiveClassificationEnv):
         return ndimage.map_coordinates(self._h, [rows, cols], order=1, mode="constant", cval=0.0)
 
     def _observe(self) -> dict[str, np.ndarray]:
-        cx, cy = self._pos[:2] * self.sensor_range_cm
-        z = self.surface(cx + self._gel_dx, cy + self._gel_dy)  # (S, S) mm
-        top = float(z.max())
+        """The observation at the sensor's position: the gel's indentation image, where the
+        sensor stopped, and the time. Implements eq. `tac-indent` of
+        notebooks/10_tactile_mnist/index.md."""
+        cx, cy = self._pos[:2] * self.sensor_range_cm  # the sensor's centre in the cell, cm
+        z = self.surface(cx + self._gel_dx, cy + self._gel_dy)  # (S, S) surface under the gel, mm
+        top = float(z.max())  # the gel is lowered until it touches the highest point
+        # eq. tac-indent: pressed delta = press_mm into it, d = clip(z - (max z - delta), 0, delta)
         indentation = np.clip(z - (top - self.press_mm), 0.0, self.press_mm)
+        # eq. tac-indent: the image 2 d / delta - 1 in [-1, 1], one channel
         img = (2.0 * indentation / self.press_mm - 1.0).astype(np.float32)[..., None]
-        self._pos[2] = min(1.0, 2.0 * top / self.relief_mm - 1.0)
+        self._pos[2] = min(1.0, 2.0 * top / self.relief_mm - 1.0)  # where it stopped, in [-1, 1]
         return {
             "sensor_img": img,
             "sensor_pos": self._pos.astype(np.float32),
+            # 2 t / T - 1: -1 at reset, +1 after the last step
             "time_step": np.array(2.0 * self._t / self.step_limit - 1.0, dtype=np.float32),
         }
 
@@ -477,13 +476,15 @@ class TactileDigitEnv(ActiveClassificationEnv):
             index = int(options["index"])
             if not 0 <= index < len(self.dataset):
                 raise ValueError(
-                    f"options['index'] must be in [0, {len(self.dataset) - 1}], got {options['index']!r}"
+                    f"options['index'] must be in [0, {len(self.dataset) - 1}], "
+                    f"got {options['index']!r}"
                 )
         if "sensor_xy" in options:
             xy = np.asarray(options["sensor_xy"], dtype=np.float64)
             if xy.shape != (2,) or not np.all(np.abs(xy) <= 1):
                 raise ValueError(
-                    f"options['sensor_xy'] must be 2 numbers in [-1, 1], got {options['sensor_xy']!r}"
+                    f"options['sensor_xy'] must be 2 numbers in [-1, 1], "
+                    f"got {options['sensor_xy']!r}"
                 )
         self._index, self._label = index, int(self.dataset.labels[index])
         self._h = self.digit_height_map(index)
@@ -496,6 +497,8 @@ class TactileDigitEnv(ActiveClassificationEnv):
         return obs, info
 
     def _step(self, action: np.ndarray, prediction: np.ndarray):
+        """One move: eq. `tac-move` for the sensor and the base reward of eq. `tac-reward`
+        (notebooks/10_tactile_mnist/index.md); ap_gym's ``step`` subtracts the loss."""
         if self._t is None:
             raise RuntimeError("call reset() before step()")
         if self._done:
