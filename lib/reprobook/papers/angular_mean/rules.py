@@ -200,7 +200,7 @@ def _descend(
             j = np.flatnonzero(pending)
             if j.size == 0:
                 break
-            Vt = exp_map(Va[j], t[j, None] * D[j])  # eq. am-karcher: v <- Exp_v(t D)
+            Vt = exp_map(Va[j], t[j, None] * D[j])  # eq. am-karcher: Exp_v(eta D), eta = t
             ft = _distances(Vt, U) ** 2 @ a  # f at the trial points
             # Armijo: f drops by a fraction of the predicted decrease (plus a rounding margin)
             ok = ft <= fa[j] - 2e-4 * t[j] * slope[j] + 1e-13 * (1.0 + fa[j])
