@@ -1,4 +1,5 @@
-"""Tests of reprobook.papers.acorn_occupancy.baselines: thresholded standard and Royle–Link occupancy.
+"""Tests of reprobook.papers.acorn_occupancy.baselines: thresholded standard and Royle–Link
+occupancy.
 
 Exact properties: brute-force enumeration over z_i for both models, the p10 -> 0 limit of
 Royle–Link, the analytic gradient against finite differences, the factorisation of the
@@ -42,7 +43,8 @@ from reprobook.papers.acorn_occupancy.fit import psi_bar_with_se
 
 
 def small_binary(seed: int, n: int = 6, k: int = 4):
-    """Random covariates, random detections (with an all-zero and an all-one site), random params."""
+    """Random covariates, random detections (with an all-zero and an all-one site), random
+    params."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n)
     w = rng.standard_normal((n, k))
@@ -54,7 +56,8 @@ def small_binary(seed: int, n: int = 6, k: int = 4):
 
 
 def brute_site_lik(u, d, x, w, i: int, false_positive: bool) -> float:
-    """sum_{z in {0,1}} p(z) prod_k p(d_k | z), p(d = 1 | z = 1) = p11_k, p(d = 1 | z = 0) = p10 (0 if standard)."""
+    """sum_{z in {0,1}} p(z) prod_k p(d_k | z), p(d = 1 | z = 1) = p11_k,
+    p(d = 1 | z = 0) = p10 (0 if standard)."""
     psi = expit(u[0] + u[1] * x[i])
     p11 = expit(u[2] + u[3] * w[i])
     p10 = expit(u[4]) if false_positive else 0.0
@@ -110,7 +113,8 @@ def test_gradient_matches_finite_differences(false_positive):
 
 
 def test_all_reviewed_csom_posterior_factorises():
-    # log p_CSOM(u | s, y all reviewed) = log p_STD(beta, alpha | y) + (a function of mu, sigma only):
+    # log p_CSOM(u | s, y all reviewed) = log p_STD(beta, alpha | y)
+    #     + (a function of mu, sigma only):
     # log L_i is the standard occupancy term times prod_k f_{y_ik}(s_ik), and log_prior is a sum of
     # a (beta, alpha) part N(0, 2^2) and a (mu, sigma) part.
     rng = np.random.default_rng(8)
@@ -187,7 +191,7 @@ def test_psi_bar_with_se_is_the_delta_method():
         ]
     )
     assert se == pytest.approx(math.sqrt(g @ cov @ g), rel=1e-7)
-    with pytest.raises(ValueError, match=r"need beta \(2,\), cov_beta \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"cov_beta must have shape \(2, 2\)"):
         psi_bar_with_se(beta, cov[:1], x)
 
 
@@ -203,7 +207,7 @@ def test_threshold_detections():
     tie = replace(sv, s=np.array([[0.0, 1e-12, -1e-12]]), w=np.zeros((1, 3)), x=np.zeros(1))
     np.testing.assert_array_equal(threshold_detections(tie, 0.5), [[0, 1, 0]])  # strictly above
     for bad in (0.0, 1.0, -0.1, 1.5, 95, float("nan"), float("inf"), True, "0.5", None):
-        with pytest.raises(ValueError, match=r"threshold must be a probability in \(0, 1\)"):
+        with pytest.raises(ValueError, match="threshold must be a finite real number > 0 and < 1"):
             threshold_detections(sv, bad)
     with pytest.raises(TypeError, match="survey must be a Survey"):
         threshold_detections(sv.s, 0.5)
@@ -252,7 +256,8 @@ def test_no_detections_anywhere_is_kept_proper_by_the_prior(false_positive):
     d = np.zeros(sv.s.shape, dtype=np.int64)
     f = fit_binary_occupancy(d, sv.x, sv.w, false_positive=false_positive)
     assert f.converged and np.all(np.isfinite(f.params)) and np.all(np.linalg.eigvalsh(f.cov) > 0)
-    # the mode explains the empty survey by psi -> 0 (beta0 ~ -4.6, held by its prior); alpha is then
+    # the mode explains the empty survey by psi -> 0 (beta0 ~ -4.6, held by its prior); alpha is
+    # then
     # informed by nothing but its N(0, 2^2) prior: mode ~ 0, Laplace se ~ 2
     assert f.psi_bar < 0.05
     np.testing.assert_allclose(f.params[2:4], 0.0, atol=1e-3)
@@ -277,13 +282,13 @@ def test_fit_fails_loudly_when_not_converged():
 
 def test_bad_inputs_raise_clear_errors():
     d, x, w, u = small_binary(0)
-    with pytest.raises(ValueError, match=r"d \(detections\) must have the shape of w"):
-        fit_binary_occupancy(d[:, :3], x, w)
     with pytest.raises(
-        ValueError, match=r"w \(unit covariate\) must have shape \(N, K\) = \(6, K\)"
+        ValueError, match=r"d \(detections\) must have shape \(6, 4\), got shape \(6, 3\)"
     ):
+        fit_binary_occupancy(d[:, :3], x, w)
+    with pytest.raises(ValueError, match=r"w \(unit covariate\) must have shape \(6, any\)"):
         fit_binary_occupancy(d, x, w[:5])
-    with pytest.raises(ValueError, match=r"x \(site covariate\) must be one-dimensional"):
+    with pytest.raises(ValueError, match=r"x \(site covariate\) must be a 1-D array"):
         fit_binary_occupancy(d, x[:, None], w)
     bad = d.copy()
     bad[2, 1] = 2
@@ -291,15 +296,15 @@ def test_bad_inputs_raise_clear_errors():
         fit_binary_occupancy(bad, x, w)
     with pytest.raises(TypeError, match="must be integers 0/1"):
         fit_binary_occupancy(d.astype(float), x, w)
-    with pytest.raises(ValueError, match="x must be finite"):
+    with pytest.raises(ValueError, match=r"x \(site covariate\) must be finite"):
         fit_binary_occupancy(d, np.where(np.arange(6) == 3, np.nan, x), w)
-    with pytest.raises(ValueError, match="w must be finite"):
+    with pytest.raises(ValueError, match=r"w \(unit covariate\) must be finite"):
         fit_binary_occupancy(d, x, np.where(w > 1, np.inf, w))
     with pytest.raises(TypeError, match="false_positive must be True"):
         fit_binary_occupancy(d, x, w, false_positive="yes")
-    with pytest.raises(ValueError, match=r"standard .* must have shape \(4,\) in the order"):
+    with pytest.raises(ValueError, match=r"standard model, in the order .* must have shape \(4\)"):
         binary_site_loglik(u, d, x, w)
-    with pytest.raises(ValueError, match=r"Royle–Link .* must have shape \(5,\)"):
+    with pytest.raises(ValueError, match=r"Royle–Link model, .* must have shape \(5\)"):
         fit_binary_occupancy(d, x, w, false_positive=True, init=u[:4])
     with pytest.raises(ValueError, match=r"non-finite: \['logit_p10'\]"):
         binary_site_loglik(np.where(np.arange(5) == 4, np.nan, u), d, x, w, false_positive=True)

@@ -27,8 +27,10 @@ from reprobook.papers.acorn_occupancy import (
 from reprobook.papers.acorn_occupancy.likelihood import PARAM_NAMES
 from reprobook.papers.acorn_occupancy.nuts import (
     NutsResult,
+    laplace_against_nuts,
     log_posterior_jax,
     make_nuts_data,
+    random_reviews,
     run_nuts,
 )
 
@@ -113,7 +115,8 @@ def test_nuts_is_reproducible_and_agrees_with_laplace(small_survey):
     np.testing.assert_array_equal(a.draws, b.draws)
     assert isinstance(a, NutsResult) and a.draws.shape == (1, 200, 8) and a.seconds > 0
     assert a.num_divergences == 0 and np.all(a.r_hat < 1.05) and np.all(a.ess > 50)
-    # beta1 and psi_bar: NUTS posterior mean within 0.5 posterior sd of the MAP, sd within 1.5x of the Laplace se
+    # beta1 and psi_bar: NUTS posterior mean within 0.5 posterior sd of the MAP, sd within 1.5x
+    # of the Laplace se
     np.testing.assert_array_equal(a.beta1, a.draws[..., 1])
     b1_sd = a.beta1.std(ddof=1)
     assert abs(a.beta1.mean() - fit.beta1) < 0.5 * b1_sd
@@ -168,7 +171,9 @@ def test_bad_inputs_raise_clear_errors(small_survey):
         run_nuts(sv, reviewed, labels, seed=2**32)
     with pytest.raises(ValueError, match="chain_method must be one of"):
         run_nuts(sv, reviewed, labels, chain_method="threads")
-    with pytest.raises(ValueError, match="target_accept_prob must lie in"):
+    with pytest.raises(
+        ValueError, match="target_accept_prob must be a finite real number > 0 and < 1"
+    ):
         run_nuts(sv, reviewed, labels, target_accept_prob=1.0)
     with pytest.raises(ValueError, match=r"init must have shape \(8,\) or \(num_chains, 8\)"):
         run_nuts(sv, reviewed, labels, init=np.zeros(7))
@@ -195,3 +200,31 @@ def test_package_import_does_not_import_jax():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_random_reviews_reveal_the_truth_at_a_seeded_random_subset():
+    sv = simulate(replace(CAMERA, n_sites=10, n_units=6), np.random.default_rng(4))
+    reviewed, labels = random_reviews(sv, 0.2, np.random.default_rng(9))
+    assert reviewed.dtype == bool and reviewed.sum() == 12  # round(0.2 * 60)
+    want = np.zeros(60, dtype=bool)
+    want[np.random.default_rng(9).choice(60, 12, replace=False)] = True
+    np.testing.assert_array_equal(reviewed.ravel(), want)
+    np.testing.assert_array_equal(labels, np.where(reviewed, sv.y, 0))
+    with pytest.raises(ValueError, match="frac"):
+        random_reviews(sv, 1.5, np.random.default_rng(0))
+
+
+def test_laplace_against_nuts_rows(small_survey):
+    sv, reviewed, labels = small_survey
+    kw = dict(num_warmup=50, num_samples=50, num_chains=1, seed=1)
+    lap, res, rows = laplace_against_nuts(sv, reviewed, labels, **kw)
+    assert np.array_equal(lap.params, fit_map(sv, reviewed, labels).params)
+    assert [r["target"] for r in rows] == ["beta1", "psi_bar"]
+    beta1, psi = rows
+    assert beta1["laplace_mean"] == lap.beta1 and beta1["nuts_mean"] == float(res.beta1.mean())
+    assert psi["laplace_sd"] == lap.psi_bar_se and psi["nuts_sd"] == float(res.psi_bar.std())
+    assert beta1["mean_gap_in_sd"] == pytest.approx(
+        abs(lap.beta1 - res.beta1.mean()) / res.beta1.std(), rel=1e-12
+    )
+    assert psi["sd_ratio"] == pytest.approx(lap.psi_bar_se / res.psi_bar.std(), rel=1e-12)
+    assert beta1["r_hat"] == float(res.r_hat[1]) and psi["ess"] == float(res.psi_bar_ess)

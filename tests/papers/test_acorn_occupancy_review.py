@@ -170,7 +170,8 @@ def test_top_score_and_site_top_orders():
     s = st.survey.s
     top = acq.select_top_score(st, 4, np.random.default_rng(0))
     assert [s[i, k] for i, k in top] == sorted(s.ravel())[::-1][:4]
-    # site_top: one unit per site per pass, each site's best, best sites first; confirmed sites skipped
+    # site_top: one unit per site per pass, each site's best, best sites first; confirmed sites
+    # skipped
     reviewed = np.zeros_like(st.reviewed)
     labels = np.zeros_like(st.labels)
     reviewed[0, 0], labels[0, 0] = True, 1  # site 0 confirmed occupied
@@ -195,13 +196,13 @@ def test_uncertainty_picks_predictive_probabilities_nearest_one_half():
 
 def test_bad_policy_input_raises():
     st = _state()
-    with pytest.raises(ValueError, match="unknown review policy"):
+    with pytest.raises(ValueError, match="policy must be one of"):
         acq.policy("oracle")
-    with pytest.raises(ValueError, match="batch must be a positive integer"):
+    with pytest.raises(ValueError, match="batch must be an integer >= 1"):
         acq.select_random(st, 0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="target must be one of"):
         acq.select_evr(st, 2, np.random.default_rng(0), target="psi")
-    with pytest.raises(ValueError, match="draws must have shape"):
+    with pytest.raises(ValueError, match=r"draws \(M, 8\) must have shape \(any, 8\)"):
         acq.target_draws(np.zeros((3, 7)), st.survey, "beta1")
 
 
@@ -316,7 +317,8 @@ def test_greedy_batch_matches_a_from_scratch_believer_loop(target):
         expected.append((int(i), int(k)))
         labels.append(label)
     assert picks == expected
-    # the conditioning matters here: a plain top-b of the first scores differs, and some beliefs are positive
+    # the conditioning matters here: a plain top-b of the first scores differs, and some beliefs
+    # are positive
     p0 = unit_presence_probability(u, st.survey, st.reviewed, st.labels).reshape(m, -1)
     evr0 = acq.expected_variance_reduction(tau, p0, np.ones(m))
     s0 = (evr0 / var0).sum(axis=1) if evr0.ndim == 2 else evr0
@@ -383,7 +385,8 @@ def test_c2_cells_compare_rmse_on_both_targets():
     assert csom["bias_psi"] == pytest.approx(0.0) and csom["rmse_psi"] == pytest.approx(0.01)
     cells = loop.csom_wins(summary).set_index("threshold")["csom_wins"]
     # threshold 0.5: beta1 RMSE sqrt((0.04 + 0.0025) / 2) = 0.146 > 0.1, psi 0.05 > 0.01: CSOM wins
-    # threshold 0.8: beta1 RMSE sqrt((0.36 + 0.0225) / 2) = 0.437: CSOM wins too; make psi tie instead
+    # threshold 0.8: beta1 RMSE sqrt((0.36 + 0.0225) / 2) = 0.437: CSOM wins too; make psi tie
+    # instead
     assert cells[0.5] and cells[0.8]
     tie = summary.copy()
     tie.loc[(tie.model == "standard") & (tie.threshold == 0.8), "rmse_psi"] = csom["rmse_psi"]
@@ -398,7 +401,7 @@ def test_study_inputs_are_checked():
         loop.threshold_study(SMALL, reps=1.5, thresholds=(0.5,), seed=0)
     with pytest.raises(TypeError, match="numpy.random.Generator"):
         loop.review_loop(survey, "random", budget=5, batch=5, rng=0)
-    with pytest.raises(ValueError, match="n_sites must be a positive integer"):
+    with pytest.raises(ValueError, match="n_sites must be an integer >= 1"):
         from reprobook.papers.acorn_occupancy.config import preset
 
         preset("camera", n_sites=0)
@@ -408,3 +411,31 @@ def test_study_inputs_are_checked():
         )
     with pytest.raises(ValueError, match="probabilities"):
         acq.expected_variance_reduction(np.ones(3), np.full((3, 2), 1.5), np.ones(3))
+
+
+def test_against_truth_reads_each_policy_at_its_largest_budget():
+    rows = []
+    for rep, (b_full, p_full) in enumerate([(0.9, 0.40), (1.2, 0.50)]):
+        for pol, last in (("acorn", 0.1), ("random", 0.05)):
+            for frac in (0.0, 0.05, 0.1):
+                if frac > last:
+                    continue
+                rows.append(
+                    dict(
+                        rep=rep,
+                        policy=pol,
+                        frac_reviewed=frac,
+                        beta1=1.0 + frac + rep,
+                        psi_bar=0.45,
+                        beta1_true=1.0,
+                        psi_bar_true=0.45 + 0.01 * rep,
+                        beta1_full=b_full,
+                        psi_bar_full=p_full,
+                    )
+                )
+    table = loop.against_truth(pd.DataFrame(rows))
+    assert list(table.index) == ["acorn", "random", "(full labels)"]
+    # acorn at 10%: |1.1 - 1| and |2.1 - 1|; random at 5%: |1.05 - 1| and |2.05 - 1|
+    assert table.loc["acorn"].tolist() == pytest.approx([0.1, 0.6, 0.005])
+    assert table.loc["random"].tolist() == pytest.approx([0.05, 0.55, 0.005])
+    assert table.loc["(full labels)"].tolist() == pytest.approx([1.0, 0.15, 0.045])

@@ -1,4 +1,5 @@
-"""ACORN: Active Continuous-Score Occupancy Modeling (NeurIPS 2026; reconstructed from the abstract).
+"""ACORN: Active Continuous-Score Occupancy Modeling (NeurIPS 2026; reconstructed from the
+abstract).
 
 Library of the chapter:
 

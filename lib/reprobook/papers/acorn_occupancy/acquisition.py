@@ -4,7 +4,8 @@ Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (NeurIPS 2026). Only 
 known: ACORN "strategically selects samples for expert review that are maximally informative for
 downstream ecological analysis". The acquisition below is our reconstruction (ASSUMED: the
 abstract gives no formula): the expected reduction of the posterior variance of an ecological
-target tau when one unit's label is revealed,
+target tau when one unit's label is revealed (eqs. `acorn-evr` and `acorn-evr-draws` of
+notebooks/07_acorn_occupancy/index.md),
 
     EVR(i, k) = Var(tau | D) - sum_{y in {0, 1}} p(y_ik = y | D) Var(tau | D, y_ik = y).     (EVR)
 
@@ -45,6 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from reprobook.core import checks
 
 from .fit import Fit
 from .likelihood import (
@@ -93,18 +96,18 @@ class ReviewState:
 
 
 def laplace_draws(fit: Fit, n_draws: int, rng: np.random.Generator) -> np.ndarray:
-    """n_draws vectors u_m ~ N(u_hat, H^{-1}) from the Laplace approximation, shape (M, 8)."""
-    if int(n_draws) != n_draws or n_draws < 2:
-        raise ValueError(f"n_draws must be an integer >= 2, got {n_draws!r}")
-    return rng.multivariate_normal(fit.params, fit.cov, size=int(n_draws), method="cholesky")
+    """n_draws vectors u_m ~ N(u_hat, H^{-1}) from the Laplace approximation, shape (M, 8)
+    (eq. `acorn-laplace` of notebooks/07_acorn_occupancy/index.md)."""
+    n_draws = checks.integer(n_draws, "n_draws", minimum=2)
+    rng = checks.generator(rng)
+    return rng.multivariate_normal(fit.params, fit.cov, size=n_draws, method="cholesky")
 
 
 def target_draws(u, survey: Survey, target: str) -> np.ndarray:
     """tau_m for each draw: shape (M,) for "beta1" and "psi_bar", (M, 2) for "joint"
     (columns beta1, psi_bar). psi_bar_m = (1/N) sum_i expit(beta0_m + beta1_m x_i)."""
     u = _check_draws(u)
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    checks.choice(target, "target", TARGETS)
     beta1 = u[:, 1]
     psi_bar = mean_occupancy(u[:, 0], u[:, 1], survey.x)
     return {"beta1": beta1, "psi_bar": psi_bar, "joint": np.stack([beta1, psi_bar], axis=1)}[target]
@@ -112,12 +115,10 @@ def target_draws(u, survey: Survey, target: str) -> np.ndarray:
 
 def weighted_variance(tau, weights) -> np.ndarray:
     """Var_w(tau) = sum_m w_m (tau_m - mean_w)^2 / sum_m w_m, per column of tau (M,) or (M, T)."""
-    tau = np.asarray(tau, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    if w.ndim != 1 or w.shape[0] != tau.shape[0]:
-        raise ValueError(f"weights must have shape ({tau.shape[0]},), got {w.shape}")
+    tau = checks.array(tau, "tau", ndim=(1, 2), what="(M,) or (M, T)")
+    w = checks.array(weights, "weights", shape=(tau.shape[0],), what="(M,)")
     if np.any(w < 0) or not w.sum() > 0:
-        raise ValueError("weights must be non-negative with a positive sum")
+        raise checks.InputError("weights must be non-negative with a positive sum")
     w = w / w.sum()
     mean = np.tensordot(w, tau, axes=1)
     return np.tensordot(w, (tau - mean) ** 2, axes=1)
@@ -127,20 +128,20 @@ def expected_variance_reduction(tau, p, weights) -> np.ndarray:
     """(EVR-w) for every candidate: tau (M,) or (M, T), p (M, U) the per-draw probabilities
     p_m that each candidate's label is 1, weights (M,). Returns (U,) or (U, T).
 
+    Implements eq. `acorn-evr` of notebooks/07_acorn_occupancy/index.md, in the form of eq.
+    `acorn-evr-draws`.
+
     Exactly Var_w(tau) - [P1 Var_{w p}(tau) + P0 Var_{w (1 - p)}(tau)] (law of total variance);
     zero for a candidate whose label is certain under every draw (p_m all 0 or all 1).
     """
-    tau = np.asarray(tau, dtype=float)
-    p = np.asarray(p, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    if p.ndim != 2 or p.shape[0] != tau.shape[0] or w.shape != (tau.shape[0],):
-        raise ValueError(
-            f"need tau (M,...), p (M, U), weights (M,) with one M; got {tau.shape}, {p.shape}, {w.shape}"
-        )
+    tau = checks.array(tau, "tau", ndim=(1, 2), what="(M,) or (M, T)")
+    m = tau.shape[0]
+    p = checks.array(p, "p", shape=(m, None), what="(M, U)")
+    w = checks.array(weights, "weights", shape=(m,), what="(M,)")
     if np.any(w < 0) or not w.sum() > 0:
-        raise ValueError("weights must be non-negative with a positive sum")
+        raise checks.InputError("weights must be non-negative with a positive sum")
     if not (np.all(p >= 0) and np.all(p <= 1)):
-        raise ValueError("p must hold probabilities in [0, 1]")
+        raise checks.InputError("p must hold probabilities in [0, 1]")
     return _evr(tau, p, w)
 
 
@@ -152,28 +153,30 @@ def _certain(p: np.ndarray) -> np.ndarray:
 def _evr(
     tau: np.ndarray, p: np.ndarray, w: np.ndarray, certain: np.ndarray | None = None
 ) -> np.ndarray:
-    """(EVR-w) without input checks (the greedy loop calls it once per pick). P1 and the S1 of
-    every target come from one product of the (1 + T, M) weights with p (M, U), a single pass
-    over p. ``certain`` (U,) marks candidates whose label is certain (:func:`_certain`): their
-    EVR is exactly 0, whatever the rounding of the sums (computed here when not given)."""
-    if certain is None:
+    """The expected variance reduction of every candidate, from weighted draws (EVR-w).
+
+    Implements eq. `acorn-evr-draws` of notebooks/07_acorn_occupancy/index.md, without input
+    checks (the greedy loop calls it once per pick). P1 and the S1 of every target come from
+    one product of the (1 + T, M) weights with p (M, U), a single pass over p.
+    ``certain`` (U,) marks candidates whose label is certain (:func:`_certain`): their EVR is
+    exactly 0, whatever the rounding of the sums (computed here when not given)."""
+    if certain is None:  # candidates whose label no draw doubts
         certain = _certain(p)
-    w = w / w.sum()
-    t = tau if tau.ndim == 2 else tau[:, None]  # (M, T)
-    sums = (
-        np.vstack([w, (w[:, None] * t).T]) @ p
-    )  # (1 + T, U): P1, then sum_m w_m p_m tau_m per target
-    P1 = sums[0]  # (U,)
-    P0 = 1.0 - P1
-    S1 = sums[1:].T  # (U, T)
-    S0 = (w @ t)[None, :] - S1
-    with np.errstate(invalid="ignore", divide="ignore"):
+    w = w / w.sum()  # the weights w_m, normalised
+    t = tau if tau.ndim == 2 else tau[:, None]  # tau_m per target, (M, T)
+    # P1 = sum_m w_m p_m, then sum_m w_m p_m tau_m per target, in one product: (1 + T, U)
+    sums = np.vstack([w, (w[:, None] * t).T]) @ p
+    P1 = sums[0]  # P_1: the chance the label is 1, (U,)
+    P0 = 1.0 - P1  # P_0 = 1 - P_1
+    S1 = sums[1:].T  # P_1 m_1 = sum_m w_m p_m tau_m, (U, T)
+    S0 = (w @ t)[None, :] - S1  # P_0 m_0 = sum_m w_m (1 - p_m) tau_m
+    with np.errstate(invalid="ignore", divide="ignore"):  # P_y = 0: that m_y is never used
         diff = np.where(P1[:, None] > 0, S1 / P1[:, None], 0.0) - np.where(
             P0[:, None] > 0, S0 / P0[:, None], 0.0
-        )
-    evr = (P1 * P0)[:, None] * diff**2
-    evr = np.where(((P1 > 0) & (P0 > 0) & ~certain)[:, None], evr, 0.0)
-    return evr if tau.ndim == 2 else evr[:, 0]
+        )  # m_1 - m_0
+    evr = (P1 * P0)[:, None] * diff**2  # eq. acorn-evr-draws: P_1 P_0 (m_1 - m_0)^2
+    evr = np.where(((P1 > 0) & (P0 > 0) & ~certain)[:, None], evr, 0.0)  # a sure label: 0
+    return evr if tau.ndim == 2 else evr[:, 0]  # (U, T), or (U,) for one target
 
 
 def _score(evr: np.ndarray, var: np.ndarray) -> np.ndarray:
@@ -189,9 +192,8 @@ def _candidates(reviewed: np.ndarray) -> np.ndarray:
 
 
 def _take(batch: int, reviewed: np.ndarray) -> int:
-    if int(batch) != batch or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    return min(int(batch), int((~reviewed).sum()))
+    """The batch size, capped by the units left to review."""
+    return min(checks.integer(batch, "batch", minimum=1), int((~reviewed).sum()))
 
 
 def _as_pairs(flat, shape) -> list[tuple[int, int]]:
@@ -207,44 +209,52 @@ def select_evr(
     n_draws: int = 512,
     draws=None,
 ) -> list[tuple[int, int]]:
-    """ACORN: a greedy batch of ``batch`` units by (EVR-w) for ``target``, with the believer
-    fantasy between picks. ``draws`` (M, 8) replaces the Laplace draws (say NUTS draws)."""
+    """ACORN: a greedy batch of units for review, by expected variance reduction.
+
+    ``batch`` units by (EVR-w) for ``target``, with the believer fantasy between picks.
+    ``draws`` (M, 8) replaces the Laplace draws (say NUTS draws). Implements eq.
+    `acorn-evr-draws` of notebooks/07_acorn_occupancy/index.md, greedily, with the unit
+    probabilities of eq. `acorn-posterior`."""
+    # the survey, the reviewed mask and the labels found so far
     survey, r, y = state.survey, *_check_data(state.survey, state.reviewed, state.labels)
-    b = _take(batch, r)
+    b = _take(batch, r)  # the batch size, at most the units left
+    # draws u_m of eq. acorn-laplace (or given ones), and tau_m for each
     u = laplace_draws(state.fit, n_draws, rng) if draws is None else _check_draws(draws)
-    tau = target_draws(u, survey, target)
-    w = np.full(u.shape[0], 1.0 / u.shape[0])
-    var = weighted_variance(tau, w)
-    if tau.ndim == 2 and np.any(var <= 0):
+    tau = target_draws(u, survey, target)  # beta1, psi_bar or both, per draw
+    w = np.full(u.shape[0], 1.0 / u.shape[0])  # equal weights w_m to start
+    var = weighted_variance(tau, w)  # Var(tau | D): scales the joint target's two parts
+    if tau.ndim == 2 and np.any(var <= 0):  # a relative reduction needs a positive variance
         raise ValueError("a target has zero posterior variance under these draws")
-    r, y = r.copy(), y.copy()
+    r, y = r.copy(), y.copy()  # the believed labels go into copies
+    # eq. acorn-posterior: pi_ik and the sites' log odds of occupancy under every draw
     pi, sp, odds, positive = _presence_parts(u, survey.x, survey.w, survey.s, r, y)
-    p = _combine(pi, odds, positive, r, y)  # (M, N, K), as unit_presence_probability
-    shape = r.shape
-    certain = _certain(p.reshape(len(u), -1)).reshape(shape)
-    picks: list[int] = []
+    p = _combine(pi, odds, positive, r, y)  # p_m = P(y_ik = 1 | D, u_m), (M, N, K)
+    shape = r.shape  # (N, K)
+    certain = _certain(p.reshape(len(u), -1)).reshape(shape)  # units with a sure label
+    picks: list[int] = []  # flat indices of the batch
     for _ in range(b):
+        # eq. acorn-evr-draws for every unit, summed over targets relative to their variances
         score = _score(_evr(tau, p.reshape(len(u), -1), w, certain.ravel()), var)
-        score[r.ravel()] = -np.inf
-        j = int(np.argmax(score))
-        i, k = np.unravel_index(j, shape)
-        pj = p[:, i, k]
-        label = int(w @ pj >= 0.5 * w.sum())
-        w = w * (
-            pj if label else 1.0 - pj
-        )  # the believed label has probability >= 1/2, so w.sum() > 0
-        w = w / w.sum()
-        r[i, k], y[i, k] = True, label
+        score[r.ravel()] = -np.inf  # reviewed units, and this batch's picks, are never chosen
+        j = int(np.argmax(score))  # the unit of largest expected variance reduction
+        i, k = np.unravel_index(j, shape)  # its site and unit
+        pj = p[:, i, k]  # its p_m under every draw
+        label = int(w @ pj >= 0.5 * w.sum())  # its more probable label, believed observed
+        # re-weight the draws by p_m or 1 - p_m; the believed label has probability >= 1/2,
+        # so w.sum() > 0
+        w = w * (pj if label else 1.0 - pj)
+        w = w / w.sum()  # normalised again
+        r[i, k], y[i, k] = True, label  # the unit counts as reviewed from now on
         # site i after the believed label: a positive makes it occupied; a negative removes the
         # unit's log(1 + e^g) from its log odds (see likelihood._presence_parts)
         if label:
-            positive[i] = True
+            positive[i] = True  # occupied under every draw
         else:
-            odds[:, i] -= sp[:, i, k]
-        p[:, i, :] = _combine(pi[:, i, :], odds[:, i], positive[i], r[i], y[i])
-        certain[i] = _certain(p[:, i, :])
-        picks.append(j)
-    return _as_pairs(picks, shape)
+            odds[:, i] -= sp[:, i, k]  # less likely occupied
+        p[:, i, :] = _combine(pi[:, i, :], odds[:, i], positive[i], r[i], y[i])  # site i anew
+        certain[i] = _certain(p[:, i, :])  # and which of its units are now sure
+        picks.append(j)  # the pick joins the batch
+    return _as_pairs(picks, shape)  # (site, unit) pairs
 
 
 def select_random(
@@ -327,6 +337,4 @@ USES_DRAWS = frozenset({"acorn", "acorn_beta1"})  # the policies that take n_dra
 
 def policy(name: str) -> Callable[..., list[tuple[int, int]]]:
     """The policy called ``name`` (one of POLICIES)."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown review policy {name!r}; choose from {sorted(POLICIES)}")
-    return POLICIES[name]
+    return POLICIES[checks.choice(name, "policy", sorted(POLICIES))]

@@ -9,7 +9,8 @@ detections at a probability threshold t,
 and fit a binary-detection occupancy model. The false-positive model is that of Royle & Link
 (2006), "Generalized site occupancy models allowing for false positive and false negative
 errors", Ecology 87:835–841, used here as a baseline; the standard single-season model is its
-special case p10 = 0. With logit psi_i = beta_0 + beta_1 x_i and logit p11_ik = alpha_0 + alpha_1 w_ik,
+special case p10 = 0 (eq. `acorn-royle-link` of notebooks/07_acorn_occupancy/index.md). With
+logit psi_i = beta_0 + beta_1 x_i and logit p11_ik = alpha_0 + alpha_1 w_ik,
 
     L_i = psi_i       prod_k p11_ik^{d_ik} (1 - p11_ik)^{1 - d_ik}
         + (1 - psi_i) prod_k p10^{d_ik}    (1 - p10)^{1 - d_ik},                     (RL)
@@ -33,10 +34,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 from scipy.special import expit, log_expit, logit
+
+from reprobook.core import checks
 
 from .fit import LaplaceFit, map_with_laplace, numerical_hessian, psi_bar_with_se
 from .likelihood import PRIOR_SD_COEF, _log_normal_sum
@@ -86,26 +88,17 @@ class BinaryFit(LaplaceFit):
 
 
 def threshold_detections(survey: Survey, threshold: float) -> np.ndarray:
-    """Binary detections of equation (T), d_ik = 1[s_ik > logit(threshold)], int64 (N, K).
+    """Binary detections of equation (T), d_ik = 1[s_ik > logit(threshold)], int64 (N, K): the
+    detections of eq. `acorn-royle-link` of notebooks/07_acorn_occupancy/index.md.
 
     ``threshold`` is a probability in (0, 1) (the chapter uses 0.5, 0.8 and 0.95); the scores
     ``survey.s`` are on the logit scale.
     """
     if not isinstance(survey, Survey):
         raise TypeError(f"survey must be a Survey, got {type(survey).__name__}")
-    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, Real):
-        raise ValueError(
-            f"threshold must be a probability in (0, 1) (e.g. 0.5, 0.8, 0.95), got {threshold!r}"
-        )
-    t = float(threshold)
-    if not 0.0 < t < 1.0:  # also rejects nan
-        raise ValueError(
-            f"threshold must be a probability in (0, 1) (e.g. 0.5, 0.8, 0.95), got {threshold!r}; "
-            "it is compared with the scores on the logit scale"
-        )
-    s = np.asarray(survey.s, dtype=float)
-    if s.ndim != 2 or not np.all(np.isfinite(s)):
-        raise ValueError(f"survey.s (scores) must be a finite (N, K) array, got shape {s.shape}")
+    # a probability, compared with the scores on the logit scale
+    t = checks.probability(threshold, "threshold", open_low=True, open_high=True)
+    s = checks.array(survey.s, "survey.s", ndim=2, what="(scores)")
     return (s > logit(t)).astype(np.int64)
 
 
@@ -117,51 +110,28 @@ def _names(false_positive: bool) -> tuple[str, ...]:
 
 
 def _check_params(params, false_positive: bool) -> np.ndarray:
+    """u (4,) for the standard model or (5,) for Royle–Link, finite (a non-finite entry is
+    named)."""
     names = _names(false_positive)
-    u = np.asarray(params, dtype=float)
-    if u.shape != (len(names),):
-        model = (
-            "Royle–Link (false_positive=True)"
-            if false_positive
-            else "standard (false_positive=False)"
-        )
-        raise ValueError(
-            f"params of the {model} model must have shape ({len(names)},) in the order {names}, "
-            f"got shape {u.shape}"
-        )
+    model = "Royle–Link" if false_positive else "standard"
+    what = f"(u of the {model} model, in the order {names})"
+    u = checks.array(params, "params", shape=(len(names),), finite=False, what=what)
     if not np.all(np.isfinite(u)):
         bad = [names[j] for j in np.flatnonzero(~np.isfinite(u))]
-        raise ValueError(f"params must be finite; non-finite: {bad}")
+        raise checks.InputError(f"params must be finite; non-finite: {bad}")
     return u
 
 
 def _check_binary(d, x, w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """d (N, K) int/bool with values 0/1, x (N,) finite, w (N, K) finite."""
-    x = np.asarray(x)
-    w = np.asarray(w)
-    d = np.asarray(d)
-    if x.ndim != 1:
-        raise ValueError(f"x (site covariate) must be one-dimensional (N,), got shape {x.shape}")
+    x = checks.array(x, "x", ndim=1, what="(site covariate)")
     n = x.shape[0]
     if n < 1:
-        raise ValueError("x (site covariate) must have at least one site")
-    if w.ndim != 2 or w.shape[0] != n:
-        raise ValueError(
-            f"w (unit covariate) must have shape (N, K) = ({n}, K) to match x, got shape {w.shape}"
-        )
-    if d.shape != w.shape:
-        raise ValueError(f"d (detections) must have the shape of w {w.shape}, got shape {d.shape}")
-    for name, a in (("x", x), ("w", w)):
-        if not (
-            np.issubdtype(a.dtype, np.number) and not np.issubdtype(a.dtype, np.complexfloating)
-        ):
-            raise TypeError(f"{name} must be a real numeric array, got dtype {a.dtype}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(
-                f"{name} must be finite; it has {int(np.sum(~np.isfinite(a)))} non-finite entries"
-            )
+        raise checks.InputError("x (site covariate) must have at least one site")
+    w = checks.array(w, "w", shape=(n, None), what="(unit covariate)")
+    d = checks.array(d, "d", shape=w.shape, dtype=None, what="(detections)")
     if not (np.issubdtype(d.dtype, np.integer) or d.dtype == bool):
-        raise TypeError(
+        raise checks.InputError(
             f"d (detections) must be integers 0/1 (or bool), got dtype {d.dtype}; "
             "threshold_detections() makes them from scores"
         )
@@ -169,8 +139,8 @@ def _check_binary(d, x, w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bad = (d != 0) & (d != 1)
     if bad.any():
         i, k = np.argwhere(bad)[0]
-        raise ValueError(f"d (detections) must be 0 or 1; unit ({i}, {k}) has {d[i, k]}")
-    return d, x.astype(float), w.astype(float)
+        raise checks.InputError(f"d (detections) must be 0 or 1; unit ({i}, {k}) has {d[i, k]}")
+    return d, x, w
 
 
 # --- the likelihood ----------------------------------------------------------------------------
@@ -191,7 +161,8 @@ def _parts(u: np.ndarray, d: np.ndarray, x: np.ndarray, w: np.ndarray, false_pos
 
 
 def binary_site_loglik(params, d, x, w, *, false_positive: bool = False) -> np.ndarray:
-    """log L_i for every site, shape (N,): equation (RL) of Royle & Link (2006) when
+    """log L_i for every site, shape (N,): equation (RL) of Royle & Link (2006), eq.
+    `acorn-royle-link` of notebooks/07_acorn_occupancy/index.md, when
     ``false_positive`` (params (5,), last entry logit p10), else its p10 = 0 case (STD)
     (params (4,)). ``d`` (N, K) binary detections, ``x`` (N,) and ``w`` (N, K) covariates."""
     u = _check_params(params, false_positive)
@@ -278,9 +249,7 @@ def binary_default_init(d, *, false_positive: bool = False) -> np.ndarray:
     A start at p11 = 0.5 instead sends the Royle–Link fit of sparse detections (the
     bioacoustic preset) to the degenerate mode psi -> 0 with every detection a false positive.
     """
-    d = np.asarray(d)
-    if d.ndim != 2:
-        raise ValueError(f"d (detections) must have shape (N, K), got shape {d.shape}")
+    d = checks.array(d, "d", ndim=2, dtype=None, what="(detections)")
     site = d.any(axis=1)
     p11 = float(np.clip(d[site].mean(), 1e-3, 0.9)) if site.any() else 1e-3
     psi = float(np.clip(site.mean(), 0.05, 0.95))
@@ -315,11 +284,7 @@ def fit_binary_occupancy(
     the posterior stays proper. Raises FitError when L-BFGS-B reports failure or H is not
     positive definite.
     """
-    if not isinstance(false_positive, (bool, np.bool_)):
-        raise TypeError(
-            f"false_positive must be True (Royle–Link) or False (standard), got {false_positive!r}"
-        )
-    false_positive = bool(false_positive)
+    false_positive = checks.boolean(false_positive, "false_positive")  # True: Royle–Link
     d, x, w = _check_binary(d, x, w)
     if init is None:
         u0 = binary_default_init(d, false_positive=false_positive)

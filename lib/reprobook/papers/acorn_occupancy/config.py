@@ -25,18 +25,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reprobook.core import checks
 from reprobook.core.resources import Resources
 
 from .simulate import PRESETS, Preset
 
-__all__ = ["ScoresConfig", "ReviewConfig", "RobustnessConfig", "PROFILES", "resolve", "preset"]
+__all__ = ["ScoresConfig", "ReviewConfig", "RobustnessConfig", "PROFILES", "preset"]
 
 
 def preset(name: str, n_sites: int | None = None, n_units: int | None = None) -> Preset:
     """The simulation preset ``name`` (see simulate.PRESETS), optionally resized."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
-    p = PRESETS[name]
+    p = PRESETS[checks.choice(name, "preset", sorted(PRESETS))]
     return replace(
         p,
         n_sites=p.n_sites if n_sites is None else n_sites,
@@ -48,11 +47,8 @@ def preset(name: str, n_sites: int | None = None, n_units: int | None = None) ->
 class ScoresConfig:
     """C2: the CSOM against thresholded detections, with no reviews."""
 
-    presets: tuple[str, ...] = (
-        "camera",
-        "bioacoustic",
-        "bioacoustic_t",
-    )  # regimes; the last is misspecified
+    # regimes; the last is misspecified
+    presets: tuple[str, ...] = ("camera", "bioacoustic", "bioacoustic_t")
     reps: int = 50  # simulated surveys per preset
     thresholds: tuple[float, ...] = (0.5, 0.8, 0.95)  # probability thresholds on expit(score)
     n_boot: int = 2000  # bootstrap resamples of the surveys for C2's interval
@@ -72,17 +68,10 @@ class ReviewConfig:
     batch_frac: float = 0.01  # units reviewed per round, as a fraction of the units (60 here)
     small_frac: float = 0.05  # "small budget" for C1 and C3; C4's early half (0, small_frac]
     late_frac: float = 0.10  # the end of C4's late half (small_frac, late_frac]
-    policies: tuple[str, ...] = (
-        "random",
-        "top_score",
-        "uncertainty",
-        "acorn",
-        "acorn_beta1",
-    )  # site_top: full only
-    short: tuple[str, ...] = (
-        "uncertainty",
-        "acorn_beta1",
-    )  # policies run only to small_frac (C3 reads no more)
+    # site_top: full only
+    policies: tuple[str, ...] = ("random", "top_score", "uncertainty", "acorn", "acorn_beta1")
+    # policies run only to small_frac (C3 reads no more)
+    short: tuple[str, ...] = ("uncertainty", "acorn_beta1")
     n_draws: int = 128  # Laplace draws per ACORN acquisition
     n_sites: int | None = None
     n_units: int | None = None
@@ -100,10 +89,8 @@ class RobustnessConfig:
     small_frac: float = 0.05  # C5's "small budget"
     policies: tuple[str, ...] = ("random", "top_score", "acorn")
     n_draws: int = 128  # Laplace draws per ACORN acquisition
-    nuts_presets: tuple[str, ...] = (
-        "camera",
-        "bioacoustic",
-    )  # where Laplace is checked against NUTS
+    # where Laplace is checked against NUTS
+    nuts_presets: tuple[str, ...] = ("camera", "bioacoustic")
     nuts_review_frac: float = 0.02  # random reviews before the NUTS check
     nuts_warmup: int = 500
     nuts_samples: int = 500
@@ -164,11 +151,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.1),
     "full": Resources(gpus=0, cpus=16, mem_gb=64, hours=6.0),
 }
-
-
-def resolve(notebook: str, profile: str = "reduced", **overrides: Any) -> Any:
-    """The configuration of ``notebook`` at ``profile`` with ``overrides`` applied (see
-    :func:`reprobook.core.profiles.resolve_notebook`, which names valid profiles and keys)."""
-    from reprobook.core.profiles import resolve_notebook
-
-    return resolve_notebook(PROFILES, notebook, profile, **overrides)

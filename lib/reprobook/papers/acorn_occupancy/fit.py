@@ -2,14 +2,16 @@
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
 et al. (2022). Maximises log p(u | data) of :mod:`.likelihood` over the unconstrained vector u
-with L-BFGS-B and the closed-form gradient, then approximates
+with L-BFGS-B and the closed-form gradient, then approximates (eq. `acorn-laplace` of
+notebooks/07_acorn_occupancy/index.md)
 
     p(u | data) ~= N(u_hat, H^{-1}),    H = -d^2 log p(u | data) / du du^T at u_hat,
 
 with H from central finite differences of the analytic gradient (symmetrised). Derived
-quantities get delta-method standard errors:
+quantities get delta-method standard errors (eq. `acorn-psi-bar`):
 
-    psi_bar = (1/N) sum_i expit(beta_0 + beta_1 x_i),   d psi_bar / d beta = mean_i psi_i (1 - psi_i) (1, x_i).
+    psi_bar = (1/N) sum_i expit(beta_0 + beta_1 x_i),
+    d psi_bar / d beta = mean_i psi_i (1 - psi_i) (1, x_i).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
+
+from reprobook.core import checks
 
 from .likelihood import PARAM_NAMES, _check_data, _check_params, grad_log_posterior
 from .simulate import Survey
@@ -89,24 +93,22 @@ def default_init(survey: Survey) -> np.ndarray:
 
 
 def psi_bar_with_se(beta, cov_beta, x) -> tuple[float, float]:
-    """(psi_bar, its delta-method standard error) from beta = (beta_0, beta_1), their (2, 2)
-    covariance C and the site covariate x (N,):
+    """The mean occupancy psi_bar and its delta-method standard error.
+
+    Implements eq. `acorn-psi-bar` of notebooks/07_acorn_occupancy/index.md, from
+    beta = (beta_0, beta_1), their (2, 2) covariance C and the site covariate x (N,):
 
         psi_bar = (1/N) sum_i psi_i,  psi_i = expit(beta_0 + beta_1 x_i),
         se = sqrt(g^T C g),           g = d psi_bar / d beta = mean_i psi_i (1 - psi_i) (1, x_i).
 
     Shared by the CSOM fit and the thresholded baselines (:mod:`.baselines`).
     """
-    b = np.asarray(beta, dtype=float)
-    C = np.asarray(cov_beta, dtype=float)
-    x = np.asarray(x, dtype=float)
-    if b.shape != (2,) or C.shape != (2, 2) or x.ndim != 1:
-        raise ValueError(
-            f"need beta (2,), cov_beta (2, 2) and x (N,); got shapes {b.shape}, {C.shape}, {x.shape}"
-        )
-    psi = expit(b[0] + b[1] * x)
-    g = np.array([np.mean(psi * (1 - psi)), np.mean(psi * (1 - psi) * x)])
-    return float(psi.mean()), float(np.sqrt(g @ C @ g))
+    b = checks.array(beta, "beta", shape=(2,))  # (beta_0, beta_1)
+    C = checks.array(cov_beta, "cov_beta", shape=(2, 2))  # C_beta, their Laplace covariance
+    x = checks.array(x, "x", ndim=1, what="(site covariate)")  # x_1..x_N
+    psi = expit(b[0] + b[1] * x)  # psi_i = expit(beta_0 + beta_1 x_i)
+    g = np.array([np.mean(psi * (1 - psi)), np.mean(psi * (1 - psi) * x)])  # d psi_bar / d beta
+    return float(psi.mean()), float(np.sqrt(g @ C @ g))  # psi_bar and sqrt(g^T C_beta g)
 
 
 def numerical_hessian(grad, u, *, step: float = 1e-5) -> np.ndarray:
@@ -134,7 +136,8 @@ def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1
 
 def map_with_laplace(value_and_grad, u0, *, gtol: float, ftol: float, maxiter: int):
     """Maximise a log posterior given ``value_and_grad(u) -> (log p, gradient)`` by L-BFGS-B,
-    then the Laplace covariance H^{-1} at the mode. Returns (u_hat, cov, log p(u_hat), the
+    then the Laplace covariance H^{-1} at the mode (eq. `acorn-laplace` of
+    notebooks/07_acorn_occupancy/index.md). Returns (u_hat, cov, log p(u_hat), the
     optimiser's result). Raises FitError when L-BFGS-B fails or H is not positive definite."""
 
     def fun(u):
@@ -175,6 +178,9 @@ def fit_map(
     maxiter: int = 1000,
 ) -> Fit:
     """Maximise log p(u | data) (L-BFGS-B, analytic gradient) and add the Laplace approximation.
+
+    Implements eq. `acorn-laplace` of notebooks/07_acorn_occupancy/index.md for the likelihood
+    of eq. `acorn-site-likelihood`.
 
     ``ftol`` is tight (the default 2e-9 stops early enough to move beta1 by ~1e-3 between warm and
     cold starts). Raises FitError when L-BFGS-B reports failure or H is not positive definite.

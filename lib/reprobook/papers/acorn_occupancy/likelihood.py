@@ -1,9 +1,10 @@
 """The CSOM site likelihood with reviewed and unreviewed units, its priors and its gradient.
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
-et al. (2022). Notation: f_y is the
-normal density N(mu_y, sigma_y^2), R_i the reviewed units of site i (labels y_ik known), U_i the
-unreviewed ones. With logit psi_i = beta_0 + beta_1 x_i and logit theta_ik = alpha_0 + alpha_1 w_ik,
+et al. (2022). Notation: f_y is the normal density N(mu_y, sigma_y^2), R_i the reviewed units of
+site i (labels y_ik known), U_i the unreviewed ones. With logit psi_i = beta_0 + beta_1 x_i and
+logit theta_ik = alpha_0 + alpha_1 w_ik (eq. `acorn-site-likelihood` of
+notebooks/07_acorn_occupancy/index.md),
 
     L_i = psi_i     prod_{k in R_i} theta_ik^{y_ik} (1 - theta_ik)^{1 - y_ik} f_{y_ik}(s_ik)
                     prod_{k in U_i} [theta_ik f_1(s_ik) + (1 - theta_ik) f_0(s_ik)]
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.special import expit, log_expit
+
+from reprobook.core import checks
 
 from .simulate import Preset, Survey
 
@@ -66,10 +69,10 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 def pack_params(beta, alpha, mu0: float, sigma0: float, mu1: float, sigma1: float) -> np.ndarray:
     """The unconstrained vector u (layout in the module docstring) from natural parameters."""
-    if not (sigma0 > 0 and sigma1 > 0):
-        raise ValueError(f"sigma0 and sigma1 must be > 0, got {sigma0!r}, {sigma1!r}")
+    sigma0 = checks.real(sigma0, "sigma0", above=0)
+    sigma1 = checks.real(sigma1, "sigma1", above=0)
     if not mu1 > mu0:
-        raise ValueError(f"mu1 must exceed mu0, got mu0={mu0!r}, mu1={mu1!r}")
+        raise checks.InputError(f"mu1 must exceed mu0, got mu0={mu0!r}, mu1={mu1!r}")
     return np.array(
         [
             beta[0],
@@ -109,54 +112,39 @@ def true_params(preset: Preset) -> np.ndarray:
 
 
 def _check_params(params) -> np.ndarray:
-    u = np.asarray(params, dtype=float)
-    if u.shape != (N_PARAMS,):
-        raise ValueError(
-            f"params must have shape ({N_PARAMS},) in the order {PARAM_NAMES}, got shape {u.shape}"
-        )
+    """u (8,) in the order PARAM_NAMES, finite (a non-finite entry is named)."""
+    u = checks.array(params, "params", shape=(N_PARAMS,), finite=False, what="(u)")
     if not np.all(np.isfinite(u)):
         bad = [PARAM_NAMES[j] for j in np.flatnonzero(~np.isfinite(u))]
-        raise ValueError(f"params must be finite; non-finite: {bad}")
+        raise checks.InputError(f"params (u) must be finite; non-finite: {bad}")
     return u
 
 
 def _check_draws(draws) -> np.ndarray:
-    """A batch of parameter vectors (M, 8), finite."""
-    u = np.asarray(draws, dtype=float)
-    if u.ndim != 2 or u.shape[1] != N_PARAMS:
-        raise ValueError(
-            f"draws must have shape (M, {N_PARAMS}) in the order {PARAM_NAMES}, got {u.shape}"
-        )
-    if not np.all(np.isfinite(u)):
-        raise ValueError("draws must be finite")
-    return u
+    """A batch of parameter vectors (M, 8) in the order PARAM_NAMES, finite."""
+    return checks.array(draws, "draws", shape=(None, N_PARAMS), what="(M, 8)")
 
 
 def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarray]:
+    """A survey's scores (N, K) and covariates, the reviewed mask (N, K) and the labels
+    (integers 0/1 where reviewed; the others are ignored and returned as 0)."""
     if not isinstance(survey, Survey):
         raise TypeError(f"survey must be a Survey, got {type(survey).__name__}")
-    shape = survey.s.shape
-    if survey.s.ndim != 2 or survey.w.shape != shape or survey.x.shape != (shape[0],):
-        raise ValueError(
-            f"survey arrays disagree: s {survey.s.shape}, w {survey.w.shape}, x {survey.x.shape}"
-        )
-    if not np.all(np.isfinite(survey.s)):
-        raise ValueError("survey.s (scores) must be finite")
-    r = np.asarray(reviewed)
-    if r.shape != shape:
-        raise ValueError(f"reviewed must have the scores' shape {shape}, got {r.shape}")
+    s = checks.array(survey.s, "survey.s", ndim=2, what="(scores)")
+    shape = s.shape
+    checks.same_shape("survey.w", survey.w, "survey.s", s)
+    checks.array(survey.x, "survey.x", shape=(shape[0],), what="(site covariate)")
+    r = checks.array(reviewed, "reviewed", shape=shape, dtype=None)
     if r.dtype != bool:
-        raise TypeError(f"reviewed must be a boolean mask, got dtype {r.dtype}")
-    lab = np.asarray(labels)
-    if lab.shape != shape:
-        raise ValueError(f"labels must have the scores' shape {shape}, got {lab.shape}")
+        raise checks.InputError(f"reviewed must be a boolean mask, got dtype {r.dtype}")
+    lab = checks.array(labels, "labels", shape=shape, dtype=None)
     if not (np.issubdtype(lab.dtype, np.integer) or lab.dtype == bool):
-        raise TypeError(f"labels must be integers 0/1 (or bool), got dtype {lab.dtype}")
+        raise checks.InputError(f"labels must be integers 0/1 (or bool), got dtype {lab.dtype}")
     lab = lab.astype(np.int64)
     bad = r & (lab != 0) & (lab != 1)
     if bad.any():
         i, k = np.argwhere(bad)[0]
-        raise ValueError(
+        raise checks.InputError(
             f"labels of reviewed units must be 0 or 1; unit ({i}, {k}) has {lab[i, k]}"
         )
     # unreviewed labels are ignored
@@ -170,7 +158,8 @@ def _log_normal_sum(xp, v, mean, sd):
 
 def mean_occupancy(beta0, beta1, x) -> np.ndarray:
     """psi_bar = (1/N) sum_i expit(beta0 + beta1 x_i), the mean occupancy probability of the
-    surveyed sites; beta0 and beta1 may be arrays of draws (shape (...,)), giving shape (...,)."""
+    surveyed sites; beta0 and beta1 may be arrays of draws (shape (...,)), giving shape (...,).
+    Implements eq. `acorn-psi-bar` of notebooks/07_acorn_occupancy/index.md."""
     b0 = np.asarray(beta0, dtype=float)[..., None]
     b1 = np.asarray(beta1, dtype=float)[..., None]
     return expit(b0 + b1 * np.asarray(x, dtype=float)).mean(axis=-1)
@@ -180,38 +169,42 @@ def mean_occupancy(beta0, beta1, x) -> np.ndarray:
 
 
 def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
-    """The pieces of (L_i) written once over an array namespace.
+    """The pieces of the site likelihood, log L_i = logaddexp(A_i, B_i), for NumPy or JAX.
 
-    ``xp`` is ``numpy`` or ``jax.numpy`` and ``log_sigmoid`` its log-expit (``scipy.special.log_expit``
-    or ``jax.nn.log_sigmoid``); u (8,) or a batch of parameter vectors (..., 8), x (N,), w and s
-    (N, K) are float arrays of ``xp``, r (N, K) a boolean mask of the reviewed units and y (N, K)
-    their labels (0 wherever r is False). Returns A_i, B_i and the quantities the closed-form
-    gradient needs, with the batch shape of u in front: (..., N) and (..., N, K).
+    Implements eq. `acorn-site-likelihood` of notebooks/07_acorn_occupancy/index.md ((L_i)
+    above), written once over an array namespace.
+
+    ``xp`` is ``numpy`` or ``jax.numpy`` and ``log_sigmoid`` its log-expit
+    (``scipy.special.log_expit`` or ``jax.nn.log_sigmoid``); u (8,) or a batch of parameter
+    vectors (..., 8), x (N,), w and s (N, K) are float arrays of ``xp``, r (N, K) a boolean mask
+    of the reviewed units and y (N, K) their labels (0 wherever r is False). Returns A_i, B_i and
+    the quantities the closed-form gradient needs, with the batch shape of u in front: (..., N)
+    and (..., N, K).
     """
 
     def site(j):  # entry j of u, broadcasting against (N,)
-        return u[..., j, None]
+        return u[..., j, None]  # the batch axes of u, then one axis for the sites
 
     def unit(j):  # entry j of u, broadcasting against (N, K)
-        return u[..., j, None, None]
+        return u[..., j, None, None]  # the batch axes of u, then sites and units
 
-    eta_psi = site(0) + site(1) * x  # (N,)
-    eta_th = unit(2) + unit(3) * w  # (N, K)
-    mu0, s0 = unit(4), xp.exp(unit(5))
-    mu1, s1 = unit(4) + xp.exp(unit(6)), xp.exp(unit(7))
-    e0 = (s - mu0) / s0  # (N, K)
-    e1 = (s - mu1) / s1
-    lf0 = -0.5 * e0**2 - unit(5) - 0.5 * _LOG_2PI  # log f_0(s), (N, K)
-    lf1 = -0.5 * e1**2 - unit(7) - 0.5 * _LOG_2PI  # log f_1(s)
+    eta_psi = site(0) + site(1) * x  # logit psi_i = beta_0 + beta_1 x_i, (N,)
+    eta_th = unit(2) + unit(3) * w  # logit theta_ik = alpha_0 + alpha_1 w_ik, (N, K)
+    mu0, s0 = unit(4), xp.exp(unit(5))  # mu_0 and sigma_0 = exp(u_5)
+    mu1, s1 = unit(4) + xp.exp(unit(6)), xp.exp(unit(7))  # mu_1 = mu_0 + exp(u_6) > mu_0
+    e0 = (s - mu0) / s0  # standardised scores under y = 0, (N, K)
+    e1 = (s - mu1) / s1  # and under y = 1
+    lf0 = -0.5 * e0**2 - unit(5) - 0.5 * _LOG_2PI  # log f_0(s_ik), (N, K)
+    lf1 = -0.5 * e1**2 - unit(7) - 0.5 * _LOG_2PI  # log f_1(s_ik)
     lth, l1mth = log_sigmoid(eta_th), log_sigmoid(-eta_th)  # log theta, log(1 - theta)
-    a1 = lth + lf1  # log theta f_1(s)
-    a0 = l1mth + lf0  # log (1 - theta) f_0(s)
-    unrev = xp.logaddexp(a1, a0)  # log of the mixture
-    unit_terms = xp.where(r, xp.where(y == 1, a1, a0), unrev)  # (N, K)
-    A = log_sigmoid(eta_psi) + unit_terms.sum(axis=-1)  # (N,)
-    allowed = ~xp.any(r & (y == 1), axis=-1)  # no reviewed positive
-    B = xp.where(allowed, log_sigmoid(-eta_psi) + lf0.sum(axis=-1), -xp.inf)
-    return dict(
+    a1 = lth + lf1  # log theta f_1(s): a unit with the species
+    a0 = l1mth + lf0  # log (1 - theta) f_0(s): a unit without it, at an occupied site
+    unrev = xp.logaddexp(a1, a0)  # an unreviewed unit k in U_i: log of the mixture
+    unit_terms = xp.where(r, xp.where(y == 1, a1, a0), unrev)  # reviewed units: their label
+    A = log_sigmoid(eta_psi) + unit_terms.sum(axis=-1)  # A_i: log of the z_i = 1 term, (N,)
+    allowed = ~xp.any(r & (y == 1), axis=-1)  # the indicator: no reviewed positive at site i
+    B = xp.where(allowed, log_sigmoid(-eta_psi) + lf0.sum(axis=-1), -xp.inf)  # z_i = 0 term
+    return dict(  # A_i, B_i and what the closed-form gradient reuses
         eta_psi=eta_psi,
         eta_th=eta_th,
         e0=e0,
@@ -233,7 +226,8 @@ def _parts(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
 
 
 def site_loglik(params, survey: Survey, reviewed, labels) -> np.ndarray:
-    """log L_i of equation (L_i) for every site, shape (N,).
+    """log L_i of equation (L_i) for every site, shape (N,): eq. `acorn-site-likelihood` of
+    notebooks/07_acorn_occupancy/index.md.
 
     ``reviewed`` (N, K) bool marks the units in R_i; ``labels`` (N, K) int gives y_ik (0/1) for
     them (entries of unreviewed units are ignored).
@@ -250,7 +244,8 @@ def loglik(params, survey: Survey, reviewed, labels) -> float:
 
 
 def site_occupancy_posterior(params, survey: Survey, reviewed, labels) -> np.ndarray:
-    """P(z_i = 1 | s_i, reviewed labels, params) = A_i-term / L_i = exp(A_i - log L_i), shape (N,).
+    """P(z_i = 1 | s_i, reviewed labels, params) = A_i-term / L_i = exp(A_i - log L_i), shape
+    (N,): the occupancy factor of eq. `acorn-posterior` of notebooks/07_acorn_occupancy/index.md.
 
     Equals 1 exactly at sites with a reviewed positive (B_i = -inf).
     """
@@ -262,9 +257,11 @@ def site_occupancy_posterior(params, survey: Survey, reviewed, labels) -> np.nda
 
 def unit_presence_probability(draws, survey: Survey, reviewed, labels) -> np.ndarray:
     """P(y_ik = 1 | data, u) for every unit and every parameter vector u in ``draws`` (M, 8):
-    shape (M, N, K). Equation (P) of :mod:`.acquisition`:
+    shape (M, N, K). Implements eq. `acorn-posterior` of notebooks/07_acorn_occupancy/index.md
+    (equation (P) of :mod:`.acquisition`):
 
-        P(y_ik = 1 | data, u) = P(z_i = 1 | data, u) pi_ik,   pi_ik = theta f_1 / (theta f_1 + (1 - theta) f_0)
+        P(y_ik = 1 | data, u) = P(z_i = 1 | data, u) pi_ik,
+        pi_ik = theta f_1 / (theta f_1 + (1 - theta) f_0)
 
     for an unreviewed unit (given z_i = 1 the units of a site are independent), and y_ik for a
     reviewed one. Computed from the log odds of occupancy of :func:`_presence_parts` (the same
@@ -298,7 +295,9 @@ def _presence_parts(
     the logit of pi_ik,
 
         g_ik = logit theta_ik + log f_1(s_ik) - log f_0(s_ik)
-             = logit theta_ik + (e0_ik^2 - e1_ik^2) / 2 + log sigma_0 - log sigma_1,   e_y = (s - mu_y) / sigma_y,
+             = logit theta_ik + (e0_ik^2 - e1_ik^2) / 2 + log sigma_0 - log sigma_1,
+
+    with e_y = (s - mu_y) / sigma_y,
 
     the log odds of occupancy in (L_i) are, at a site with no reviewed positive,
 
@@ -366,7 +365,8 @@ def _log_prior_xp(xp, u):
 
 
 def log_posterior(params, survey: Survey, reviewed, labels) -> float:
-    """log p(u | data) up to a constant: loglik + log_prior (with the Jacobian terms)."""
+    """log p(u | data) up to a constant: loglik + log_prior (with the Jacobian terms), the log
+    of the posterior of eq. `acorn-laplace` of notebooks/07_acorn_occupancy/index.md."""
     return loglik(params, survey, reviewed, labels) + log_prior(params)
 
 

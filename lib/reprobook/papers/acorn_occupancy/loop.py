@@ -1,7 +1,7 @@
 """The review loop: fit, choose a batch, reveal its labels, refit; and the study over seeds.
 
-Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only; the loop is the
-our reconstruction). Each round the policy (:mod:`.acquisition`) picks ``batch`` unreviewed
+Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only; the loop is our
+reconstruction). Each round the policy (:mod:`.acquisition`) picks ``batch`` unreviewed
 units, the expert (in simulation: the true unit labels ``survey.y``) reveals them, and the CSOM
 is refitted by MAP + Laplace (:mod:`.fit`), warm-started from the previous round.
 
@@ -9,12 +9,13 @@ The reference is the *full-label* analysis, the CSOM with every unit reviewed (a
 occupancy model with "visits" = units, times the score densities), as the abstract compares
 against "fully human-labeled data". Errors are measured against it and, separately, against the
 simulation's truth, which answers a different question (the full-label fit still has sampling
-error and imperfect detection). The combined error is in units of our tolerances,
+error and imperfect detection). The combined error is in units of our tolerances (eq.
+`acorn-error` of notebooks/07_acorn_occupancy/index.md),
 
     err = max(|beta1_B - beta1_full| / delta_beta, |psi_bar_B - psi_bar_full| / delta_psi),
 
-with delta_beta = 0.1 (logit scale) and delta_psi = 0.02 (ASSUMED: the paper gives none), so err <= 1
-means "the same ecological conclusion as the full labels".
+with delta_beta = 0.1 (logit scale) and delta_psi = 0.02 (ASSUMED: the paper gives none), so
+err <= 1 means "the same ecological conclusion as the full labels".
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from reprobook.core import checks
 from reprobook.core.stats import Interval, proportion_interval
 
 from .acquisition import POLICIES, USES_DRAWS, ReviewState, policy
@@ -52,6 +54,7 @@ __all__ = [
     "gain_by_half",
     "beats_on_area",
     "smallest_proportion",
+    "against_truth",
 ]
 
 DELTA_BETA = 0.1  # tolerance on beta1 (logit scale)
@@ -90,18 +93,10 @@ def review_loop(
     fit_ok, positives (reviewed units found present), seconds (selection + refit).
     """
     choose = policy(policy_name)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}"
-        )
+    rng = checks.generator(rng)
     kwargs = {"n_draws": n_draws} if policy_name in USES_DRAWS else {}
-    total = survey.s.size
-    if int(budget) != budget or not 0 <= budget <= total:
-        raise ValueError(
-            f"budget must be an integer in [0, {total}] (units in the survey), got {budget!r}"
-        )
-    if int(batch) != batch or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    budget = checks.integer(budget, "budget", minimum=0, maximum=survey.s.size)  # units
+    batch = checks.integer(batch, "batch", minimum=1)
     reviewed = np.zeros(survey.s.shape, dtype=bool)
     labels = np.zeros(survey.s.shape, dtype=np.int64)
     t0 = time.perf_counter()
@@ -120,7 +115,8 @@ def review_loop(
         idx = tuple(np.array(picks).T)
         if len(picks) != b or len(set(picks)) != b or reviewed[idx].any():
             raise RuntimeError(
-                f"policy {policy_name!r} returned an invalid batch (duplicates, reviewed units or wrong size)"
+                f"policy {policy_name!r} returned an invalid batch (duplicates, reviewed units "
+                "or wrong size)"
             )
         reviewed[idx] = True
         labels[idx] = survey.y[idx]  # the expert
@@ -172,7 +168,7 @@ def run_study(
 
     Long table: rep, policy, the :func:`review_loop` columns, frac_reviewed, the references
     (beta1_full, psi_bar_full, beta1_true, psi_bar_true) and errors err_beta1, err_psi, err
-    (combined, in tolerance units; see the module docstring).
+    (combined, in tolerance units: eq. `acorn-error` of notebooks/07_acorn_occupancy/index.md).
     """
     with threadpool_limits(limits=1):  # the same floating-point sums (and picks) on any machine
         return _run_study(
@@ -187,18 +183,14 @@ def _run_study(
     for p in policies:
         policy(p)  # validates the name
     _check_reps(reps)
-    for name, v in (("budget_frac", budget_frac), ("batch_frac", batch_frac)):
-        if not 0 < v <= 1:
-            raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+    budget_frac = checks.real(budget_frac, "budget_frac", above=0, maximum=1)
+    checks.real(batch_frac, "batch_frac", above=0, maximum=1)
     for p, v in budget_fracs.items():
         if p not in policies:
-            raise ValueError(
+            raise checks.InputError(
                 f"budget_fracs names {p!r}, which is not among the policies {list(policies)}"
             )
-        if not 0 < v <= budget_frac:
-            raise ValueError(
-                f"budget_fracs[{p!r}] must be in (0, budget_frac={budget_frac}], got {v!r}"
-            )
+        checks.real(v, f"budget_fracs[{p!r}]", above=0, maximum=budget_frac)
     frames = []
     for j in range(int(reps)):
         survey = simulate(preset, np.random.default_rng([seed, j]))
@@ -273,8 +265,7 @@ def _threshold_study(preset, reps, thresholds, seed) -> pd.DataFrame:
 
 
 def _check_reps(reps) -> None:
-    if isinstance(reps, bool) or int(reps) != reps or reps < 1:
-        raise ValueError(f"reps (simulated surveys) must be an integer >= 1, got {reps!r}")
+    checks.integer(reps, "reps (simulated surveys)", minimum=1)
 
 
 def threshold_summary(fits: pd.DataFrame) -> pd.DataFrame:
@@ -335,10 +326,8 @@ def csom_win_fraction(
     estimate is the fraction on the surveys themselves. ``fits`` is the long table of
     :func:`threshold_study` with a ``preset`` column.
     """
-    if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 100:
-        raise ValueError(f"n_boot must be an integer >= 100, got {n_boot!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    n_boot = checks.integer(n_boot, "n_boot", minimum=100)
+    level = checks.real(level, "level", above=0, below=1)
     if "preset" not in fits:
         raise ValueError(
             "fits needs a 'preset' column (one threshold_study per preset, concatenated)"
@@ -347,7 +336,7 @@ def csom_win_fraction(
     per_preset = cells.groupby("preset")["csom_wins"].mean().astype(float).to_dict()
     rng = np.random.default_rng(seed)
     wins = np.zeros(int(n_boot))
-    for name, part in fits.groupby("preset", sort=True):
+    for _, part in fits.groupby("preset", sort=True):
         sq_psi, sq_beta, keys = _squared_errors(part)
         n = sq_psi.shape[1]
         idx = rng.integers(0, n, size=(int(n_boot), n))  # (B, n) resampled surveys
@@ -435,9 +424,10 @@ def reviews_to_tolerance(
 def needs_no_more_reviews(
     study: pd.DataFrame, challenger: str, rivals, column: str = "err"
 ) -> pd.Series:
-    """Per rep: True when ``challenger`` reaches the tolerance for good (:func:`reviews_to_tolerance`)
-    with no more reviews than the best of ``rivals`` (a rival that never reaches it needs more
-    than any number); False when the challenger never reaches it (C5)."""
+    """Per rep: True when ``challenger`` reaches the tolerance for good
+    (:func:`reviews_to_tolerance`) with no more reviews than the best of ``rivals`` (a rival that
+    never reaches it needs more than any number); False when the challenger never reaches it
+    (C5)."""
     need = reviews_to_tolerance(study, column).pivot(
         index="rep", columns="policy", values="reviews"
     )
@@ -579,6 +569,7 @@ def smallest_proportion(counts: dict[str, tuple[int, int]], level: float = 0.95)
     """
     if not counts:
         raise ValueError("counts is empty: give at least one name -> (successes, n)")
+    level = checks.real(level, "level", above=0, below=1)
     m = len(counts)
     each = 1 - (1 - level) / m
     ivs = {name: proportion_interval(int(k), int(n), level=each) for name, (k, n) in counts.items()}
@@ -590,3 +581,23 @@ def smallest_proportion(counts: dict[str, tuple[int, int]], level: float = 0.95)
     return Interval(
         est, low, high, f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each", n_units
     )
+
+
+def against_truth(study: pd.DataFrame) -> pd.DataFrame:
+    """Each policy's mean absolute error against the simulation's truth (not the full-label
+    fit) at the largest budget it ran to: columns frac_reviewed, abs_beta1_vs_truth and
+    abs_psi_vs_truth, one row per policy, and a last row "(full labels)" with the full-label
+    fit's own errors (frac_reviewed 1)."""
+    last = study.groupby("policy")["frac_reviewed"].transform("max")
+    end = study[study.frac_reviewed == last].copy()
+    end["abs_beta1_vs_truth"] = (end["beta1"] - end["beta1_true"]).abs()
+    end["abs_psi_vs_truth"] = (end["psi_bar"] - end["psi_bar_true"]).abs()
+    columns = ["frac_reviewed", "abs_beta1_vs_truth", "abs_psi_vs_truth"]
+    table = end.groupby("policy")[columns].mean()
+    full = end.drop_duplicates("rep")
+    table.loc["(full labels)"] = [
+        1.0,
+        (full["beta1_full"] - full["beta1_true"]).abs().mean(),
+        (full["psi_bar_full"] - full["psi_bar_true"]).abs().mean(),
+    ]
+    return table

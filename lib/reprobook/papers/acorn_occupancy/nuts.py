@@ -8,10 +8,11 @@ during warm-up), run on the potential energy
 
     U(u) = -log p(u | data) = -(sum_i log L_i(u) + log p(u)),
 
-over the same unconstrained vector u (``PARAM_NAMES``) as the MAP fit. :func:`log_posterior_jax`
-evaluates exactly the formulas of :mod:`.likelihood` (``_parts_xp`` and ``_log_prior_xp`` are
-written once over an array namespace), in ``jax.numpy`` with float64, so it is jit-able and
-``jax.grad`` gives the gradient that NUTS needs.
+over the same unconstrained vector u (``PARAM_NAMES``) as the MAP fit: it samples the posterior
+that eq. `acorn-laplace` of notebooks/07_acorn_occupancy/index.md approximates.
+:func:`log_posterior_jax` evaluates exactly the formulas of :mod:`.likelihood` (``_parts_xp``
+and ``_log_prior_xp`` are written once over an array namespace), in ``jax.numpy`` with float64,
+so it is jit-able and ``jax.grad`` gives the gradient that NUTS needs.
 
 The plan: one chain of 500 warm-up + 500 draws for the reduced profile, four chains of
 1000 + 1000 for the full one (R-hat and ESS per parameter; for one chain R-hat is the split
@@ -42,7 +43,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .fit import default_init
+from reprobook.core import checks
+
+from .fit import Fit, default_init, fit_map
 from .likelihood import (
     N_PARAMS,
     PARAM_NAMES,
@@ -62,6 +65,8 @@ __all__ = [
     "make_nuts_data",
     "log_posterior_jax",
     "run_nuts",
+    "random_reviews",
+    "laplace_against_nuts",
 ]
 
 #: The values of numpyro's ``MCMC(chain_method=...)`` accepted here ("parallel" falls back to
@@ -166,12 +171,6 @@ class NutsResult:
         return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "sd", "r_hat", "ess"])
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _diagnostics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(split R-hat, ESS) over the trailing dims of x (chains, samples, ...); NaN when there are
     fewer than 4 draws per chain (numpyro's minimum for split R-hat)."""
@@ -214,17 +213,13 @@ def run_nuts(
     """
     t0 = time.perf_counter()
     r, y = _check_data(survey, reviewed, labels)
-    num_warmup = _check_int("num_warmup", num_warmup, 0)
-    num_samples = _check_int("num_samples", num_samples, 1)
-    num_chains = _check_int("num_chains", num_chains, 1)
-    seed = _check_int("seed", seed, 0)
-    if seed >= 2**32:
-        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-    max_tree_depth = _check_int("max_tree_depth", max_tree_depth, 1)
-    if not isinstance(chain_method, str) or chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}")
-    if not 0.0 < float(target_accept_prob) < 1.0:
-        raise ValueError(f"target_accept_prob must lie in (0, 1), got {target_accept_prob!r}")
+    num_warmup = checks.integer(num_warmup, "num_warmup", minimum=0)
+    num_samples = checks.integer(num_samples, "num_samples", minimum=1)
+    num_chains = checks.integer(num_chains, "num_chains", minimum=1)
+    seed = checks.integer(seed, "seed", minimum=0, maximum=2**32 - 1)  # a jax PRNG key
+    max_tree_depth = checks.integer(max_tree_depth, "max_tree_depth", minimum=1)
+    checks.choice(chain_method, "chain_method", CHAIN_METHODS)
+    target_accept_prob = checks.real(target_accept_prob, "target_accept_prob", above=0, below=1)
     if init is None:
         init = default_init(survey)
     init_arr = np.asarray(init, dtype=float)
@@ -236,7 +231,7 @@ def run_nuts(
         jitter[0] = 0.0
         starts = u0 + jitter
     else:
-        raise ValueError(
+        raise checks.InputError(
             f"init must have shape ({N_PARAMS},) or (num_chains, {N_PARAMS}) = "
             f"({num_chains}, {N_PARAMS}), got {init_arr.shape}"
         )
@@ -302,3 +297,65 @@ def run_nuts(
         chain_method=chain_method,
         seed=seed,
     )
+
+
+def random_reviews(
+    survey: Survey, frac: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """A review of round(frac * units) units chosen uniformly at random (without replacement,
+    from ``rng``), as (reviewed mask (N, K), labels (N, K)): the true labels where reviewed, 0
+    elsewhere."""
+    frac = checks.real(frac, "frac", minimum=0, maximum=1)
+    rng = checks.generator(rng)
+    reviewed = np.zeros(survey.s.shape, dtype=bool)
+    n = int(round(frac * survey.s.size))
+    reviewed.ravel()[rng.choice(survey.s.size, n, replace=False)] = True
+    return reviewed, np.where(reviewed, survey.y, 0)
+
+
+def laplace_against_nuts(
+    survey: Survey,
+    reviewed,
+    labels,
+    *,
+    num_warmup: int,
+    num_samples: int,
+    num_chains: int,
+    seed: int,
+) -> tuple[Fit, NutsResult, list[dict]]:
+    """The Laplace approximation (eq. `acorn-laplace` of notebooks/07_acorn_occupancy/index.md)
+    and NUTS, started at its mode, on one survey and review; and, for beta1 and psi_bar, one
+    row each: the two means and standard deviations, the gap between the means in NUTS
+    standard deviations, the ratio of the standard deviations, and NUTS's R-hat and ESS.
+    Returns (the Laplace fit, the NUTS result, the rows)."""
+    lap = fit_map(survey, reviewed, labels)
+    res = run_nuts(
+        survey,
+        reviewed,
+        labels,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        seed=seed,
+        init=lap.params,
+    )
+    rows = []
+    for target, lap_mean, lap_sd, draws, rhat, ess in [
+        ("beta1", lap.beta1, lap.beta1_se, res.beta1, res.r_hat[1], res.ess[1]),
+        ("psi_bar", lap.psi_bar, lap.psi_bar_se, res.psi_bar, res.psi_bar_r_hat, res.psi_bar_ess),
+    ]:
+        mean, sd = float(draws.mean()), float(draws.std())
+        rows.append(
+            dict(
+                target=target,
+                laplace_mean=lap_mean,
+                nuts_mean=mean,
+                laplace_sd=lap_sd,
+                nuts_sd=sd,
+                mean_gap_in_sd=abs(lap_mean - mean) / sd,
+                sd_ratio=lap_sd / sd,
+                r_hat=float(rhat),
+                ess=float(ess),
+            )
+        )
+    return lap, res, rows

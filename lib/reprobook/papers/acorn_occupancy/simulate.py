@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import expit
 
+from reprobook.core import checks
+
 __all__ = ["Preset", "Survey", "CAMERA", "BIOACOUSTIC", "PRESETS", "simulate"]
 
 SCORE_FAMILIES = ("normal", "student_t")
@@ -41,29 +43,22 @@ class Preset:
     df: float | None = None  # degrees of freedom of the t, only with score_family="student_t"
 
     def __post_init__(self) -> None:
-        if int(self.n_sites) != self.n_sites or self.n_sites < 1:
-            raise ValueError(f"n_sites must be a positive integer, got {self.n_sites!r}")
-        if int(self.n_units) != self.n_units or self.n_units < 1:
-            raise ValueError(f"n_units must be a positive integer, got {self.n_units!r}")
-        if len(self.beta) != 2 or len(self.alpha) != 2:
-            raise ValueError(
-                f"beta and alpha must be (intercept, slope) pairs, got {self.beta!r}, {self.alpha!r}"
-            )
-        if not (self.sigma0 > 0 and self.sigma1 > 0):
-            raise ValueError(f"sigma0 and sigma1 must be > 0, got {self.sigma0!r}, {self.sigma1!r}")
+        checks.integer(self.n_sites, "n_sites", minimum=1)
+        checks.integer(self.n_units, "n_units", minimum=1)
+        checks.array(self.beta, "beta", shape=(2,), what="(intercept, slope)")
+        checks.array(self.alpha, "alpha", shape=(2,), what="(intercept, slope)")
+        checks.real(self.sigma0, "sigma0", above=0)
+        checks.real(self.sigma1, "sigma1", above=0)
         if not self.mu1 > self.mu0:
-            raise ValueError(
-                f"mu1 must exceed mu0 (label-switching constraint), got mu0={self.mu0}, mu1={self.mu1}"
+            raise checks.InputError(
+                f"mu1 must exceed mu0 (label-switching constraint), got mu0={self.mu0}, "
+                f"mu1={self.mu1}"
             )
-        if self.score_family not in SCORE_FAMILIES:
-            raise ValueError(
-                f"score_family must be one of {SCORE_FAMILIES}, got {self.score_family!r}"
-            )
+        checks.choice(self.score_family, "score_family", SCORE_FAMILIES)
         if self.score_family == "student_t":
-            if self.df is None or not self.df > 0:
-                raise ValueError(f"score_family='student_t' needs df > 0, got df={self.df!r}")
+            checks.real(self.df, "df (with score_family='student_t')", above=0)
         elif self.df is not None:
-            raise ValueError(
+            raise checks.InputError(
                 f"df is only used with score_family='student_t', got df={self.df!r} with 'normal'"
             )
 
@@ -138,17 +133,15 @@ class Survey:
 
 
 def simulate(preset: Preset, rng: np.random.Generator) -> Survey:
-    """Draw one survey from ``preset`` (model in the module docstring).
+    """Draw one survey from ``preset`` (model in the module docstring): eq. `acorn-model` of
+    notebooks/07_acorn_occupancy/index.md.
 
     Deterministic given the state of ``rng`` (a ``numpy.random.Generator``); the draws are
     made in a fixed order: x, w, z, y, scores.
     """
     if not isinstance(preset, Preset):
         raise TypeError(f"preset must be a Preset, got {type(preset).__name__}")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}"
-        )
+    rng = checks.generator(rng)
     n, k = int(preset.n_sites), int(preset.n_units)
     if n < 2:
         raise ValueError("n_sites must be >= 2 to standardise the habitat covariate")
