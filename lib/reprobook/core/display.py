@@ -45,14 +45,20 @@ def _without_docstring(lines: list[str], start: int, obj: Any) -> tuple[list[str
     return lines[: doc.lineno - 1] + lines[doc.end_lineno :], summary
 
 
-def show_source(obj: Any, *, docstring: bool = False, title: str | None = None) -> str:
+def show_source(obj: Any, *, docstring: bool = False, title: str | None = None) -> None:
     """Show the source of a library function or class on the page, highlighted, with where it
     lives: ``core.show_source(spr.dp_optimal)`` where a chapter introduces its method.
 
     The docstring is left out unless ``docstring=True`` (the page around it says the same in
     full); its first sentence becomes the caption. The output is Markdown with a ``python`` code
-    fence, which Jupyter, Colab and the rendered book all highlight. Returns the Markdown.
+    fence, which Jupyter, Colab and the rendered book all highlight. It returns nothing, so a
+    call that ends a cell shows the code once; :func:`source_markdown` gives the text.
     """
+    md(source_markdown(obj, docstring=docstring, title=title))
+
+
+def source_markdown(obj: Any, *, docstring: bool = False, title: str | None = None) -> str:
+    """The Markdown that :func:`show_source` displays."""
     target = inspect.unwrap(obj)
     if not (inspect.isfunction(target) or inspect.isclass(target) or inspect.ismethod(target)):
         raise TypeError(f"show_source needs a function, method or class, got {type(obj).__name__}")
@@ -67,6 +73,4 @@ def show_source(obj: Any, *, docstring: bool = False, title: str | None = None) 
     name = f"{target.__module__}.{target.__qualname__}"
     head = title or f"`{name}`"
     caption = f"{head} ({shown}, line {first}){': ' + summary if summary else ''}"
-    text = f"{caption}\n\n```python\n{code}\n```"
-    md(text)
-    return text
+    return f"{caption}\n\n```python\n{code}\n```"
