@@ -7,6 +7,9 @@ Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full t
   notebooks/16_vmf_sphere_flow/index.md; :mod:`.paths` gives each path's likelihood);
 - :func:`generate`: one call for every sampler of the chapter ("ode", "pc", "sde" on the vMF
   path, and the geodesic and Euclidean baselines), returning the tokens and the NFE;
+- :func:`language_scores`: sequences from :func:`generate` over several sampling seeds, scored
+  by their exact NLL under the Markov language and their entropy;
+- :func:`puzzle_solve_rates`: each puzzle's solve rate over several sampling seeds;
 - :func:`sequence_entropy`: the entropy of each generated sequence's token frequencies (the
   "entropy" that the paper plots beside generative perplexity, following MDLM's protocol);
 - :func:`mean_interval`: the t-interval of a mean (for tables and figures);
@@ -37,6 +40,8 @@ __all__ = [
     "markov_oracle",
     "grid_oracle",
     "generate",
+    "SampleScores",
+    "language_scores",
     "cross_entropy_by_level",
     "sequence_entropy",
     "Interval",
@@ -46,7 +51,9 @@ __all__ = [
     "smallest_difference",
     "GridTest",
     "grid_uniformity",
+    "solved",
     "solved_fraction",
+    "puzzle_solve_rates",
 ]
 
 SAMPLERS = ("ode", "pc", "sde", "geodesic", "euclidean")
@@ -159,6 +166,41 @@ def generate(
     return samplers.sample_sde(
         posterior, W, L, batch, kappa_max, steps, psi, sigma2=sigma2, generator=g, forbid=forbid
     )
+
+
+class SampleScores(NamedTuple):
+    """What :func:`language_scores` returns: one entry per generated sequence, seeds in order."""
+
+    nll: np.ndarray  # (n * seeds,) exact NLL per token under the true chain, nats
+    entropy: np.ndarray  # (n * seeds,) entropy of each sequence's token frequencies, nats
+    nfe: int  # network evaluations of one run (the read-out included)
+
+
+def language_scores(
+    chain: data.MarkovChain,
+    sampler: str,
+    posterior,
+    W,
+    L: int,
+    n: int,
+    steps: int,
+    *,
+    seeds=(0,),
+    **kw,
+) -> SampleScores:
+    """``n`` sequences of length ``L`` per sampling seed from :func:`generate` (``sampler``,
+    ``steps`` and ``kw`` as there), each scored by its exact NLL per token under ``chain`` and
+    by :func:`sequence_entropy`. The generated NLL stands in for the paper's generative
+    perplexity."""
+    nll, ent = [], []
+    for s in seeds:
+        out = generate(sampler, posterior, W, L, n, steps, seed=s, **kw)
+        tokens = out.tokens.cpu().numpy()
+        nll.append(chain.nll(tokens))
+        ent.append(sequence_entropy(tokens, chain.V))
+    if not nll:
+        raise ValueError("seeds must name at least one sampling seed")
+    return SampleScores(np.concatenate(nll), np.concatenate(ent), out.nfe)
 
 
 def cross_entropy_by_level(
@@ -324,9 +366,35 @@ def grid_uniformity(tokens) -> GridTest:
     )
 
 
-def solved_fraction(tokens, clues) -> float:
-    """Fraction of puzzles whose sampled grid is valid and agrees with every clue (0 = blank)."""
+def solved(tokens, clues) -> np.ndarray:
+    """Per puzzle (N,): whether the sampled grid is valid and agrees with every clue (0 = blank)."""
     t, c = np.asarray(tokens), np.asarray(clues)
     if t.shape != c.shape:
         raise ValueError(f"tokens and clues must have the same shape, got {t.shape} and {c.shape}")
-    return float((data.valid_grid_mask(t) & np.all((c == data.BLANK) | (c == t), axis=1)).mean())
+    return data.valid_grid_mask(t) & np.all((c == data.BLANK) | (c == t), axis=1)
+
+
+def solved_fraction(tokens, clues) -> float:
+    """Fraction of puzzles whose sampled grid is valid and agrees with every clue (0 = blank)."""
+    return float(solved(tokens, clues).mean())
+
+
+def puzzle_solve_rates(
+    sampler: str, posterior, W: torch.Tensor, clues, steps: int, *, seeds, forbid=data.BLANK, **kw
+) -> tuple[np.ndarray, int]:
+    """Each puzzle's solve rate over sampling seeds: ``clues`` (N, L) puzzles (0 = blank) are
+    solved once per seed by :func:`generate` (``sampler``, ``steps`` and ``kw`` as there, the
+    blank forbidden at read-out) and each is scored by :func:`solved`. Returns (the (N,) mean
+    over the seeds, the NFE of one run)."""
+    c = np.asarray(clues.cpu() if isinstance(clues, torch.Tensor) else clues)
+    if c.ndim != 2:
+        raise ValueError(f"clues must have shape (N, L), got {c.shape}")
+    runs = []
+    for s in seeds:
+        out = generate(
+            sampler, posterior, W, c.shape[1], c.shape[0], steps, seed=s, forbid=forbid, **kw
+        )
+        runs.append(solved(out.tokens.cpu().numpy(), c))
+    if not runs:
+        raise ValueError("seeds must name at least one sampling seed")
+    return np.mean(runs, axis=0), out.nfe

@@ -1,13 +1,16 @@
-"""The Markov-language experiments shared by notebooks 3-5: data, and trained networks cached
-between notebooks (:func:`reprobook.core.load_or_train`).
+"""The Markov-language experiments shared by notebooks 3-5: data, trained networks cached
+between notebooks (:func:`reprobook.core.load_or_train`), and a callback that scores a network
+while it trains.
 
 Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full text not read).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
+import lightning.pytorch as pl
 import numpy as np
 import torch
 
@@ -18,7 +21,14 @@ from .data import MarkovChain
 from .model import PosteriorTransformer, train_posterior
 from .paths import check_path
 
-__all__ = ["LanguageTask", "language_task", "language_network", "train_network", "to_accelerator"]
+__all__ = [
+    "LanguageTask",
+    "language_task",
+    "language_network",
+    "train_network",
+    "ScoreDuringTraining",
+    "to_accelerator",
+]
 
 SLUG = "vmf_sphere_flow"
 
@@ -149,3 +159,23 @@ def train_network(
         seed=seed,
         callbacks=callbacks,
     )
+
+
+class ScoreDuringTraining(pl.Callback):
+    """Scores the network while it trains: after each training step whose global step count is
+    in ``at``, ``score(module)`` runs with the module in eval mode (then back to training), and
+    the row ``{"step": step, **score(module)}`` is appended to :attr:`rows`."""
+
+    def __init__(self, score: Callable[[Any], dict], at: Iterable[int]):
+        if not callable(score):
+            raise TypeError(f"score must be a callable score(module) -> dict, got {score!r}")
+        self.score, self.at = score, {int(s) for s in at}
+        self.rows: list[dict] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step not in self.at:
+            return
+        module.eval()
+        self.rows.append({"step": step, **self.score(module)})
+        module.train()
