@@ -17,7 +17,7 @@ from numpy.polynomial import hermite_e
 from scipy import integrate
 from scipy.stats import chi2, norm
 
-from reprobook.papers.testable_massart import hermite, sandwich
+from reprobook.papers.testable_massart import hermite, sandwich, tester
 from reprobook.papers.testable_massart.hermite import (
     feature_means,
     features,
@@ -635,3 +635,100 @@ def test_far_rows_are_scaled_to_order_one():
     assert np.abs(V[~inside]).max() > 1e6  # unscaled, the far rows are huge
     scaled = V[~inside] / s[~inside, None]
     assert np.abs(scaled).max() < 2.0  # h_k(z) sqrt(k!) / |z|^k -> 1 and the lower h_j are smaller
+
+
+# --- the notebooks' tables --------------------------------------------------------------------
+
+
+def test_results_frame_holds_each_sandwich_and_its_closed_form():
+    results = sandwich.sandwich_table([0.0, 1.0], [2, 4], grid_points=201)
+    table = sandwich.results_frame(results, valid_tol=1e-5)
+    assert list(table[["t", "degree"]].itertuples(index=False, name=None)) == [
+        (0.0, 2),
+        (0.0, 4),
+        (1.0, 2),
+        (1.0, 4),
+    ]
+    for row, r in zip(table.itertuples(), results):
+        assert row.gap == r.gap and row.ratio == r.ratio and row.rounds == r.refine_rounds
+        assert row.valid == (r.inner_violation <= 1e-5)
+        closed = float(christoffel_gap(r.t, r.degree))
+        assert row.closed_form == pytest.approx(closed, rel=1e-15)
+        assert row.rel_diff == pytest.approx(abs(r.gap - closed) / closed, rel=1e-12)
+    assert table.rel_diff.max() < 1e-2  # near the closed form even on this coarse grid
+    assert sandwich.ratios_at_degree(table, 4) == {
+        "0": results[1].ratio,
+        "1": results[3].ratio,
+    }
+    with pytest.raises(ValueError, match="valid_tol"):
+        sandwich.results_frame(results, valid_tol=-1.0)
+
+
+def test_degree_needed_frame_and_its_growth_slope():
+    ts = [0.0, 2.0, 3.0, 4.0]
+    needed = sandwich.degree_needed_frame(ts, [10.0, 2.0], 400)
+    assert list(needed.columns) == ["target", "t", "log_inv_gamma", "degree"]
+    assert needed.target.tolist() == [10.0] * 4 + [2.0] * 4  # targets in the given order
+    for target in (10.0, 2.0):
+        want = degree_needed_closed_form(ts, target, 400)
+        got = needed[needed.target == target].set_index("t")["degree"].to_dict()
+        assert got == want
+    assert needed.log_inv_gamma.tolist() == pytest.approx([np.log(1 / bias(t)) for t in ts] * 2)
+    assert sandwich.degrees_at(needed, 0.0) == {"10": want_at(0.0, 10.0), "2": want_at(0.0, 2.0)}
+    slope, rows = sandwich.degree_growth(needed, 2.0, 2.0)
+    assert rows.t.tolist() == [2.0, 3.0, 4.0]
+    x, y = np.log(rows.log_inv_gamma), np.log(rows.degree.astype(float))
+    assert slope == pytest.approx(np.polyfit(x, y, 1)[0], rel=1e-12)
+    assert 0 < slope < 3  # a low-order polylog over this range
+    # degree 0 is left out (log 0), and fewer than two points give NaN
+    nan, few = sandwich.degree_growth(needed, 10.0, 4.0)
+    assert math.isnan(nan) and len(few) == 1
+
+
+def want_at(t: float, target: float) -> int | None:
+    return degree_needed_closed_form([t], target, 400)[t]
+
+
+def test_degrees_at_reports_none_beyond_the_sweep():
+    needed = sandwich.degree_needed_frame([0.0], [0.25], 10)
+    assert sandwich.degrees_at(needed, 0.0) == {"0.25": None}
+
+
+def test_power_table_draws_in_order_and_counts_rejections():
+    cal = chi2_calibration(2, 2, 300, quantile=0.9)
+    small = calibrate(2, 2, 100, reps=20, rng=np.random.default_rng(1))
+    testers = {100: MomentTester(small), 300: MomentTester(cal)}
+    table = tester.power_table(
+        testers, ["uniform", "laplace"], {100: 3, 300: 2}, np.random.default_rng(7)
+    )
+    assert table[["n", "marginal", "reps"]].values.tolist() == [
+        [100, "uniform", 3],
+        [100, "laplace", 3],
+        [300, "uniform", 2],
+        [300, "laplace", 2],
+    ]
+    # the same draws, one after another from one generator
+    rng = np.random.default_rng(7)
+    for row in table.itertuples():
+        stats = tester.statistics_on(testers[row.n], row.marginal, row.reps, rng)
+        assert row.rejected == int(np.sum(stats > testers[row.n].threshold))
+        assert row.rejection == row.rejected / row.reps
+        assert row.median_statistic == float(np.median(stats))
+        assert row.threshold == testers[row.n].threshold
+
+
+def test_statistics_on_uses_the_calibrated_shape():
+    test = MomentTester(chi2_calibration(3, 2, 50))
+    stats = tester.statistics_on(test, "gaussian", 4, np.random.default_rng(2))
+    rng = np.random.default_rng(2)
+    want = [moment_statistic(rng.standard_normal((50, 3)), 2) for _ in range(4)]
+    assert stats.tolist() == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="reps"):
+        tester.statistics_on(test, "gaussian", 0, rng)
+
+
+def test_cost_table_skips_large_grids():
+    table = tester.cost_table([2, 3], [2, 3], 200, 12, np.random.default_rng(0), repeats=1)
+    # C(d + k, k) - 1 moments: (2, 2) 5, (2, 3) 9, (3, 2) 9, (3, 3) 19 > 12
+    assert table[["d", "degree", "features"]].values.tolist() == [[2, 2, 5], [2, 3, 9], [3, 2, 9]]
+    assert (table.seconds > 0).all()

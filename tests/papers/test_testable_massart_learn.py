@@ -533,3 +533,66 @@ def test_worst_per_seed_by_brute_force():
         worst_per_seed([0, 1], [0.1])
     with pytest.raises(ValueError, match="finite"):
         worst_per_seed([0, 1], [0.1, np.nan])
+
+
+# --- the notebooks' studies -------------------------------------------------------------------
+
+
+def test_learner_study_rows_follow_the_seeded_problems():
+    noises = {"random_flips": D.random_flips(0.1)}
+    kw = dict(n=200, n_test=500, d=2, thresholds=(0.0, 1.0), degrees=(1,), eps=0.03)
+    results, outcomes = L.learner_study(
+        FakeTester(True), noises, **kw, solver="dual", seeds=2, seed=5
+    )
+    assert len(outcomes) == 2 * 2 and outcomes.accepted.all()
+    names = ["L1 degree 1", "Chow halfspace", "constant", "tester-learner"]
+    assert results.learner.tolist() == names * 4
+    # seed 1, t = 1 by hand: the same problems from default_rng(5 + 1)
+    rng = np.random.default_rng(6)
+    first = D.massart_problem(200, 2, 0.0, noises["random_flips"], rng)  # t = 0 is drawn first
+    D.massart_problem(500, 2, 0.0, noises["random_flips"], rng, w=first.w)
+    train = D.massart_problem(200, 2, 1.0, noises["random_flips"], rng)
+    test = D.massart_problem(500, 2, 1.0, noises["random_flips"], rng, w=train.w)
+    chow = L.ChowHalfspace().fit(train.X, train.y)
+    row = results[(results.seed == 1) & (results.t == 1.0) & (results.learner == "Chow halfspace")]
+    assert row.excess.item() == L.excess_error(chow, test) and row.opt.item() == test.opt
+    # a rejecting tester leaves the tester-learner out
+    results, outcomes = L.learner_study(
+        FakeTester(False), noises, **kw, solver="dual", seeds=1, seed=5
+    )
+    assert not outcomes.accepted.any() and "tester-learner" not in set(results.learner)
+    with pytest.raises(ValueError, match="seeds"):
+        L.learner_study(FakeTester(True), noises, **kw, solver="dual", seeds=0, seed=5)
+
+
+def test_soundness_study_runs_every_marginal():
+    table = L.soundness_study(
+        FakeTester(True),
+        D.boundary_band(),
+        n=200,
+        n_test=400,
+        d=2,
+        t=1.0,
+        degree=1,
+        eps=0.03,
+        solver="dual",
+        reps=2,
+        rng=np.random.default_rng(3),
+        marginals=("gaussian", "uniform"),
+    )
+    assert table.marginal.tolist() == ["gaussian"] * 2 + ["uniform"] * 2
+    assert table.accepted.all() and np.isfinite(table.excess_if_trusted).all()
+
+
+def test_strictly_best_and_same_as():
+    import pandas as pd
+
+    index = pd.MultiIndex.from_tuples([("a", 0.0), ("a", 1.0), ("b", 0.0)], names=["noise", "t"])
+    cells = pd.DataFrame(
+        {"L1": [0.1, 0.2, 0.05], "chow": [0.05, 0.3, 0.05], "constant": [0.2, 0.2, 0.3]},
+        index=index,
+    )
+    assert L.strictly_best(cells) == {"L1": 0, "chow": 1, "constant": 0}
+    assert L.same_as(cells, "L1", "constant") == ["a, t = 1"]
+    with pytest.raises(ValueError, match="tol"):
+        L.same_as(cells, "L1", "constant", tol=-1)

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import optimize
 
 from reprobook.core import checks
 
-from .data import Problem, positive_rate
+from .data import MARGINALS, Problem, massart_problem, positive_rate
 
 __all__ = [
     "best_threshold",
@@ -48,6 +49,10 @@ __all__ = [
     "Outcome",
     "TesterLearner",
     "worst_per_seed",
+    "learner_study",
+    "soundness_study",
+    "strictly_best",
+    "same_as",
 ]
 
 L1_SOLVERS = ("sklearn", "dual")
@@ -353,8 +358,9 @@ class TesterLearner:
         self.eps = float(eps)
 
     def run(self, X: ArrayLike, y: ArrayLike) -> Outcome:
-        """Test the sample, then learn from it: eq. `massart-tester-learner` of
-        notebooks/05_testable_massart/index.md."""
+        """Test the sample, then learn from it.
+
+        Implements eq. `massart-tester-learner` of notebooks/05_testable_massart/index.md."""
         # the labelled sample: X (n, d) finite, y (n,) in {-1, +1}
         X, y = _check_Xy(X, y)
         # eq. massart-moment-stat: the tester looks at the unlabelled points only
@@ -389,3 +395,136 @@ def worst_per_seed(seeds: ArrayLike, values: ArrayLike) -> dict[int, float]:
     if seeds.size == 0:
         raise checks.InputError("seeds and values must be non-empty")
     return {int(s): float(values[seeds == s].max()) for s in np.unique(seeds)}
+
+
+# --- the studies of the notebooks --------------------------------------------------------------
+
+
+def learner_study(
+    tester: Any,
+    noises: dict[str, Any],
+    *,
+    n: int,
+    n_test: int,
+    d: int,
+    thresholds,
+    degrees,
+    eps: float,
+    solver: str,
+    seeds: int,
+    seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tester-learner (eq. `massart-tester-learner` of notebooks/05_testable_massart/index.md)
+    beside L1 regression of each degree, the Chow halfspace and the constant, on Gaussian Massart
+    problems.
+
+    Repetition r draws from ``default_rng(seed + r)``; within it, for each noise model (in the
+    dict's order) and threshold t, a training problem of n points and a test problem of
+    ``n_test`` points for the same target. The tester-learner runs at the largest of ``degrees``.
+    Returns ``(results, outcomes)``: results has one row per (seed, noise, t, learner) with
+    gamma, the excess error on the test problem and opt (the tester-learner only where the
+    tester accepted); outcomes one row per problem with the tester's verdict, the hypothesis
+    kind (``which``) and the statistic.
+    """
+    seeds = checks.integer(seeds, "seeds", minimum=1)
+    rows, outcomes = [], []
+    for r in range(seeds):
+        rng = np.random.default_rng(seed + r)
+        for noise_name, noise in noises.items():
+            for t in thresholds:
+                train = massart_problem(n, d, t, noise, rng)
+                test = massart_problem(n_test, d, t, noise, rng, w=train.w)
+                out = TesterLearner(tester, degree=max(degrees), eps=eps, solver=solver).run(
+                    train.X, train.y
+                )
+                outcomes.append(
+                    dict(
+                        seed=r,
+                        noise=noise_name,
+                        t=t,
+                        accepted=out.accepted,
+                        which=out.which,
+                        statistic=out.statistic,
+                    )
+                )
+                learners: dict[str, Any] = {
+                    f"L1 degree {k}": L1PolynomialRegression(k, solver=solver) for k in degrees
+                }
+                learners["Chow halfspace"] = ChowHalfspace()
+                learners["constant"] = ConstantHypothesis()
+                fitted = [(name, h.fit(train.X, train.y)) for name, h in learners.items()]
+                if out.accepted:
+                    fitted.append(("tester-learner", out.hypothesis))
+                for name, h in fitted:
+                    rows.append(
+                        dict(
+                            seed=r,
+                            noise=noise_name,
+                            t=t,
+                            gamma=train.gamma,
+                            learner=name,
+                            excess=excess_error(h, test),
+                            opt=test.opt,
+                        )
+                    )
+    return pd.DataFrame(rows), pd.DataFrame(outcomes)
+
+
+def soundness_study(
+    tester: Any,
+    noise: Any,
+    *,
+    n: int,
+    n_test: int,
+    d: int,
+    t: float,
+    degree: int,
+    eps: float,
+    solver: str,
+    reps: int,
+    rng: np.random.Generator,
+    marginals=MARGINALS,
+) -> pd.DataFrame:
+    """The tester-learner on Massart data whose marginal need not be Gaussian: for each marginal
+    and repetition (drawn from ``rng`` in that order), a training and a test problem, the
+    tester's verdict and statistic, and the excess error the degree-``degree`` L1 learner would
+    have had had its output been trusted anyway. One row per run: marginal, accepted, statistic,
+    excess_if_trusted."""
+    reps = checks.integer(reps, "reps", minimum=1)
+    rows = []
+    for name in marginals:
+        for _ in range(reps):
+            train = massart_problem(n, d, t, noise, rng, marginal=name)
+            test = massart_problem(n_test, d, t, noise, rng, marginal=name, w=train.w)
+            out = TesterLearner(tester, degree=degree, eps=eps, solver=solver).run(train.X, train.y)
+            h = L1PolynomialRegression(degree, solver=solver).fit(train.X, train.y)
+            rows.append(
+                dict(
+                    marginal=name,
+                    accepted=out.accepted,
+                    statistic=out.statistic,
+                    excess_if_trusted=excess_error(h, test),
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def strictly_best(cells: pd.DataFrame, margin: float = 1e-4) -> dict[str, int]:
+    """For each column (learner) of ``cells``: in how many rows it is below every other column
+    by more than ``margin``."""
+    margin = checks.real(margin, "margin", minimum=0)
+    return {
+        name: int((cells[name] < cells.drop(columns=name).min(axis=1) - margin).sum())
+        for name in cells.columns
+    }
+
+
+def same_as(cells: pd.DataFrame, column: str, reference: str, tol: float = 1e-4) -> list[str]:
+    """The rows (noise, t) where ``column`` is within ``tol`` of ``reference``, as
+    "noise, t = ..." labels: where an L1 learner has collapsed to the constant."""
+    tol = checks.real(tol, "tol", minimum=0)
+    return [
+        f"{noise}, t = {t:g}"
+        for (noise, t), v in cells[column].items()
+        if abs(v - cells.loc[(noise, t), reference]) < tol
+    ]

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.optimize import linprog
 from scipy.stats import norm
@@ -51,6 +52,11 @@ __all__ = [
     "lp_grid",
     "christoffel_gap",
     "degree_needed_closed_form",
+    "results_frame",
+    "ratios_at_degree",
+    "degree_needed_frame",
+    "degrees_at",
+    "degree_growth",
 ]
 
 JUMP_OFFSET = 1e-9  # the grid holds t (where f = +1) and t - JUMP_OFFSET (where f = -1)
@@ -425,3 +431,79 @@ def degree_needed_closed_form(
         hit = np.nonzero(row <= ratio_target)[0]
         out[float(t)] = int(2 * hit[0]) if hit.size else None
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tables for the notebooks
+# ---------------------------------------------------------------------------------------------
+
+
+def results_frame(results: Sequence[SandwichResult], valid_tol: float) -> pd.DataFrame:
+    """One row per sandwich: t, degree, gamma, gap, ratio, the three violations, the exchange
+    rounds, ``valid`` (the violation on [-R, R] is at most ``valid_tol``), the closed-form gap
+    of eq. `massart-christoffel` (notebooks/05_testable_massart/index.md) and the LP gap's
+    relative difference from it."""
+    valid_tol = checks.real(valid_tol, "valid_tol", minimum=0)
+    table = pd.DataFrame(
+        [
+            dict(
+                t=r.t,
+                degree=r.degree,
+                gamma=r.gamma,
+                gap=r.gap,
+                ratio=r.ratio,
+                grid_violation=r.grid_violation,
+                off_grid_violation=r.off_grid_violation,
+                inner_violation=r.inner_violation,
+                rounds=r.refine_rounds,
+            )
+            for r in results
+        ]
+    )
+    table["valid"] = table.inner_violation <= valid_tol
+    table["closed_form"] = [float(christoffel_gap(r.t, r.degree)) for r in results]
+    table["rel_diff"] = (table.gap - table.closed_form).abs() / table.closed_form
+    return table
+
+
+def ratios_at_degree(table: pd.DataFrame, degree: int) -> dict[str, float]:
+    """{f"{t:g}": G(t, degree) / gamma(t)} from a :func:`results_frame`, in the table's order."""
+    rows = table[table.degree == degree]
+    return {f"{t:g}": float(r) for t, r in zip(rows["t"], rows["ratio"])}
+
+
+def degree_needed_frame(
+    thresholds: ArrayLike, targets: Iterable[float], max_degree: int
+) -> pd.DataFrame:
+    """For each target C (in the given order) and threshold t: the smallest even degree with
+    G(t, k) <= C gamma(t) by the closed form (eq. `massart-multiplicative` with the gap of eq.
+    `massart-christoffel`, notebooks/05_testable_massart/index.md), NaN beyond ``max_degree``.
+    Columns target, t, log_inv_gamma = log(1 / gamma(t)), degree."""
+    rows = []
+    for target in targets:
+        needed = degree_needed_closed_form(thresholds, target, max_degree)
+        rows += [
+            dict(target=target, t=t, log_inv_gamma=float(np.log(1 / bias(t))), degree=k)
+            for t, k in needed.items()
+        ]
+    return pd.DataFrame(rows)
+
+
+def degrees_at(needed: pd.DataFrame, t: float) -> dict[str, int | None]:
+    """{f"{target:g}": degree needed at threshold ``t``} from a :func:`degree_needed_frame`
+    (None where no degree up to the sweep's largest reaches the target)."""
+    at = needed[needed.t == t].set_index("target")["degree"].to_dict()
+    return {f"{k:g}": (None if pd.isna(v) else int(v)) for k, v in at.items()}
+
+
+def degree_growth(needed: pd.DataFrame, target: float, t_from: float) -> tuple[float, pd.DataFrame]:
+    """The log-log slope s of the degree needed for G <= target * gamma against log(1 / gamma),
+    over the thresholds t >= ``t_from`` that reach the target at a positive degree (degree about
+    log(1 / gamma)^s, a polylogarithm of order s), and those rows of ``needed``. NaN with fewer
+    than two rows."""
+    rows = needed[(needed.target == target) & (needed.t >= t_from)].dropna()
+    rows = rows[rows.degree > 0]
+    if len(rows) < 2:
+        return float("nan"), rows
+    x, y = np.log(rows["log_inv_gamma"]), np.log(rows["degree"].astype(float))
+    return float(np.polyfit(x, y, 1)[0]), rows

@@ -30,12 +30,14 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.stats import chi2
 
 from reprobook.core import checks
 from reprobook.core.stats import Interval, proportion_interval
 
+from .data import sample_marginal
 from .hermite import feature_means, n_features
 
 __all__ = [
@@ -47,6 +49,9 @@ __all__ = [
     "population_statistic",
     "time_statistic",
     "smallest_rate_interval",
+    "statistics_on",
+    "power_table",
+    "cost_table",
 ]
 
 
@@ -273,3 +278,63 @@ def smallest_rate_interval(counts, level: float = 0.95) -> Interval:
         f"smallest of {len(items)} rates, Clopper-Pearson {each:.2%} each ({level:.0%} together)",
         n_min,
     )
+
+
+def statistics_on(
+    tester: MomentTester, marginal: str, reps: int, rng: np.random.Generator
+) -> np.ndarray:
+    """S(X) on ``reps`` fresh samples of ``marginal`` (a name of ``data.MARGINALS``), each of the
+    tester's calibrated shape (n, d), drawn one after another from ``rng``; shape (reps,)."""
+    reps = checks.integer(reps, "reps", minimum=1)
+    rng = checks.generator(rng)
+    cal = tester.calibration
+    return np.array(
+        [tester.statistic(sample_marginal(marginal, cal.n, cal.d, rng)) for _ in range(reps)]
+    )
+
+
+def power_table(
+    testers: dict[int, MomentTester],
+    marginals,
+    reps: dict[int, int],
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """Rejection rates of every marginal at every sample size: ``testers`` maps n to the tester
+    calibrated at n, ``reps`` maps n to the samples drawn per marginal there. Samples come from
+    ``rng`` in the order n (as in ``testers``), then marginal. One row per (n, marginal): n,
+    marginal, reps, rejected, rejection, median_statistic, threshold."""
+    rng = checks.generator(rng)
+    rows = []
+    for n, tester in testers.items():
+        for name in marginals:
+            stats = statistics_on(tester, name, reps[n], rng)
+            rows.append(
+                dict(
+                    n=n,
+                    marginal=name,
+                    reps=reps[n],
+                    rejected=int(np.count_nonzero(stats > tester.threshold)),
+                    rejection=float(np.mean(stats > tester.threshold)),
+                    median_statistic=float(np.median(stats)),
+                    threshold=tester.threshold,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def cost_table(
+    dims, degrees, n: int, max_features: int, rng: np.random.Generator, repeats: int = 3
+) -> pd.DataFrame:
+    """The time of :func:`moment_statistic` over a grid of (d, k): one row per pair with at most
+    ``max_features`` moments, with d, degree, features = C(d + k, k) - 1 and seconds (the median
+    of ``repeats`` timings on one Gaussian sample of n rows, drawn from ``rng`` in grid order)."""
+    max_features = checks.integer(max_features, "max_features", minimum=1)
+    rows = []
+    for d in dims:
+        for k in degrees:
+            m = n_features(d, k, include_constant=False)
+            if m > max_features:
+                continue
+            seconds = time_statistic(d, k, n, rng, repeats=repeats)
+            rows.append(dict(d=d, degree=k, features=m, seconds=seconds))
+    return pd.DataFrame(rows)
