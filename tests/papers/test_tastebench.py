@@ -25,9 +25,15 @@ def test_pairwise_accuracy_counts_ties_in_truth_and_prediction_as_half():
     assert metrics.pairwise_accuracy(groups) == pytest.approx(4 / 7)
 
 
-def test_pairwise_accuracy_treats_float_noise_as_a_tie():
-    groups = [(np.array([1.0, 2.0]), np.array([0.3, 0.3 + 6e-17]))]
-    assert metrics.pairwise_accuracy(groups) == 0.5
+def test_pairwise_accuracy_treats_float_noise_as_a_tie_but_rank_correlations_do_not():
+    groups = [(np.array([1.0, 2.0, 3.0]), np.array([0.3, 0.3 + 6e-17, 0.9]))]
+    assert metrics.pairwise_accuracy(groups) == pytest.approx(2.5 / 3)
+    assert metrics.weighted_spearman(groups) == pytest.approx(1.0)  # raw values: no tie
+    assert metrics.weighted_kendall(groups) == pytest.approx(1.0)
+    snapped = [(t, metrics.snap_ties(s, 1e-16)) for t, s in groups]
+    assert metrics.weighted_spearman(snapped) == pytest.approx(
+        stats.spearmanr([1, 2, 3], [0, 0, 1])[0]
+    )
 
 
 def _brute_recall(truth, score, k):
@@ -172,6 +178,22 @@ def test_loocv_never_trains_on_a_pair_holding_the_held_out_product():
         assert np.all(y[pairs[:, 0]] != y[pairs[:, 1]])  # tied pairs carry no winner
     # products 1 and 2 tie; leaving out 0 leaves no usable pair in category 0
     assert not np.any(np.isin(ranking.training_pairs(cat, y, 0), [0, 1, 2]))
+
+
+def test_loocv_scores_each_product_with_a_model_that_never_saw_it(monkeypatch):
+    p = ranking.synthetic_products([5, 6], 3, 0.5, np.random.default_rng(1))
+    seen = []
+    real = ranking.fit_bradley_terry
+
+    def spy(x, y, pairs, c=1.0):
+        seen.append(np.asarray(pairs))
+        return real(x, y, pairs, c)
+
+    monkeypatch.setattr(ranking, "fit_bradley_terry", spy)
+    ranking.loocv_scores(p, "Bradley-Terry")
+    assert len(seen) == 11
+    for held, pairs in enumerate(seen):
+        assert pairs.size and not np.any(pairs == held)
 
 
 def test_bradley_terry_is_unchanged_by_a_constant_feature_shift():
