@@ -505,12 +505,12 @@ def psi(s, kappa, d: int, *, n_nodes: int = 16, chunk: int = 4096):
     shape = x.shape  # restored at the end
     x, k = x.ravel().astype(float), k.ravel().astype(float)  # flat float64 copies
     a = np.asarray(mean_cosine(d, k), dtype=float).reshape(x.shape)  # A_d, eq. vmf-cosine-law
-    out = np.empty(x.shape, dtype=float)
+    out = np.empty(x.shape, dtype=float)  # psi at every point
     pole = np.abs(x) == 1.0  # s = +-1, where eq. vmf-psi is 0/0
     out[pole] = np.where(x[pole] > 0, 1.0 - a[pole], 1.0 + a[pole]) / (d - 1)  # its limits there
-    inner = ~pole
+    inner = ~pole  # the interior points, -1 < s < 1
     if np.any(inner):
-        xs, ks, As = x[inner], k[inner], a[inner]
+        xs, ks, As = x[inner], k[inner], a[inner]  # their s, kappa and A_d
         theta = np.arccos(xs)  # the angle theta_s = arccos s
         right = xs >= As  # s >= A_d: integrate over [s, 1], so that r - A_d keeps one sign
         span = np.where(right, theta, np.pi - theta)  # length of the angle range [0, theta_s]
@@ -520,7 +520,7 @@ def psi(s, kappa, d: int, *, n_nodes: int = 16, chunk: int = 4096):
         )
         log_den = (d - 1) * np.log(np.sin(theta))  # eq. vmf-psi: log (1 - s^2)^{(d-1)/2}
         out[inner] = np.exp(log_num - log_den)  # eq. vmf-psi: psi = numerator / denominator
-    return _out(out.reshape(shape))
+    return _out(out.reshape(shape))  # in the broadcast shape (a float for scalars)
 
 
 def psi_d3(s, kappa):

@@ -250,7 +250,7 @@ def _sample_vmf(
     # kappa = 0: the state starts uniform on each of the L spheres
     h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)
     dt = 1.0 / steps  # Euler steps of dt in t, kappa = kappa_max t
-    for i in range(steps):
+    for i in range(steps):  # predictor step i of S
         kappa = kappa_max * i / steps  # the left end kappa_i of predictor step i
         post = net(h, kappa)  # p(x^l = k | h), one NFE
         if sigma2 > 0:  # eq. vmf-step, the SDE step
@@ -262,14 +262,14 @@ def _sample_vmf(
         if correctors and (i + 1) % corrector_every == 0:  # after every n-th predictor step
             kappa_new = kappa_max * (i + 1) / steps  # the correctors work at the new kappa
             eps = eps0 * (1.0 - i / steps) ** 2  # eq. vmf-step: eps = eps0 (1 - i/S)^2
-            for _ in range(correctors):
+            for _ in range(correctors):  # c Langevin steps
                 post = net(h, kappa_new)  # one NFE per corrector step
                 score = marginal_score(h, post, W, kappa_new)  # s(h) of eq. vmf-marginal
                 noise = math.sqrt(2.0 * eps) * _noise(h, generator)  # sqrt(2 eps) P_h xi
                 step = eps * score + noise  # the Langevin step on the tangent space
                 h = _retract(h, step, retraction)  # eq. vmf-step, corrector: Retr(h + step)
     tokens = _readout(net(h, kappa_max), banned)  # argmax_k p(x^l = k | h) at kappa_max, one NFE
-    return Samples(tokens, net.nfe, h)
+    return Samples(tokens, net.nfe, h)  # the tokens, the NFE count and the final state
 
 
 def sample_ode(
