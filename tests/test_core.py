@@ -643,6 +643,9 @@ def test_worst_group_interval_is_the_bonferroni_envelope():
     assert out.interval.high == pytest.approx(min(t.high for t in each))
     top = stats.worst_group_interval(groups, worst="max")
     assert top.group == "a" and top.interval.high == max(t.high for t in top.by_group.values())
+    shared = stats.worst_group_interval(groups, n=4)  # groups measured on the same 4 seeds
+    assert shared.interval.n == 4 and "4 units" in shared.interval.method
+    assert out.interval.n == 11 and "11 units" in out.interval.method
     with pytest.raises(ValueError, match="worst must be one of 'min', 'max'"):
         stats.worst_group_interval(groups, worst="mean")
     with pytest.raises(ValueError, match="at least one group"):

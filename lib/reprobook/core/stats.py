@@ -136,7 +136,10 @@ class WorstGroup:
 
 
 def worst_group_interval(
-    values_by_group: Mapping[str, object], worst: str = "min", level: float = 0.95
+    values_by_group: Mapping[str, object],
+    worst: str = "min",
+    level: float = 0.95,
+    n: int | None = None,
 ) -> WorstGroup:
     """The smallest (``worst="min"``) or largest (``"max"``) of the group means mu_g, with a
     simultaneous interval: the way to decide "every group reaches the bar" on noisy groups.
@@ -145,6 +148,10 @@ def worst_group_interval(
     over the G groups), so all G hold together with probability at least ``level``; then
     min_g mu_g lies in [min_g l_g, min_g h_g] (max: [max_g l_g, max_g h_g]). A group whose
     interval contradicts a claim is never averaged away by the others.
+
+    ``n``, the independent units behind the interval, defaults to the groups' sizes added up;
+    give it when the groups share their units (differences of several policies over the same
+    seeds: ``n`` is the number of seeds).
     """
     checks.choice(worst, "worst", ("min", "max"))
     if not values_by_group:
@@ -154,7 +161,7 @@ def worst_group_interval(
     by = {str(g): t_interval(v, level=each) for g, v in values_by_group.items()}
     pick = min if worst == "min" else max
     group = pick(by, key=lambda g: by[g].mean)
-    n = sum(t.n for t in by.values())
+    n = sum(t.n for t in by.values()) if n is None else checks.integer(n, "n", minimum=2)
     method = (
         f"{'smallest' if worst == 'min' else 'largest'} of {len(by)} group means, Student-t "
         f"{each:.1%} each (Bonferroni, {level:.0%} together), {n} units"
