@@ -274,8 +274,10 @@ def test_class_weights_have_mean_one_over_the_training_molecules():
         assert w[y].mean() == pytest.approx(1.0)
     inv = dmpnn.class_weights(y, 3, "inverse")
     assert inv[2] / inv[0] == pytest.approx(8.0)
-    with pytest.raises(ValueError, match="every class"):
-        dmpnn.class_weights(np.array([0, 0, 1]), 3, "none")
+    missing = dmpnn.class_weights(np.array([0, 0, 0, 1]), 3, "inverse")  # no class 2
+    assert missing[2] == missing[1] > missing[0]
+    with pytest.raises(ValueError, match="class indices"):
+        dmpnn.class_weights(np.array([0, 3]), 3, "none")
 
 
 # --- data and profiles -----------------------------------------------------------------------

@@ -177,17 +177,21 @@ WEIGHTINGS = ("none", "sqrt_inverse", "inverse")
 
 def class_weights(labels, n_classes: int, weighting: str) -> np.ndarray:
     """Cross-entropy weights per class: 1, (N / n_c)^(1/2) or N / n_c, scaled so that the mean
-    weight over the training molecules is 1.
+    weight over the training molecules is 1. A class with no training molecule (a small
+    subset may miss umami) gets the weight of the rarest class present.
 
     Implements eq. `tastebench-class-weights` of notebooks/06_tastebench/index.md.
     """
     checks.choice(weighting, "weighting", WEIGHTINGS)
     y = checks.array(labels, "labels", ndim=1, dtype=int)
+    if y.size == 0 or y.min() < 0 or y.max() >= n_classes:
+        raise checks.InputError(f"labels must be class indices 0..{n_classes - 1}, at least one")
     counts = np.bincount(y, minlength=n_classes).astype(float)
-    if np.any(counts == 0):
-        raise checks.InputError(f"every class needs a training example, got counts {counts}")
     power = {"none": 0.0, "sqrt_inverse": 0.5, "inverse": 1.0}[weighting]
-    w = (y.size / counts) ** power  # eq. class-weights
+    present = counts > 0
+    w = np.empty(n_classes)
+    w[present] = (y.size / counts[present]) ** power  # eq. class-weights
+    w[~present] = w[present].max()
     return w / (w @ counts / y.size)  # mean weight over molecules = 1
 
 
