@@ -679,6 +679,10 @@ def test_checks_return_clean_values_and_name_what_is_allowed():
         ValueError, match=r"X \(n, d\) must have shape \(any, 3\), got shape \(2, 2\)"
     ):
         checks.array(X, "X", shape=(None, 3), what="(n, d)")
+    with pytest.raises(ValueError, match=r"w must have shape \(3,\), got shape \(2,\)"):
+        checks.array([1, 2], "w", shape=(3,))
+    with pytest.raises(ValueError, match=r"X \(n, d\) must be an array of float64 values"):
+        checks.array([[1, "a"]], "X", what="(n, d)")
     with pytest.raises(ValueError, match="must be a 1-D or 2-D array"):
         checks.array(np.zeros((1, 1, 1)), "X", ndim=(1, 2))
     with pytest.raises(ValueError, match="NaN or infinite"):

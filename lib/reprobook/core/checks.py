@@ -160,7 +160,7 @@ def array(
     try:
         out = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError):
-        raise _fail(name, f"an array of {np.dtype(dtype).name} values", value) from None
+        raise _fail(label, f"an array of {np.dtype(dtype).name} values", value) from None
     if ndim is not None:
         dims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if out.ndim not in dims:
@@ -169,7 +169,8 @@ def array(
     if shape is not None:
         fits = out.ndim == len(shape) and all(s is None or s == o for s, o in zip(shape, out.shape))
         if not fits:
-            wanted = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
+            sizes = ["any" if s is None else str(s) for s in shape]
+            wanted = f"({sizes[0]},)" if len(sizes) == 1 else "(" + ", ".join(sizes) + ")"
             raise InputError(f"{label} must have shape {wanted}, got shape {out.shape}")
     if finite and out.dtype.kind in "fc" and not np.all(np.isfinite(out)):
         raise InputError(f"{label} must be finite, got NaN or infinite entries")
