@@ -302,9 +302,9 @@ def test_bad_inputs_raise_clear_errors():
         fit_binary_occupancy(d, x, np.where(w > 1, np.inf, w))
     with pytest.raises(TypeError, match="false_positive must be True"):
         fit_binary_occupancy(d, x, w, false_positive="yes")
-    with pytest.raises(ValueError, match=r"standard model, in the order .* must have shape \(4\)"):
+    with pytest.raises(ValueError, match=r"standard model, in the order .* must have shape \(4,\)"):
         binary_site_loglik(u, d, x, w)
-    with pytest.raises(ValueError, match=r"Royle–Link model, .* must have shape \(5\)"):
+    with pytest.raises(ValueError, match=r"Royle–Link model, .* must have shape \(5,\)"):
         fit_binary_occupancy(d, x, w, false_positive=True, init=u[:4])
     with pytest.raises(ValueError, match=r"non-finite: \['logit_p10'\]"):
         binary_site_loglik(np.where(np.arange(5) == 4, np.nan, u), d, x, w, false_positive=True)

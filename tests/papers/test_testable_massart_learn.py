@@ -496,7 +496,7 @@ def test_bad_inputs_raise_clear_errors():
         D.massart_labels(X, [1.0, 0.0], 0.0, lambda z, t: np.full(z.shape, 0.6), rng)
     with pytest.raises(ValueError, match=r"X \(n, d\) must have shape \(any, 3\)"):
         D.massart_labels(X, [1.0, 0.0, 0.0], 0.0, D.random_flips(0.1), rng)
-    with pytest.raises(ValueError, match=r"w \(d,\) must have shape \(3\)"):
+    with pytest.raises(ValueError, match=r"w \(d,\) must have shape \(3,\)"):
         D.massart_problem(10, 3, 0.0, D.random_flips(0.1), rng, w=[1.0, 0.0])
     y = np.array([1, -1, 1, 1, 0])
     with pytest.raises(ValueError, match="-1 or \\+1"):
