@@ -70,11 +70,12 @@ class MoleculesConfig:
 # [0.0005, 0.035], straddled the bar of 0.03 (inconclusive) because the split-half varies from
 # replicate to replicate by about 0.015 (the product effects are redrawn). 20 replicates fit
 # the reduced budget and resolve a distance of that spread; the check is unchanged.
-# Measured on the shared 2-core machine (other jobs running) with one BLAS thread: the simulator
+# Measured on the shared 2-core machine (other jobs running) with one BLAS thread: a simulator
 # replicate about 1 s (alpha bisection 0.4 s); the 12-row bootstrap at 10,000 resamples about
 # 9 s; the LOOCV demonstration about 5 s; Morgan fingerprints of 15,025 molecules 3-9 s; the
-# logistic regression 1.5 s; the reduced D-MPNN grid (4 configurations, 1 epoch, 600 molecules)
-# about 8 s with Lightning's import.
+# logistic regression about 2 s; the reduced D-MPNN grid (4 configurations, 1 epoch, 600
+# molecules) about 8 s with Lightning's import. Whole notebooks under `reprobook run`: 15-37 s,
+# 20-47 s and 16-44 s, depending on the machine's other load.
 PROFILES: dict[str, dict[str, Any]] = {
     "noisy_taste": {
         "reduced": NoisyTasteConfig(),
@@ -106,9 +107,10 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor). full, an
-# estimate (not run here): 12 D-MPNN configurations plus 2 more seeds of the selected one, at most
-# 50 epochs of 211 batches each, a few seconds an epoch on one GPU; featurising 15,025 molecules
-# takes about a minute of CPU.
+# estimate (not run here: no GPU was available): 12 D-MPNN configurations plus 2 more seeds of the
+# selected one, at most 50 epochs of 211 batches each, a few seconds an epoch on one GPU (one CPU
+# thread took about 12 s an epoch for hidden size 128); featurising 15,025 molecules takes about
+# 30 s of CPU; the ablation intervals add about 2 minutes of CPU.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.05),
     "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=2.0),
