@@ -705,3 +705,15 @@ def test_show_source_renders_a_function_without_its_docstring(capsys):
     assert '"""' in display.source_markdown(stats.t_interval, docstring=True)
     with pytest.raises(TypeError, match="needs a function"):
         core.show_source(42)
+
+
+def test_a_broken_sibling_chapter_does_not_stop_another(toy_book: Path) -> None:
+    broken = toy_book / "notebooks" / "02_wip"
+    broken.mkdir()
+    (broken / "claims.yml").write_text("claims: [{id: C1, notebook: 01_missing}]\n")
+    assert chapters.get_chapter("toy", toy_book).slug == "toy"
+    assert chapters.get_chapter("1", toy_book).name == "01_toy"
+    with pytest.raises(chapters.ClaimsFileError):
+        chapters.get_chapter("02", toy_book)
+    with pytest.raises(KeyError, match="no chapter 'nope'; chapters: toy, wip"):
+        chapters.get_chapter("nope", toy_book)

@@ -490,9 +490,18 @@ def find_chapters(root: Path | None = None) -> list[Chapter]:
 
 
 def get_chapter(key: str, root: Path | None = None) -> Chapter:
-    """A chapter by slug (``spr_ldp``), folder name (``18_spr_ldp``) or number (``18``)."""
-    chapters = find_chapters(root)
-    for ch in chapters:
-        if key in (ch.slug, ch.name, ch.number, ch.number.lstrip("0")):
-            return ch
-    raise KeyError(f"no chapter {key!r}; chapters: {', '.join(ch.slug for ch in chapters)}")
+    """A chapter by slug (``spr_ldp``), folder name (``18_spr_ldp``) or number (``18``).
+
+    Only the matching chapter's files are read, so a notebook of one chapter runs while
+    another chapter's claims file is half-written."""
+    root = root or book_root()
+    folders = sorted(
+        p for p in (root / "notebooks").iterdir() if p.is_dir() and CHAPTER_DIR.match(p.name)
+    )
+    for folder in folders:
+        m = CHAPTER_DIR.match(folder.name)
+        number, slug = m["number"], m["slug"]
+        if key in (slug, folder.name, number, number.lstrip("0")):
+            return load_chapter(folder)
+    names = ", ".join(CHAPTER_DIR.match(p.name)["slug"] for p in folders)
+    raise KeyError(f"no chapter {key!r}; chapters: {names}")
