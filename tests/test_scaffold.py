@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -158,11 +159,18 @@ def test_bad_requests_are_refused_and_change_nothing(book: Path, args, message) 
 def test_a_planned_paper_keeps_its_bibliography_entry(book: Path) -> None:
     bib = book / "book" / "references.bib"
     before = bib.read_text()
-    assert "@misc{paper06_tastebench," in before
-    scaffold.new_chapter("06", "tastebench", "TasteBench", root=book)
+    planned = [
+        (number, slug)
+        for number, slug in re.findall(r"^@misc\{paper(\d\d)_(\w+),", before, flags=re.M)
+        if not list((book / "notebooks").glob(f"{number}_*"))
+    ]
+    if not planned:
+        pytest.skip("every planned paper has its chapter")
+    number, slug = planned[0]
+    scaffold.new_chapter(number, slug, "A planned paper", root=book)
     assert bib.read_text() == before  # the hand-written entry is used, not duplicated
     toc = (book / "_toc.yml").read_text()
-    part = toc.index("  - caption: Benchmarks and agents")
-    assert part < toc.index("notebooks/06_tastebench/index") < toc.index("notebooks/10_tactile")
-    scaffold.remove_chapter("06", "tastebench", "TasteBench", root=book)
-    assert bib.read_text() == before and "06_tastebench" not in (book / "_toc.yml").read_text()
+    part = scaffold._part_of(number)
+    assert toc.index(f"  - caption: {part}") < toc.index(f"notebooks/{number}_{slug}/index")
+    scaffold.remove_chapter(number, slug, "A planned paper", root=book)
+    assert bib.read_text() == before and f"{number}_{slug}" not in (book / "_toc.yml").read_text()

@@ -227,7 +227,7 @@ def test_fit_fails_loudly_when_not_converged():
 
 def test_bad_inputs_raise_clear_errors():
     sv, u, reviewed, labels = small_case(0)
-    with pytest.raises(ValueError, match=r"params \(u\) must have shape \(8\)"):
+    with pytest.raises(ValueError, match=r"params \(u\) must have shape \(8,\)"):
         site_loglik(u[:7], sv, reviewed, labels)
     with pytest.raises(ValueError, match="non-finite.*mu0"):
         site_loglik(np.where(np.arange(8) == 4, np.nan, u), sv, reviewed, labels)

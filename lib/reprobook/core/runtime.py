@@ -71,6 +71,7 @@ def quiet_lightning() -> None:
         ".*GPU available but not used.*",
         ".*litlogger.*",
         ".*Jupyter is migrating its paths.*",
+        ".*The `srun` command is available on your system but is not used.*",
     ):
         warnings.filterwarnings("ignore", pattern)
 
