@@ -266,39 +266,24 @@ def main_table() -> pd.DataFrame:
     return _as_frame(records)
 
 
+def _ablation(table: str, column: str, models) -> pd.DataFrame:
+    """A printed ablation table as rows ``column, model, point, low, high``."""
+    records = [
+        {column: label, "model": model, "point": nums[0], "low": nums[1], "high": nums[2]}
+        for _, label, cells in parse_tex_rows(f"model_results_tables/{table}")
+        for model, nums in zip(list(models), cells)
+    ]
+    return _as_frame(records)
+
+
 def feature_ablation() -> pd.DataFrame:
     """The printed feature ablation: ``subset, model, point, low, high`` (105 cells)."""
-    models = list(FEATURE_MODELS)
-    records = []
-    for _, subset, cells in parse_tex_rows("model_results_tables/table_ablation_features"):
-        for model, nums in zip(models, cells):
-            records.append(
-                {
-                    "subset": subset,
-                    "model": model,
-                    "point": nums[0],
-                    "low": nums[1],
-                    "high": nums[2],
-                }  # fmt: skip
-            )
-    return _as_frame(records)
+    return _ablation("table_ablation_features", "subset", FEATURE_MODELS)
 
 
 def llm_ablation() -> pd.DataFrame:
     """The printed LLM input ablation: ``inputs, model, point, low, high`` (14 cells)."""
-    records = []
-    for _, inputs, cells in parse_tex_rows("model_results_tables/table_ablation_llm"):
-        for model, nums in zip(LLM_MODELS, cells):
-            records.append(
-                {
-                    "inputs": inputs,
-                    "model": model,
-                    "point": nums[0],
-                    "low": nums[1],
-                    "high": nums[2],
-                }  # fmt: skip
-            )
-    return _as_frame(records)
+    return _ablation("table_ablation_llm", "inputs", LLM_MODELS)
 
 
 def molecular_table() -> pd.DataFrame:
