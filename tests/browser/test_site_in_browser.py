@@ -132,8 +132,8 @@ def visit(browser, base: str, rel: str, screenshot: Path | None = None) -> dict:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base}/{rel}", wait_until="load")
-    page.wait_for_load_state("load")  # the root index.html redirects to the introduction
-    page.wait_for_timeout(50)
+    if rel == "index.html":  # the root page only redirects to the introduction: wait for it,
+        page.wait_for_url("**/intro.html", wait_until="load")  # however slow the machine
     page.wait_for_load_state("load")
     has_math = page.evaluate("() => !!(window.MathJax && MathJax.startup)")
     if has_math:
