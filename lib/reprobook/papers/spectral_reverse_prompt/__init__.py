@@ -1,10 +1,11 @@
-"""Spectral Reversal: Counteracting Singular Value Bias for Graph Prompting.
+"""Spectral Reversal: Counteracting Singular Value Bias for Graph Prompting (arXiv 2609.32143).
 
-Library of chapter 17 (notebooks/17_spectral_reverse_prompt): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 17 (notebooks/17_spectral_reverse_prompt): the SRP layer and its ablations
+(:mod:`.srp`), encoders with prompt hooks, GraphCL and the baselines (:mod:`.models`), the
+spectral-bias diagnostics (:mod:`.diagnostics`), the offline graphs (:mod:`.data`), the
+downstream protocol (:mod:`.protocol`) and the notebooks' profiles (:mod:`.config`).
 """
 
-from . import config, method
-from .method import estimate
+from . import config, data, diagnostics, models, protocol, srp
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "data", "diagnostics", "models", "protocol", "srp"]
