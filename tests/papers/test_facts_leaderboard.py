@@ -1,26 +1,326 @@
-"""Tests of chapter 01's library (replace with the paper's exact properties)."""
+"""Chapter 01 (the FACTS Leaderboard): exact properties of the scores, the judges and the
+FACTS-lite generators."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from reprobook import core
-from reprobook.papers.facts_leaderboard import config, method
+from reprobook.core import InputError, book_root, resolve_notebook
+from reprobook.papers.facts_leaderboard import (
+    analysis,
+    config,
+    corpus,
+    judges,
+    policies,
+    qa,
+    rubric,
+    scoring,
+)
+
+FIXTURE = book_root() / "data" / "facts_leaderboard" / "grounding_fixture.jsonl"
 
 
-def test_estimate_is_the_sample_mean():
-    assert method.estimate([1.0, 2.0, 6.0]) == 3.0
-    x = np.random.default_rng(0).normal(size=50)
-    assert method.estimate(x) == pytest.approx(x.mean(), abs=1e-12)
+def _table(values):
+    return {
+        b: {"public": values[i][0], "private": values[i][1]}
+        for i, b in enumerate(scoring.BENCHMARKS)
+    }
 
 
-def test_estimate_refuses_bad_input():
-    with pytest.raises(ValueError, match="x must be a 1-D array"):
-        method.estimate(np.zeros((2, 2)))
-    with pytest.raises(ValueError, match="at least one draw"):
-        method.estimate([])
+# --- the suite's score -------------------------------------------------------------------
+
+
+def test_facts_score_is_the_mean_of_four_split_averaged_accuracies():
+    t = [(0.5, 0.7), (0.8, 0.6), (0.9, 0.9), (0.2, 0.4)]
+    assert scoring.facts_score(_table(t)) == pytest.approx((0.6 + 0.7 + 0.9 + 0.3) / 4, abs=1e-15)
+
+
+def test_facts_score_is_unweighted_by_split_size():
+    # an unweighted mean ignores that Search's private split (994) is larger than its public one
+    t = [(0.0, 0.0), (0.0, 0.0), (1.0, 0.0), (0.0, 0.0)]
+    assert scoring.facts_score(_table(t)) == 0.125
+
+
+def test_public_total_is_3513():
+    assert scoring.public_total() == 711 + 1052 + 890 + 860 == 3513
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"multimodal": {"public": 1, "private": 1}},
+        _table([(0.5, 1.5)] * 4),
+        {**_table([(0.5, 0.5)] * 4), "grounding": {"public": 0.5}},
+    ],
+)
+def test_facts_score_refuses_bad_tables(bad):
+    with pytest.raises(InputError):
+        scoring.facts_score(bad)
+
+
+# --- eligibility and grounding -------------------------------------------------------------
+
+
+def _judges(verdicts):
+    return [lambda v=v: v for v in verdicts]
+
+
+def test_eligibility_truth_table():
+    major, minor = scoring.MAJOR_ISSUES, "Minor Issue(s)"
+    for combo in itertools.product([major, minor, "No Issues", None, "garbled"], repeat=2):
+        ok, asked = scoring.eligibility(_judges(combo))
+        assert ok == (combo != (major, major))
+        assert asked == (1 if combo[0] != major else 2)
+
+
+def test_later_judges_are_not_asked_once_one_says_eligible():
+    def never():
+        raise AssertionError("the second judge must not be asked")
+
+    assert scoring.eligibility([lambda: "No Issues", never]) == (True, 1)
+    assert scoring.eligibility([lambda: "unparseable text", never]) == (True, 1)
+
+
+def test_eligibility_refuses_no_judges_and_non_callables():
+    with pytest.raises(InputError):
+        scoring.eligibility([])
+    with pytest.raises(InputError):
+        scoring.eligibility(["No Issues"])
+
+
+def test_grounded_verdict_rules():
+    assert scoring.grounded(["supported", "no_rad"])
+    assert scoring.grounded(["no_rad"])
+    assert not scoring.grounded(["supported", "unsupported", "supported"])
+    assert not scoring.grounded([])
+    assert not scoring.grounded(None)
+    with pytest.raises(InputError):
+        scoring.grounded(["supported", "maybe"])
+
+
+@pytest.mark.parametrize("n_judges", [1, 2, 3, 5])
+def test_response_scores_lie_on_the_judge_grid(n_judges):
+    rng = np.random.default_rng(n_judges)
+    grid = {k / n_judges for k in range(n_judges + 1)}
+    for _ in range(50):
+        verdicts = rng.random(n_judges) < 0.5
+        eligible = bool(rng.random() < 0.5)
+        s = scoring.response_score(eligible, verdicts)
+        assert s in grid
+        assert s == (verdicts.mean() if eligible else 0.0)
+
+
+def test_adjusted_and_unadjusted_scores():
+    eligible = [True, False, True, True]
+    verdicts = [[1, 1], [1, 1], [1, 0], [0, 0]]
+    adj, unadj = scoring.grounding_scores(eligible, np.array(verdicts, bool))
+    assert adj == pytest.approx((1 + 0 + 0.5 + 0) / 4)
+    assert unadj == pytest.approx((1 + 1 + 0.5 + 0) / 4)
+    with pytest.raises(InputError):
+        scoring.grounding_scores([True], np.ones((2, 2), bool))
+
+
+# --- Parametric and Search metrics ---------------------------------------------------------
+
+
+def test_without_hedging_attempted_accuracy_and_f1_equal_accuracy():
+    labels = ["correct"] * 7 + ["incorrect"] * 3
+    m = scoring.qa_metrics(labels)
+    assert m["accuracy"] == m["attempted_accuracy"] == pytest.approx(m["f1"]) == 0.7
+    assert m["hedging"] == 0
+
+
+def test_qa_metrics_on_hand_counts():
+    # 6 correct, 2 incorrect, 2 not attempted: acc .6, attempted .75, F1 = 2*.6*.75/1.35
+    m = scoring.qa_metrics(["correct"] * 6 + ["incorrect"] * 2 + ["not_attempted"] * 2)
+    assert m["accuracy"] == pytest.approx(0.6)
+    assert m["attempted_accuracy"] == pytest.approx(0.75)
+    assert m["hedging"] == pytest.approx(0.2)
+    assert m["f1"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
+
+
+def test_qa_metrics_when_nothing_is_attempted_or_right():
+    m = scoring.qa_metrics(["not_attempted"] * 3)
+    assert np.isnan(m["attempted_accuracy"]) and m["f1"] == 0 and m["hedging"] == 1
+    assert scoring.qa_metrics(["incorrect"])["f1"] == 0
+    with pytest.raises(InputError):
+        scoring.qa_metrics(["right"])
+
+
+# --- the rubric ------------------------------------------------------------------------------
+
+
+def test_rubric_verdict():
+    ess, non = {"digit": "3"}, {"ink": "heavy"}
+    assert scoring.rubric_verdict({"digit": "3", "ink": "heavy"}, ess, non)["accurate"]
+    v = scoring.rubric_verdict({"digit": "3", "ink": "light"}, ess, non)
+    assert v == {"coverage": True, "no_contradiction": False, "accurate": False}
+    v = scoring.rubric_verdict({"ink": "heavy"}, ess, non)
+    assert v == {"coverage": False, "no_contradiction": True, "accurate": False}
+    assert scoring.rubric_verdict({"digit": "3", "colour": "red"}, ess, non)["accurate"]
+    with pytest.raises(InputError):
+        scoring.rubric_verdict({}, {"digit": "3"}, {"digit": "3"})
+
+
+def test_digit_rubrics_are_deterministic_and_describers_state_every_fact():
+    a = rubric.rubrics(20, np.random.default_rng(4))
+    b = rubric.rubrics(20, np.random.default_rng(4))
+    assert list(a[0]) == list(b[0]) and a[1] == b[1] and a[2] == b[2]
+    assert {n["ink"] for n in a[2]} <= set(rubric.INK)
+
+
+# --- FACTS-lite: documents, responders, judges -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return corpus.documents()
+
+
+def test_sentences_drop_markup_and_keep_fields():
+    text = (
+        "Title\n=====\n\n:Number of Instances: 150 (50 each)\n\nIt was made by R.A. Fisher in 1936."
+    )
+    assert corpus.sentences(text) == [
+        "Number of Instances: 150 (50 each).",
+        "It was made by R.A. Fisher in 1936.",
+    ]
+
+
+def test_prompts_are_deterministic_per_seed_and_name_their_targets(docs):
+    a = corpus.grounding_prompts(docs, 30, np.random.default_rng(1))
+    b = corpus.grounding_prompts(docs, 30, np.random.default_rng(1))
+    assert a == b
+    by_id = {d.doc_id: d for d in docs}
+    for p in a:
+        assert 0 not in p.targets and max(p.targets) < len(by_id[p.doc_id].sentences)
+        words = {w for t in p.targets for w in corpus.content_words(by_id[p.doc_id].sentences[t])}
+        assert set(p.key_terms) - {"it"} <= words
+
+
+def test_perturb_changes_exactly_one_number():
+    rng = np.random.default_rng(0)
+    s = "The set has 150 samples in 3 classes and 4 attributes."
+    for _ in range(20):
+        out = policies.perturb(s, rng, ["alpha"])
+        before, after = corpus.numbers(s), corpus.numbers(out)
+        assert len(after) == 3 and sum(x != y for x, y in zip(before, after)) == 1
+
+
+def test_paraphrase_keeps_numbers():
+    s = "Each value is stored in 8 bits and returns 255 at most."
+    out = policies.paraphrase(s)
+    assert corpus.numbers(out) == corpus.numbers(s) and out != s
+
+
+def test_lexical_judge_accepts_a_copy_and_rejects_a_changed_number(docs):
+    doc = next(d for d in docs if d.doc_id == "sklearn:iris")
+    copied = next(s for s in doc.sentences if "150" in s)
+    changed = copied.replace("150", "151")
+    judge = judges.LexicalJudge("lexical", 0.8)
+
+    def response(sentences):
+        return policies.Response(0, "x", "A", tuple(sentences), ("supported",), True)
+
+    assert judge.labels(response([copied]), doc) == ["supported"]
+    assert judge.labels(response([changed]), doc) == ["unsupported"]
+    assert judge.labels(response([policies.HEDGES[0]]), doc) == ["no_rad"]
+
+
+def test_responders_gold_labels(docs):
+    rng = np.random.default_rng(2)
+    vocab = ["zebra", "quartz"]
+    by_id = {d.doc_id: d for d in docs}
+    for p in corpus.grounding_prompts(docs, 20, rng):
+        doc = by_id[p.doc_id]
+        ext = policies.respond("extractive", p, doc, rng, vocab)
+        assert ext.sentences[1:] == tuple(doc.sentences[i] for i in p.targets)
+        assert scoring.grounded(ext.gold) and ext.on_request
+        hal = policies.respond("hallucinating", p, doc, rng, vocab)
+        assert hal.gold.count("unsupported") <= 1
+        assert not policies.respond("evasive", p, doc, rng, vocab).on_request
+        assert set(policies.respond("hedging", p, doc, rng, vocab).gold) == {"no_rad"}
+
+
+def test_simulated_judge_with_no_errors_returns_gold():
+    r = policies.Response(
+        0, "x", "A", ("a", "b", "c"), ("supported", "unsupported", "no_rad"), True
+    )
+    j = judges.SimulatedJudge("j", "B", p_miss=0, p_false=0)
+    assert j.labels(r, None, np.random.default_rng(0)) == list(r.gold)
+    lenient = judges.SimulatedJudge("j", "A", p_miss=0, p_false=0, self_leniency=1)
+    assert lenient.labels(r, None, np.random.default_rng(0)) == ["supported", "supported", "no_rad"]
+
+
+def test_family_advantage_closed_form():
+    # A inflated by .3, B by .1, C by .2 over gold
+    gold = np.zeros(6)
+    scores = np.array([0.3, 0.3, 0.1, 0.1, 0.2, 0.2])
+    fam = ["A", "A", "B", "B", "C", "C"]
+    adv = analysis.family_advantage(scores, gold, fam)
+    assert adv["A"] == pytest.approx(0.3 - 0.15)
+    assert adv["B"] == pytest.approx(0.1 - 0.25)
+    assert sum(adv.values()) == pytest.approx(0.0)
+
+
+def test_split_rate():
+    v = np.array([[1, 1], [1, 0], [0, 0], [0, 1]], bool)
+    assert analysis.split_rate(v) == 0.5
+
+
+# --- questions ----------------------------------------------------------------------------------
+
+
+def test_search_finds_a_passage_asked_for_verbatim():
+    items = qa.factoids()[:40]
+    verbatim = [qa.Factoid(f.qid, f.namespace, f.answer, f.passage, f.passage) for f in items]
+    answers, conf = qa.search_answers(verbatim)
+    right = np.mean([a == f.answer for a, f in zip(answers, items)])
+    assert right >= 0.9 and np.all((conf >= 0) & (conf <= 1))
+
+
+def test_memorised_half_and_closed_book_determinism():
+    items = qa.factoids()
+    mask = qa.split_memorised(items, np.random.default_rng(0))
+    assert mask.sum() == len(items) // 2
+    a = qa.closed_book(items, mask, np.random.default_rng(5), 0.0)
+    b = qa.closed_book(items, mask, np.random.default_rng(5), 0.0)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])
+    assert all(ans == f.answer for ans, f, m in zip(a[0], items, mask) if m)
+
+
+def test_autorate_abstains_below_threshold():
+    items = qa.factoids()[:3]
+    labels = qa.autorate(items, [items[0].answer, "nope", items[2].answer], [0.9, 0.9, 0.1], 0.5)
+    assert labels == ["correct", "incorrect", "not_attempted"]
+
+
+# --- the public schema ----------------------------------------------------------------------------
+
+
+def test_grounding_loader_reads_the_fixture():
+    frame = corpus.load_grounding(FIXTURE)
+    assert list(frame.columns) == list(corpus.GROUNDING_COLUMNS) and len(frame) == 5
+
+
+def test_grounding_loader_refuses_missing_columns_and_files(tmp_path: Path):
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    for r in rows:
+        del r["domain"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(InputError, match="domain"):
+        corpus.load_grounding(bad)
+    with pytest.raises(FileNotFoundError, match="FACTS-grounding-public"):
+        corpus.load_grounding(tmp_path / "absent.csv")
 
 
 def test_profiles_resolve():
-    reduced = core.resolve_notebook(config.PROFILES, "first", "reduced")
-    assert core.resolve_notebook(config.PROFILES, "first", "reduced", n_repeats=7).n_repeats == 7
-    assert core.resolve_notebook(config.PROFILES, "first", "full").n > reduced.n
+    for name in config.PROFILES:
+        for profile in ("reduced", "full"):
+            resolve_notebook(config.PROFILES, name, profile)

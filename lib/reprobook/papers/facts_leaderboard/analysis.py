@@ -1,0 +1,136 @@
+"""Scoring a panel of judges against the generator's gold labels: the grounded-verdict matrix,
+sentence macro-F1, split verdicts, agreement, and the family advantage that self-preference
+gives (eq. `facts-advantage`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.metrics import f1_score
+
+from reprobook.core import checks
+
+from .corpus import Document
+from .policies import Response
+from .scoring import SENTENCE_LABELS, grounded
+
+__all__ = [
+    "judge_all",
+    "grounded_matrix",
+    "gold_grounded",
+    "sentence_macro_f1",
+    "split_rate",
+    "family_advantage",
+]
+
+
+def judge_all(
+    judges: Sequence, responses: Sequence[Response], docs: dict[str, Document], prompts, rng
+) -> list[list[list[str] | None]]:
+    """Every judge's sentence labels for every response (``None`` where unparseable):
+    ``out[j][i]`` is judge ``j`` on response ``i``."""
+    rng = checks.generator(rng)
+    by_id = {p.prompt_id: p for p in prompts}
+    return [[j.labels(r, docs[by_id[r.prompt_id].doc_id], rng) for r in responses] for j in judges]
+
+
+def grounded_matrix(labels: list[list[list[str] | None]]) -> np.ndarray:
+    """The (n responses, J judges) matrix of grounded verdicts, eq. `facts-grounded`."""
+    return np.array([[grounded(lab) for lab in per_judge] for per_judge in labels]).T
+
+
+def gold_grounded(responses: Sequence[Response]) -> np.ndarray:
+    """Each response's gold grounded verdict (from the generator's sentence labels)."""
+    return np.array([grounded(r.gold) for r in responses])
+
+
+def sentence_macro_f1(judge_labels: list[list[str] | None], responses: Sequence[Response]):
+    """A judge's macro-F1 over the three sentence labels against gold, on the responses it
+    answered parseably; returns ``(macro_f1, share_parsed)``."""
+    y_true, y_pred, parsed = [], [], 0
+    for lab, r in zip(judge_labels, responses):
+        if lab is None:
+            continue
+        parsed += 1
+        y_true.extend(r.gold)
+        y_pred.extend(lab)
+    if not y_true:
+        return float("nan"), 0.0
+    f1 = f1_score(y_true, y_pred, labels=list(SENTENCE_LABELS), average="macro", zero_division=0)
+    return float(f1), parsed / len(responses)
+
+
+def split_rate(verdicts) -> float:
+    """The share of responses on which the judges' grounded verdicts are not unanimous."""
+    v = checks.array(verdicts, "verdicts", ndim=2, dtype=bool, what="(n, J)")
+    return float(np.mean(v.any(axis=1) & ~v.all(axis=1)))
+
+
+def family_advantage(scores, gold, families) -> dict[str, float]:
+    """Eq. `facts-advantage`: for each family f, the inflation of its responses' scores over
+    their gold scores, minus the mean inflation of the other families' responses."""
+    s = checks.array(scores, "scores", ndim=1)
+    g = checks.array(gold, "gold", ndim=1)
+    fam = np.asarray(families)
+    if not (s.shape == g.shape == fam.shape):
+        raise checks.InputError(
+            f"scores, gold and families must have one entry per response, got shapes "
+            f"{s.shape}, {g.shape} and {fam.shape}"
+        )
+    names = sorted(set(fam.tolist()))
+    if len(names) < 2:
+        raise checks.InputError(f"family_advantage needs two families or more, got {names}")
+    inflation = {f: float(np.mean(s[fam == f] - g[fam == f])) for f in names}
+    return {
+        f: inflation[f] - float(np.mean([inflation[o] for o in names if o != f])) for f in names
+    }
+
+
+def protocol_frame(prompts, responses, docs, eligibility_judges, grounding_judges, rng):
+    """Both phases of Grounding v2 on every response: one row per (policy, prompt) with the
+    eligibility (eq. `facts-eligible`), how many eligibility judges were asked, each grounding
+    judge's verdict (eq. `facts-grounded`, columns ``g_<name>``) and the gold values.
+    ``responses`` maps a policy to its responses, in the order of ``prompts``."""
+    import pandas as pd
+
+    from .scoring import eligibility
+
+    rng = checks.generator(rng)
+    rows = []
+    for policy, answers in responses.items():
+        for prompt, response in zip(prompts, answers):
+
+            def ask(judge, p=prompt, r=response):
+                return lambda: judge.verdict(p, r, rng)
+
+            ok, asked = eligibility([ask(j) for j in eligibility_judges])
+            doc = docs[prompt.doc_id]
+            row = {"policy": policy, "eligible": ok, "asked": asked}
+            for j in grounding_judges:
+                row[f"g_{j.name}"] = grounded(j.labels(response, doc, rng))
+            row["gold_grounded"] = grounded(response.gold)
+            row["on_request"] = response.on_request
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def policy_table(frame):
+    """Per policy: the eligible share, the adjusted and unadjusted Grounding scores
+    (eq. `facts-grounding`) and the gold shares, from :func:`protocol_frame`'s rows."""
+    from .scoring import grounding_scores
+
+    verdicts = [c for c in frame.columns if c.startswith("g_")]
+    out = {}
+    for policy, d in frame.groupby("policy", sort=False):
+        adjusted, unadjusted = grounding_scores(d.eligible, d[verdicts])
+        out[policy] = {
+            "eligible": d.eligible.mean(),
+            "adjusted": adjusted,
+            "unadjusted": unadjusted,
+            "gold grounded": d.gold_grounded.mean(),
+            "gold on request": d.on_request.mean(),
+        }
+    import pandas as pd
+
+    return pd.DataFrame(out).T
