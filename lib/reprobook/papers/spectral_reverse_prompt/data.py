@@ -46,9 +46,12 @@ def _edges(y: np.ndarray, n_edges: int, homophily: float, rng) -> torch.Tensor:
     """About ``n_edges`` undirected edges, a share ``homophily`` of them inside a class."""
     n = y.size
     n_in = int(round(homophily * n_edges))
-    by_class = [np.flatnonzero(y == c) for c in np.unique(y)]
+    order = np.argsort(y, kind="stable")  # nodes grouped by class
+    sizes = np.bincount(y)
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
     src_in = rng.integers(0, n, size=n_in)
-    dst_in = np.array([rng.choice(by_class[y[i]]) for i in src_in], dtype=np.int64)
+    pick = np.floor(rng.random(n_in) * sizes[y[src_in]]).astype(np.int64)
+    dst_in = order[starts[y[src_in]] + pick]  # a uniform node of the same class
     n_out = n_edges - n_in
     src_out = rng.integers(0, n, size=4 * n_out + 16)
     dst_out = rng.integers(0, n, size=4 * n_out + 16)

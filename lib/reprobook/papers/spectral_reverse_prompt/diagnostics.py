@@ -28,7 +28,8 @@ def energy_shares(weight, x) -> np.ndarray:
     """e_j = sigma_j^2 ||X_c v_j||^2 / sum_i sigma_i^2 ||X_c v_i||^2 (X_c: x centred), the
     share of the output variance along each singular direction, largest sigma first.
 
-    Implements eq. `spectral-reverse-prompt-energy` of notebooks/17_spectral_reverse_prompt/index.md.
+    Implements eq. `spectral-reverse-prompt-energy` of
+    notebooks/17_spectral_reverse_prompt/index.md.
     """
     w = checks.array(torch.as_tensor(weight).detach().double(), "weight", ndim=2)
     x = checks.array(torch.as_tensor(x).detach().double(), "x", ndim=2, shape=(None, w.shape[1]))

@@ -15,11 +15,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from torch_geometric.nn import GCNConv, GINConv, global_mean_pool
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import degree, dropout_edge, mask_feature
 
 from reprobook.core import checks
 
 __all__ = [
+    "gcn_norm",
     "GCNEncoder",
     "GINEncoder",
     "nt_xent",
@@ -47,11 +49,16 @@ class GCNEncoder(nn.Module):
         """The frozen W of each layer (d_out x d_in)."""
         return [conv.lin.weight for conv in self.convs]
 
-    def forward(self, x, edge_index, prompts=None, return_inputs: bool = False):
+    def forward(self, x, edge_index, prompts=None, return_inputs: bool = False, norm=None):
+        """``norm``: the graph's normalised adjacency, (edge_index with self-loops, weights)
+        from :func:`gcn_norm`, computed once for a graph that is scored many times."""
         inputs = []
         for i, conv in enumerate(self.convs):
             inputs.append(x)
-            out = conv(x, edge_index)
+            if norm is None:
+                out = conv(x, edge_index)
+            else:  # what GCNConv computes, with the normalisation given
+                out = conv.propagate(norm[0], x=conv.lin(x), edge_weight=norm[1]) + conv.bias
             if prompts is not None and prompts[i] is not None:
                 out = out + prompts[i](x)
             if i < len(self.convs) - 1:
@@ -80,7 +87,7 @@ class GINEncoder(nn.Module):
     def weights(self) -> list[torch.Tensor]:
         return [conv.nn[0].weight for conv in self.convs]
 
-    def forward(self, x, edge_index, prompts=None, return_inputs: bool = False):
+    def forward(self, x, edge_index, prompts=None, return_inputs: bool = False, norm=None):
         deg = degree(edge_index[0], x.shape[0]) if prompts is not None else None
         inputs = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
@@ -128,7 +135,7 @@ def graphcl_pretrain(encoder: nn.Module, data, pretrain, seed: int) -> nn.Module
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     encoder.pretrain_loss = torch.tensor(losses)
     return encoder.eval()
 
@@ -192,7 +199,8 @@ class Downstream(nn.Module):
 
     def embed(self, batch):
         x = batch.x if self.input_prompt is None else self.input_prompt(batch.x)
-        h = self.encoder(x, batch.edge_index, prompts=self.layer_prompts)
+        norm = getattr(batch, "gcn_norm", None)
+        h = self.encoder(x, batch.edge_index, prompts=self.layer_prompts, norm=norm)
         if self.prototype:
             h = h * self.readout
         return global_mean_pool(h, batch.batch)

@@ -22,7 +22,7 @@ from torchmetrics.functional import accuracy
 from reprobook.core import checks
 
 from . import data as gdata
-from .models import GPF, AllInOne, Downstream, GCNEncoder, GPFPlus, graphcl_pretrain
+from .models import GPF, AllInOne, Downstream, GCNEncoder, GPFPlus, gcn_norm, graphcl_pretrain
 from .srp import VARIANTS, SRPPrompt
 
 __all__ = [
@@ -78,7 +78,10 @@ def ego_batch(graph: Data, nodes, hops: int = 2) -> Batch:
             int(i), hops, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes
         )
         out.append(Data(x=graph.x[subset], edge_index=ei, y=graph.y[i : i + 1]))
-    return Batch.from_data_list(out)
+    batch = Batch.from_data_list(out)
+    # the normalised adjacency of the batch, computed once (see GCNEncoder.forward)
+    batch.gcn_norm = gcn_norm(batch.edge_index, None, batch.num_nodes, add_self_loops=True)
+    return batch
 
 
 def ego_mean_features(graph: Data, hops: int = 2) -> np.ndarray:
@@ -110,7 +113,11 @@ def build(encoder, method: str, graph: Data, n_classes: int, down, seed: int) ->
             _, inputs = enc(graph.x, graph.edge_index, return_inputs=True)
         prompts = [
             SRPPrompt(
-                w, h, rank=down.rank, null_dim=down.null_dim, variant=method,
+                w,
+                h,
+                rank=down.rank,
+                null_dim=down.null_dim,
+                variant=method,
                 degree_gate=not isinstance(enc, GCNEncoder),
             )
             for w, h in zip(enc.weights(), inputs)
@@ -165,8 +172,9 @@ def _fit_once(model, sets, n_classes, down, lr):
             model.eval()
             with torch.no_grad():
                 ref = (model.embed(train), train.y) if model.prototype else None
-                curve.append((_accuracy(model, val, ref, n_classes),
-                              _accuracy(model, test, ref, n_classes)))
+                curve.append(
+                    (_accuracy(model, val, ref, n_classes), _accuracy(model, test, ref, n_classes))
+                )
                 if model.layer_prompts is not None and hasattr(model.layer_prompts[0], "theta"):
                     taus.append([p.tau().tolist() for p in model.layer_prompts])
     return np.array(curve), taus
@@ -182,8 +190,14 @@ def fit(encoder, method, graph, split, sets, n_classes, down, seed) -> Result:
         curve, taus = _fit_once(model, sets, n_classes, down, lr)
         at = int(np.argmax(curve[:, 0]))
         if best is None or curve[at, 0] > best[0]:
-            res = Result(float(curve[at, 1]), float(curve[:, 1].max()), float(curve[-1, 1]),
-                         float(lr), trainable_count(model), taus)
+            res = Result(
+                float(curve[at, 1]),
+                float(curve[:, 1].max()),
+                float(curve[-1, 1]),
+                float(lr),
+                trainable_count(model),
+                taus,
+            )
             best = (curve[at, 0], res)
     return best[1]
 
@@ -199,10 +213,18 @@ def pretrained_encoder(graph_name: str, graph: Data, cfg, seed: int, profile: st
     chapter's cache when an earlier notebook trained it. Returns (encoder, loaded)."""
     from reprobook.core import load_or_train
 
-    key = {"graph": graph_name, "spec": cfg.spec if graph_name != "digits" else None,
-           "encoder": cfg.encoder, "pretrain": cfg.pretrain, "seed": seed}
+    key = {
+        "graph": graph_name,
+        "spec": cfg.spec if graph_name != "digits" else None,
+        "encoder": cfg.encoder,
+        "pretrain": cfg.pretrain,
+        "seed": seed,
+    }
     return load_or_train(
-        SLUG, f"graphcl-{graph_name}-s{seed}", profile=profile, key=key,
+        SLUG,
+        f"graphcl-{graph_name}-s{seed}",
+        profile=profile,
+        key=key,
         build=lambda: random_encoder(graph, cfg.encoder, seed),
         train=lambda enc: graphcl_pretrain(enc, graph, cfg.pretrain, seed),
     )

@@ -45,7 +45,8 @@ def reverse_mask(sigma: torch.Tensor, tau: torch.Tensor, sharpness: float = 10.0
     """mask_j = sigmoid(sharpness (tau sigma_max - sigma_j)): about 1 for the weak directions
     (sigma_j below tau sigma_max), about 0 for the dominant ones.
 
-    Implements eq. `spectral-reverse-prompt-mask` of notebooks/17_spectral_reverse_prompt/index.md.
+    Implements eq. `spectral-reverse-prompt-mask` of
+    notebooks/17_spectral_reverse_prompt/index.md.
     """
     sigma_max = sigma.max()  # the largest singular value of W
     return torch.sigmoid(sharpness * (tau * sigma_max - sigma))  # eq. mask: one weight per j
@@ -57,7 +58,8 @@ def bimodal_mask(
     """The U-shaped mask of the Bi ablation: the weak (sigma_j < tau_low sigma_max) and the
     strong (sigma_j > tau_high sigma_max) directions pass, the middle is suppressed.
 
-    Implements eq. `spectral-reverse-prompt-bimask` of notebooks/17_spectral_reverse_prompt/index.md.
+    Implements eq. `spectral-reverse-prompt-bimask` of
+    notebooks/17_spectral_reverse_prompt/index.md.
     """
     sigma_max = sigma.max()  # the largest singular value of W
     low = torch.sigmoid(sharpness * (tau_low * sigma_max - sigma))  # weak side
@@ -82,7 +84,8 @@ def null_space_basis(x: torch.Tensor, v: torch.Tensor, m: int) -> torch.Tensor:
     projecting them off span(V) (V: d_in x k, orthonormal columns), so V^T N = 0, N^T N = I.
     Computed in the dtype of ``x``; pass float64 for exact orthogonality.
 
-    Implements eq. `spectral-reverse-prompt-null` of notebooks/17_spectral_reverse_prompt/index.md.
+    Implements eq. `spectral-reverse-prompt-null` of
+    notebooks/17_spectral_reverse_prompt/index.md.
     """
     if x.ndim != 2 or v.ndim != 2 or x.shape[1] != v.shape[0]:
         raise checks.InputError(
