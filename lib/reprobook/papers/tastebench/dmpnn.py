@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -280,7 +279,6 @@ def train_dmpnn(train, val, settings: TrainSettings, n_classes: int = 5) -> tupl
 
     from reprobook import core
 
-    warnings.filterwarnings("ignore", ".*srun.*")  # Lightning's hint on a Slurm login node
     s = settings
     torch.manual_seed(s.seed)
     model = DMPNN(s.hidden, s.depth, s.dropout, n_classes)
