@@ -1,10 +1,12 @@
-"""Solaris: Building a Multiplayer Video World Model in Minecraft.
+"""Solaris: Building a Multiplayer Video World Model in Minecraft (arXiv 2602.22208).
 
-Library of chapter 19 (notebooks/19_solaris_world_model): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 19 (notebooks/19_solaris_world_model): the DuetGrid world (:mod:`.world`),
+programmatic judges (:mod:`.judges`), the multiplayer DiT and its masks (:mod:`.model`), flow
+matching and the cached rollout (:mod:`.flow`), Checkpointed Self Forcing (:mod:`.selfforcing`),
+the staged training (:mod:`.stages`), experiment helpers (:mod:`.experiments`) and the
+notebooks' profiles (:mod:`.config`).
 """
 
-from . import config, method
-from .method import estimate
+from . import config, experiments, flow, judges, model, selfforcing, stages, world
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "experiments", "flow", "judges", "model", "selfforcing", "stages", "world"]
