@@ -1,30 +1,164 @@
-"""Profiles of the notebooks of chapter 09: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+"""Profiles of the notebooks of chapter 09 (TagBO): one frozen dataclass per notebook, with a
+``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the scale the
+chapter would run at on one GPU machine). Notebooks call
+``core.resolve_notebook(config.PROFILES, "suzuki", profile, ...)``.
+
+Notebooks: ``similarity`` (kernels, learned mix, held-out R^2), ``suzuki`` (C1a), ``buchwald``
+(C1b), ``constrained`` (C1c, C4), ``prior_quality`` (C2, C3). The seed is a notebook parameter:
+replicate r draws its initial design, its prior corruption and its tie-breaks from (seed, r).
+
+Reduced-profile savings, the same for every method: hyper-parameters are refitted every
+``refit_every`` steps (in between, the model takes the new data with the last fit), a few
+replicates, short budgets. Full: a refit every step, 20 replicates over all 15 substrates,
+50 steps, every method, and (where ``transformers`` and a model's weights are present) tiers from
+an open LLM instead of the emulation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reprobook.core.resources import Resources
 
+__all__ = [
+    "SimilarityConfig",
+    "LookupConfig",
+    "ConstrainedConfig",
+    "SweepConfig",
+    "PROFILES",
+    "RESOURCES",
+]
+
+ALL_METHODS = ("random", "overlap", "cocabo", "descriptor", "tier_mean", "graph", "tagbo")
+ALL_SUBSTRATES = tuple(range(15))
+LLM_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # the open model the full profile would ask for tiers
+
 
 @dataclass(frozen=True)
-class FirstConfig:
-    """C1 (example): the estimator's error over repeated samples."""
+class SimilarityConfig:
+    """Kernels of one Suzuki pool, the learned mix, held-out R^2 against prior noise."""
 
-    n: int = 100  # draws per sample
-    n_repeats: int = 200  # repeated samples
-    true_mean: float = 1.0  # the mean the draws come from
+    substrate: int = 0  # the Suzuki reactant pair
+    beta: float = 1.0  # diffusion time of the heat maps
+    n_train: int = 48  # rows the GPs are fitted on
+    n_repeats: int = 3  # random training sets per prior noise
+    p_flips: tuple[float, ...] = (0.0, 0.2, 0.4, 0.7)  # prior noise levels
+    maxiter: int = 50  # L-BFGS iterations of each fit
+    w_grid: int = 21  # points of the marginal-likelihood curve over w
 
 
-PROFILES = {
-    "first": {"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)},
+@dataclass(frozen=True)
+class LookupConfig:
+    """BO on one reaction table (C1a or C1b)."""
+
+    substrates: tuple[int, ...] = (0,)  # pools; replicate r uses substrates[r % len]
+    methods: tuple[str, ...] = ("random", "overlap", "descriptor", "tagbo")  # compared
+    p_flip: float = 0.2  # noise of the emulated prior ("mildly noisy")
+    n_init: int = 5  # shared initial design
+    n_iter: int = 15  # BO evaluations after it
+    n_replicates: int = 5  # replicates, the units of the intervals
+    refit_every: int = 5  # hyper-parameter refit period (1: every step)
+    maxiter: int = 50  # L-BFGS iterations of each fit
+    llm: bool = False  # ask an open LLM for the tiers (full; falls back to the emulation)
+
+
+@dataclass(frozen=True)
+class ConstrainedConfig:
+    """BO on the synthetic constrained formulation task (C1c, C4)."""
+
+    methods: tuple[str, ...] = ("random", "descriptor", "tagbo")  # compared
+    p_flip: float = 0.2  # noise of the emulated prior
+    rho: float = 0.3  # correlation of the descriptors with the latent property
+    noise: float = 0.05  # observation noise
+    n_init: int = 5  # shared initial design
+    n_iter: int = 8  # BO evaluations after it
+    n_replicates: int = 3  # replicates (each a new draw of the task)
+    refit_every: int = 2  # hyper-parameter refit period
+    maxiter: int = 50  # L-BFGS iterations of each fit
+    n_screen: int = 16  # feasible (u, t) per combination of levels in the screen
+    top_k: int = 1  # combinations refined by SLSQP
+    restarts: int = 1  # SLSQP starts per combination
+    mc: int = 64  # quasi-MC samples of qLogEI
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """How good must the prior be: regret against prior noise (C2, C3)."""
+
+    table: str = "suzuki"  # the reaction table
+    substrates: tuple[int, ...] = (0,)  # pools
+    p_flips: tuple[float, ...] = (0.0, 0.7)  # prior noise levels (0.7 decides C2, C3)
+    parrot: bool = True  # add the descriptor-parroting prior
+    n_init: int = 5  # shared initial design
+    n_iter: int = 12  # BO evaluations after it
+    n_replicates: int = 4  # replicates
+    refit_every: int = 6  # hyper-parameter refit period
+    maxiter: int = 50  # L-BFGS iterations of each fit
+
+
+# Measured on the shared 2-core machine (another job running), one thread: a TagBO step on a
+# Suzuki pool about 0.1 s without a refit and 0.4-0.7 s with one; a constrained step about
+# 0.5 s (the screen of 120 combinations, one SLSQP run) plus its fit.
+PROFILES: dict[str, dict[str, Any]] = {
+    "similarity": {
+        "reduced": SimilarityConfig(),
+        "full": SimilarityConfig(n_train=96, n_repeats=20, maxiter=200, w_grid=41),
+    },
+    "suzuki": {
+        "reduced": LookupConfig(),
+        "full": LookupConfig(
+            ALL_SUBSTRATES,
+            ALL_METHODS,
+            n_iter=50,
+            n_replicates=30,
+            refit_every=1,
+            maxiter=200,
+            llm=True,
+        ),  # fmt: skip
+    },
+    "buchwald": {
+        "reduced": LookupConfig(),
+        "full": LookupConfig(
+            ALL_SUBSTRATES,
+            ALL_METHODS,
+            n_iter=50,
+            n_replicates=30,
+            refit_every=1,
+            maxiter=200,
+            llm=True,
+        ),  # fmt: skip
+    },
+    "constrained": {
+        "reduced": ConstrainedConfig(),
+        "full": ConstrainedConfig(
+            ALL_METHODS,
+            n_iter=50,
+            n_replicates=20,
+            refit_every=1,
+            maxiter=200,
+            n_screen=64,
+            top_k=3,
+            restarts=4,
+            mc=512,
+        ),  # fmt: skip
+    },
+    "prior_quality": {
+        "reduced": SweepConfig(),
+        "full": SweepConfig(
+            substrates=ALL_SUBSTRATES,
+            p_flips=(0.0, 0.2, 0.4, 0.7),
+            n_iter=50,
+            n_replicates=20,
+            refit_every=1,
+            maxiter=200,
+        ),  # fmt: skip
+    },
 }
 
-# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor). The GPs
+# are small: the GPU serves the LLM of the full profile; the BO loops are CPU-bound.
 RESOURCES = {
-    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
+    "full": Resources(gpus=1, cpus=16, mem_gb=32, hours=12.0),
 }
