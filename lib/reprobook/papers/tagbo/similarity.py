@@ -54,7 +54,10 @@ def fingerprints(smiles: Sequence[str], radius: int = 2, n_bits: int = 2048) -> 
 
 def tanimoto_gram(fps: Sequence) -> np.ndarray:
     """K[l, l'] = |d_l & d_l'| / |d_l | d_l'| (RDKit's bulk Tanimoto); an empty fingerprint is
-    similar to itself only (K = 1 on the diagonal, 0 elsewhere). Symmetric, PSD."""
+    similar to itself only (K = 1 on the diagonal, 0 elsewhere). Symmetric, PSD.
+
+    Implements eq. `tagbo-tanimoto` of notebooks/09_tagbo/index.md (through RDKit).
+    """
     n = len(fps)
     K = np.zeros((n, n))
     for i, fp in enumerate(fps):
