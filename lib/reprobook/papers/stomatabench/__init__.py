@@ -1,10 +1,11 @@
-"""StomataBench.
+"""StomataBench: stomatal detection under distribution shift (no arXiv id).
 
-Library of chapter 15 (notebooks/15_stomatabench): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 15 (notebooks/15_stomatabench): the synthetic epidermis (:mod:`.synth`),
+the three detector lineages of the reduced profile (:mod:`.detectors`), the measurement
+metrics (:mod:`.metrics`), the experiments the notebooks share (:mod:`.experiments`), what
+the full profile needs (:mod:`.full`), and the profiles (:mod:`.config`).
 """
 
-from . import config, method
-from .method import estimate
+from . import config, synth
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "synth"]

@@ -1,30 +1,126 @@
-"""Profiles of the notebooks of chapter 15: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+"""Profiles of the notebooks of chapter 15 (StomataBench): one frozen dataclass per notebook,
+with a ``reduced`` instance (2 CPU cores, under a minute a notebook) and a ``full`` one (the
+GPU profile: 2,000 synthetic images of 384 x 384 px, torchvision's Faster R-CNN and FCOS trained
+from scratch beside D1-D3, and the public hardwood stomata through ``datasets``).
+
+Notebooks: ``epidermis`` (the generator), ``detectors`` (D1-D3 over the replicates),
+``coco_ap`` (C4, C5), ``reliability`` (C1, C2, C3). The seed is a notebook parameter:
+replicate r uses data generated at ``seed + r`` and trains D3 at ``seed + r``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reprobook.core.resources import Resources
 
+__all__ = [
+    "Sizes",
+    "EpidermisConfig",
+    "DetectorsConfig",
+    "CocoApConfig",
+    "ReliabilityConfig",
+    "PROFILES",
+    "RESOURCES",
+]
+
 
 @dataclass(frozen=True)
-class FirstConfig:
-    """C1 (example): the estimator's error over repeated samples."""
+class Sizes:
+    """What one replicate generates and trains: split sizes, D3's training, detection caps.
+    The notebooks after the first inherit these fields; they are the key of the cached
+    replicates, so a notebook run with other sizes computes its own."""
 
-    n: int = 100  # draws per sample
-    n_repeats: int = 200  # repeated samples
-    true_mean: float = 1.0  # the mean the draws come from
+    n_train: int = 60  # training images (8 woody styles)
+    n_val: int = 16  # validation images, same styles (the frozen threshold is chosen here)
+    n_test: int = 16  # images per test split: near-domain, crop, far-OOD
+    size: int = 192  # image side, px (1 um/px for most styles: 0.037 mm²)
+    d3_steps: int = 200  # D3's AdamW steps
+    d3_batch: int = 8  # crops per step
+    d3_crop: int = 48  # crop side, px
+    d3_width: int = 24  # channels of D3's convolutions
+    max_dets: int = 100  # detections kept per 192 px image (the large field keeps 300)
+    n_replicates: int = 3  # replicates (seeds) behind the intervals of C1-C3
+    torchvision_models: tuple[str, ...] = ()  # full: ("fasterrcnn", "fcos"), from scratch
+    hub_dataset: str | None = None  # full: real stomata through `datasets`
 
 
-PROFILES = {
-    "first": {"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)},
+FULL_SIZES = dict(
+    n_train=2000,
+    n_val=200,
+    n_test=100,
+    size=384,
+    d3_steps=4000,
+    d3_batch=32,
+    d3_crop=128,
+    d3_width=64,
+    max_dets=300,
+    n_replicates=5,
+    torchvision_models=("fasterrcnn", "fcos"),
+    hub_dataset="XintongHe/Stomatal_Images_Datasets",
+)
+
+
+@dataclass(frozen=True)
+class EpidermisConfig:
+    """The generator's tour: example images, densities, and the generator's own checks."""
+
+    n_per_split: int = 24  # images per split for the density histograms
+    n_density_check: int = 200  # images behind the realised-density check
+
+
+@dataclass(frozen=True)
+class DetectorsConfig(Sizes):
+    """D1-D3 fitted and trained on each replicate; their detections cached for later notebooks."""
+
+
+@dataclass(frozen=True)
+class CocoApConfig(Sizes):
+    """AP per split (C5 recorded as not checkable) and maxDets 100 against 300 (C4)."""
+    n_large: int = 4  # 512 x 512 large-field images (130-180 stomata each)
+
+
+@dataclass(frozen=True)
+class ReliabilityConfig(Sizes):
+    """Threshold sweeps, counts, densities, misses and rankings (C1, C2, C3)."""
+    n_thresholds: int = 200  # thresholds of each sweep (quantiles of the scores)
+
+
+# Measured on the shared 2-core machine, one torch thread (other jobs running): a replicate's
+# data 1-3 s; D1 and D2 fitted in 1-2 s; D3's 200 steps 6-12 s; detection of the 64 validation
+# and test images by the three detectors 5-10 s; COCOeval of one split 0.2-0.6 s.
+PROFILES: dict[str, dict[str, Any]] = {
+    "epidermis": {
+        "reduced": EpidermisConfig(),
+        "full": EpidermisConfig(n_per_split=100, n_density_check=1000),
+    },
+    "detectors": {
+        "reduced": DetectorsConfig(),
+        "full": DetectorsConfig(**FULL_SIZES),
+    },
+    "coco_ap": {
+        "reduced": CocoApConfig(),
+        "full": CocoApConfig(**FULL_SIZES, n_large=30),
+    },
+    "reliability": {
+        "reduced": ReliabilityConfig(),
+        "full": ReliabilityConfig(**FULL_SIZES, n_thresholds=500),
+    },
 }
 
-# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor). full, an
+# estimate (not run here: no GPU): Faster R-CNN and FCOS from scratch on 2,000 images of 384 px
+# for a few thousand steps each on one GPU, D3 at width 64, five replicates; the hub dataset is
+# about 11,000 images.
 RESOURCES = {
-    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
+    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=3.0),
 }
+
+
+def sizes_of(cfg: Sizes) -> Sizes:
+    """The :class:`Sizes` part of a notebook's configuration (the replicates' cache key)."""
+    import dataclasses
+
+    return Sizes(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(Sizes)})
