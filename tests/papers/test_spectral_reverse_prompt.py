@@ -171,4 +171,5 @@ def test_profiles_resolve():
         assert reduced.n_seeds >= 3 and full.n_seeds >= reduced.n_seeds
     assert core.resolve_notebook(config.PROFILES, "bias", "reduced", n_seeds=4).n_seeds == 4
     cfg = config.with_downstream(config.CompareConfig(), shots=7, epochs=None)
-    assert cfg.downstream.shots == 7 and cfg.downstream.epochs == 50
+    assert cfg.downstream.shots == 7
+    assert cfg.downstream.epochs == config.Downstream().epochs
