@@ -66,8 +66,8 @@ class SelfForcingConfig:
     sf: SelfForcingStage = SelfForcingStage(8, 4, 6, 2, 1e-4, 1e-4, 4, 24)
     exact_frames: int = 8  # C3(a): clip length of the exactness check
     exact_window: int = 4  # C3(a): window of the exactness check
-    memory_horizons: tuple[int, ...] = (4, 8, 16, 32)  # C3(b): teacher horizons L_t
-    memory_windows: tuple[int, ...] = (2, 4, 8, 16)  # student windows L_s at L_t = 16
+    memory_horizons: tuple[int, ...] = (4, 8, 16)  # C3(b): teacher horizons L_t
+    memory_windows: tuple[int, ...] = (2, 4, 8)  # student windows L_s at the longest L_t
     rollout_frames: int = 16  # C4: rollouts of 4 x the window
     rollout_episodes: int = 8  # C4: explore episodes per seed
     df_steps: int = 8  # C4: denoising levels of the diffusion-forcing model's sampler
