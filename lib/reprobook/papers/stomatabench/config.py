@@ -78,12 +78,14 @@ class DetectorsConfig(Sizes):
 @dataclass(frozen=True)
 class CocoApConfig(Sizes):
     """AP per split (C5 recorded as not checkable) and maxDets 100 against 300 (C4)."""
+
     n_large: int = 4  # 512 x 512 large-field images (130-180 stomata each)
 
 
 @dataclass(frozen=True)
 class ReliabilityConfig(Sizes):
     """Threshold sweeps, counts, densities, misses and rankings (C1, C2, C3)."""
+
     n_thresholds: int = 200  # thresholds of each sweep (quantiles of the scores)
 
 

@@ -163,7 +163,7 @@ def fit_template(
     coco: dict,
     images,
     n_angles: int = 6,
-    scales=(0.8, 1.0, 1.25),
+    scales=(0.85, 1.15),
     n_fit: int = 200,
     downsample: int = 2,
 ) -> TemplateDetector:
@@ -207,9 +207,7 @@ def fit_template(
             a2, b2 = (s * L / 2) ** 2, (s * W / 2) ** 2
             c2, s2 = np.cos(phi) ** 2, np.sin(phi) ** 2
             wh.append((2 * np.sqrt(a2 * c2 + b2 * s2), 2 * np.sqrt(a2 * s2 + b2 * c2)))
-    return TemplateDetector(
-        tuple(temps), tuple(wh), min_distance=int(0.6 * W), downsample=f
-    )
+    return TemplateDetector(tuple(temps), tuple(wh), min_distance=int(0.6 * W), downsample=f)
 
 
 # ---------------------------------------------------------------------- D3: tiny CenterNet
@@ -288,8 +286,10 @@ def _centernet_module():
             super().__init__()
             self.save_hyperparameters()
             self.body = nn.Sequential(
-                block(1, width // 2, 2), block(width // 2, width, 2),
-                block(width, width, 1), block(width, width, 1),
+                block(1, width // 2, 2),
+                block(width // 2, width, 2),
+                block(width, width, 1),
+                block(width, width, 1),
             )
             self.head = nn.Conv2d(width, 5, 1)
             with torch.no_grad():
@@ -306,10 +306,13 @@ def _centernet_module():
             p = torch.sigmoid(logit).clamp(1e-4, 1 - 1e-4)
             pos = heat.eq(1).float()
             n_pos = pos.sum().clamp(min=1)
-            focal = -(  # eq. stomatabench-centernet: penalty-reduced focal loss
-                pos * (1 - p) ** 2 * torch.log(p)
-                + (1 - pos) * (1 - heat) ** 4 * p**2 * torch.log(1 - p)
-            ).sum() / n_pos
+            focal = (
+                -(  # eq. stomatabench-centernet: penalty-reduced focal loss
+                    pos * (1 - p) ** 2 * torch.log(p)
+                    + (1 - pos) * (1 - heat) ** 4 * p**2 * torch.log(1 - p)
+                ).sum()
+                / n_pos
+            )
             reg = (mask * ((s - size).abs() + (o - off).abs())).sum() / n_pos
             loss = focal + reg
             if self.global_step < self.loss_curve.numel():

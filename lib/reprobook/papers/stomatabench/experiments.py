@@ -158,8 +158,15 @@ def ap_table(reps: list[dict]):
             for d in DETECTORS:
                 ev = metrics.coco_eval(rep["data"][s][0], rep["dets"][s][d])
                 rows.append(
-                    {"seed": rep["seed"], "split": s, "detector": d, "AP": ev["AP"],
-                     "AP50": ev["AP50"], "AP75": ev["AP75"], "AR": ev["AR"]}
+                    {
+                        "seed": rep["seed"],
+                        "split": s,
+                        "detector": d,
+                        "AP": ev["AP"],
+                        "AP50": ev["AP50"],
+                        "AP75": ev["AP75"],
+                        "AR": ev["AR"],
+                    }
                 )
     return pd.DataFrame(rows)
 
@@ -188,17 +195,24 @@ def reliability(rep: dict, n_thresholds: int = 200):
             fn, fp = int(at["fn"][0]), int(at["fp"][0])
             rows.append(
                 {
-                    "seed": rep["seed"], "split": s, "detector": d,
+                    "seed": rep["seed"],
+                    "split": s,
+                    "detector": d,
                     "AP": metrics.coco_eval(coco, dets)["AP"],
-                    "threshold": t0, "F1": float(at["f1"][0]),
+                    "threshold": t0,
+                    "F1": float(at["f1"][0]),
                     "best_F1": float(grid["f1"].max()),
                     "transfer_loss": float(grid["f1"].max() - at["f1"][0]),
                     "count_MAE": float(np.mean(np.abs(pred - true))),
                     "count_bias": float(np.mean(pred - true)),
                     "rel_bias": float(np.mean(pred - true) / max(np.mean(true), 1e-9)),
                     "density_CCC": metrics.ccc(dens_p, dens_t),
-                    "BA_bias": ba["bias"], "BA_low": ba["low"], "BA_high": ba["high"],
-                    "TP": int(at["tp"][0]), "FP": fp, "FN": fn,
+                    "BA_bias": ba["bias"],
+                    "BA_low": ba["low"],
+                    "BA_high": ba["high"],
+                    "TP": int(at["tp"][0]),
+                    "FP": fp,
+                    "FN": fn,
                     "miss_fraction": metrics.miss_fraction(fn, fp),
                 }
             )

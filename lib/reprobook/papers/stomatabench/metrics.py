@@ -49,7 +49,8 @@ def _coco(coco: dict):
 
 def coco_eval(coco: dict, dets: dict, max_dets=(1, 10, 300)) -> dict:
     """COCO AP of ``dets`` against the ground truth ``coco`` with pycocotools' ``COCOeval``
-    (bbox, one category), its ``maxDets`` set to ``max_dets`` (three values, ascending).
+    (bbox, one category), its ``maxDets`` set to ``max_dets`` (three values, ascending):
+    eq. `stomatabench-ap`, computed by the library.
 
     Returns ``AP`` (mean over IoU 0.50:0.05:0.95 and 101 recall points, the last ``maxDets``),
     ``AP50``, ``AP75``, ``AR`` (recall at the last ``maxDets``), ``AP_by_maxdets`` (AP at each
@@ -168,8 +169,15 @@ def sweep(coco: dict, dets: dict, thresholds, tp=None) -> dict:
     f1 = np.where(denom > 0, 2 * tps / np.where(denom > 0, denom, 1), 0.0)
     prec = np.where(tps + fps > 0, tps / np.maximum(tps + fps, 1), 1.0)
     rec = tps / max(n_gt, 1)
-    return {"t": thresholds, "f1": f1, "precision": prec, "recall": rec, "tp": tps, "fp": fps,
-            "fn": fns}
+    return {
+        "t": thresholds,
+        "f1": f1,
+        "precision": prec,
+        "recall": rec,
+        "tp": tps,
+        "fp": fps,
+        "fn": fns,
+    }
 
 
 def candidate_thresholds(dets: dict, n: int = 200) -> np.ndarray:
@@ -194,8 +202,9 @@ def densities(coco: dict, counts) -> np.ndarray:
     """Stomatal density per mm² of each image: ``count / (H W s² 10⁻⁶)`` with ``s`` the image's
     ``pixel_size_um`` (eq. `stomatabench-density`)."""
     counts = checks.array(counts, "counts", ndim=1, shape=(len(coco["images"]),))
-    area = np.array([area_mm2(im["height"], im["width"], im["pixel_size_um"]) for im in
-                     coco["images"]])
+    area = np.array(
+        [area_mm2(im["height"], im["width"], im["pixel_size_um"]) for im in coco["images"]]
+    )
     return counts / area
 
 
