@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -232,6 +233,19 @@ def test_claim_naming_a_missing_notebook_is_refused(toy_book: Path) -> None:
     (toy_book / "notebooks" / "01_toy" / "02_count.ipynb").unlink()
     with pytest.raises(chapters.ClaimsFileError, match="claim T2 names notebook '02_count'"):
         chapters.find_chapters(toy_book)
+
+
+def test_claims_table_of_a_notebook_without_claims_is_empty(toy_book: Path, monkeypatch) -> None:
+    # an illustration-only notebook (a data tour) records nothing; its table has no rows
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    shutil.copy(
+        toy_book / "notebooks" / "01_toy" / "02_count.ipynb",
+        toy_book / "notebooks" / "01_toy" / "03_tour.ipynb",
+    )
+    run = core.start("toy", "03_tour", profile="reduced", config=PROFILES["reduced"], threads=1)
+    table = run.claims_table()
+    assert table.empty and list(table.columns) == ["metric", "paper", "ours", "evidence", "verdict"]
+    assert list(run.claims_table(whole_chapter=True).index) == ["T1", "T2"]
 
 
 def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> None:

@@ -278,7 +278,8 @@ class Run:
                     ],
                 }
             )
-        return pd.DataFrame(rows).set_index("claim")
+        columns = ["claim", "metric", "paper", "ours", "evidence", "verdict"]
+        return pd.DataFrame(rows, columns=columns).set_index("claim")
 
 
 def format_value(value: Any) -> str:
