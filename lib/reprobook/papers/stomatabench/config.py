@@ -32,15 +32,15 @@ class Sizes:
     The notebooks after the first inherit these fields; they are the key of the cached
     replicates, so a notebook run with other sizes computes its own."""
 
-    n_train: int = 60  # training images (8 woody styles)
-    n_val: int = 16  # validation images, same styles (the frozen threshold is chosen here)
-    n_test: int = 16  # images per test split: near-domain, crop, far-OOD
+    n_train: int = 48  # training images (8 woody styles)
+    n_val: int = 12  # validation images, same styles (the frozen threshold is chosen here)
+    n_test: int = 12  # images per test split: near-domain, crop, far-OOD
     size: int = 192  # image side, px (1 um/px for most styles: 0.037 mm²)
     d3_steps: int = 200  # D3's AdamW steps
     d3_batch: int = 8  # crops per step
     d3_crop: int = 48  # crop side, px
     d3_width: int = 24  # channels of D3's convolutions
-    max_dets: int = 100  # detections kept per 192 px image (the large field keeps 300)
+    max_dets: int = 80  # detections kept per 192 px image (the large field keeps 300)
     n_replicates: int = 3  # replicates (seeds) behind the intervals of C1-C3
     torchvision_models: tuple[str, ...] = ()  # full: ("fasterrcnn", "fcos"), from scratch
     hub_dataset: str | None = None  # full: real stomata through `datasets`
@@ -79,7 +79,7 @@ class DetectorsConfig(Sizes):
 class CocoApConfig(Sizes):
     """AP per split (C5 recorded as not checkable) and maxDets 100 against 300 (C4)."""
 
-    n_large: int = 4  # 512 x 512 large-field images (130-180 stomata each)
+    n_large: int = 3  # 512 x 512 large-field images (130-180 stomata each)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class ReliabilityConfig(Sizes):
 
 
 # Measured on the shared 2-core machine, one torch thread (other jobs running): a replicate's
-# data 1-3 s; D1 and D2 fitted in 1-2 s; D3's 200 steps 6-12 s; detection of the 64 validation
+# data 1-3 s; D1 and D2 fitted in 1-2 s; D3's 200 steps 6-12 s; detection of the 48 validation
 # and test images by the three detectors 5-10 s; COCOeval of one split 0.2-0.6 s.
 PROFILES: dict[str, dict[str, Any]] = {
     "epidermis": {
