@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from reprobook import scaffold
 from reprobook.core import chapters
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,21 @@ def norm_metric(text) -> str:
     return " ".join(str(text).split())
 
 
+def _scaffold_example() -> dict:
+    names = scaffold._check_names("99", "example", "Example", "")
+    return yaml.safe_load(scaffold._claims_yml(names))["claims"][0]
+
+
+SCAFFOLD_EXAMPLE = _scaffold_example()
+
+
+def _is_scaffold_example(entry: dict) -> bool:
+    return (
+        norm_metric(entry.get("metric", "")) == norm_metric(SCAFFOLD_EXAMPLE["metric"])
+        and entry.get("check") == SCAFFOLD_EXAMPLE["check"]
+    )
+
+
 def first_versions(rel: str) -> dict[str, dict]:
     """claim id -> that claim's entry in the first commit whose claims file has it."""
     commits = _git("log", "--follow", "--reverse", "--format=%H", "--", rel).split()
@@ -51,7 +67,12 @@ def first_versions(rel: str) -> dict[str, dict]:
         ).splitlines()
         if line.strip()
     ]
+    # --follow also takes a new chapter's skeleton for a copy of another chapter's claims file
+    # (the scaffold writes the same text): keep only versions under this chapter's number.
+    number = Path(rel).parent.name.split("_", 1)[0]
     for commit, name in zip(commits, names):
+        if Path(name).parent.name.split("_", 1)[0] != number:
+            continue
         try:
             text = _git("show", f"{commit}:{name}")
         except subprocess.CalledProcessError:
@@ -59,6 +80,8 @@ def first_versions(rel: str) -> dict[str, dict]:
         data = yaml.safe_load(text) or {}
         for entry in data.get("claims") or []:
             cid = str(entry.get("id"))
+            if _is_scaffold_example(entry):
+                continue  # `reprobook new`'s placeholder, never a claim of the paper
             if cid not in first:
                 first[cid] = entry
     return first
@@ -151,3 +174,9 @@ def test_the_rule_catches_an_unrecorded_change() -> None:
         revisions=(chapters.Revision(gave="x", why="y", check={"reproduced": {"max": 0.3}}),),
     )
     assert len(unrecorded_changes(wrong, first)) == 1  # the revision must name the first check
+
+
+def test_only_the_scaffold_example_is_passed_over() -> None:
+    assert _is_scaffold_example(dict(SCAFFOLD_EXAMPLE))
+    changed = {**SCAFFOLD_EXAMPLE, "check": {"reproduced": {"max": 0.05}}}
+    assert not _is_scaffold_example(changed)
