@@ -1,10 +1,12 @@
-"""Directional Cross-Modal Alignment Transfer (DCAT).
+"""Directional Cross-Modal Alignment Transfer (DCAT), NeurIPS 2026 submission (no arXiv id).
 
-Library of chapter 14 (notebooks/14_dcat_merging): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 14 (notebooks/14_dcat_merging): the toy data (:mod:`.data`), the tiny MLLM
+(:mod:`.model`), the merges on state dicts and the DCAT closed form (:mod:`.merging`), the
+alignment quantities and the InfoNCE bound (:mod:`.alignment`), the cached trainings and the
+experiments of the notebooks (:mod:`.experiments`), the paper-scale entry point
+(:mod:`.paper_scale`) and the profiles (:mod:`.config`).
 """
 
-from . import config, method
-from .method import estimate
+from . import config, data
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "data"]

@@ -1,30 +1,151 @@
-"""Profiles of the notebooks of chapter 14: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+"""Profiles of the notebooks of chapter 14 (DCAT, directional cross-modal alignment transfer).
+
+Paper: "Directional Cross-Modal Alignment Transfer (DCAT)" (NeurIPS 2026 submission, no arXiv
+id; only the abstract was available, so the objective, the bound and the merged parameters are
+our reconstruction).
+
+Notebooks: ``01_two_modalities_one_llm`` (the base LLM, the vision donor and the audio
+recipient, trained over three seeds and cached with :func:`reprobook.core.load_or_train`),
+``02_asymmetric_merging`` (C1, C2) and ``03_dcat_closed_form`` (C3, C4). Notebooks resolve
+their configuration with ``core.resolve_notebook(config.PROFILES, "<notebook>", profile, ...)``.
+
+``reduced``: 2 CPU cores, a 2-layer d = 64 LLM, about a minute a notebook. ``full``: the same
+design at d = 256 with 6 layers on one GPU, and ModelCompose's vision and audio LoRAs on
+Vicuna-7B (``modelcompose=True``), which need ``transformers``, ``peft``, the weights and the
+benchmarks; none of them can be had here, and :func:`.paper_scale.require` says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reprobook.core.resources import Resources
 
+__all__ = ["DataConfig", "LLMConfig", "TrainConfig", "MergeConfig", "DcatConfig", "PROFILES"]
+
 
 @dataclass(frozen=True)
-class FirstConfig:
-    """C1 (example): the estimator's error over repeated samples."""
+class DataConfig:
+    """The two modalities and the text sanity task."""
 
-    n: int = 100  # draws per sample
-    n_repeats: int = 200  # repeated samples
-    true_mean: float = 1.0  # the mean the draws come from
+    n_vision_cal: int = 64  # donor calibration images (held out of its training)
+    n_vision_test: int = 397  # donor test images; the other 1,336 train it
+    n_audio_train: int = 40  # recipient training clips (4 per class): the scarce modality
+    n_audio_cal: int = 64  # calibration pool of captioned clips (subsets of it are used)
+    n_audio_test: int = 600  # recipient test clips
+    sample_rate: int = 4000  # Hz
+    duration: float = 0.25  # seconds per clip
+    n_harmonics: int = 3  # f0, 2 f0, 3 f0 (those above Nyquist are left out)
+    detune: float = 0.04  # +- relative detune of f0
+    snr_low: float = 0.0  # dB; each clip's SNR ~ U(snr_low, snr_high)
+    snr_high: float = 10.0
+    n_text_test: int = 10  # text-only questions of the sanity task (each of the 10 once)
+    n_text_train: int = 4000  # text-only pre-training sequences
 
 
-PROFILES = {
-    "first": {"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)},
+@dataclass(frozen=True)
+class LLMConfig:
+    """The tiny LLM and the three trainings (base on text, donor, recipient)."""
+
+    d: int = 64  # width
+    heads: int = 4
+    mlp: int = 256  # MLP hidden width
+    layers: int = 2
+    ctx: int = 16  # positions
+    base_steps: int = 150  # text pre-training steps (one W0, shared by a notebook's seeds)
+    base_batch: int = 32
+    base_lr: float = 3e-3
+    donor_steps: int = 150  # vision fine-tuning (projector and LLM)
+    donor_batch: int = 32
+    recipient_steps: int = 100  # audio fine-tuning on its 40 clips
+    recipient_batch: int = 16
+    lr: float = 1e-3  # fine-tuning learning rate (AdamW)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Notebook 1: train (or load) the three models of each seed."""
+
+    data: DataConfig = DataConfig()
+    llm: LLMConfig = LLMConfig()
+    n_seeds: int = 3  # training seeds: seed, seed + 1, ...
+    modelcompose: bool = False  # the paper-scale part (ModelCompose LoRAs on Vicuna-7B)
+
+
+@dataclass(frozen=True)
+class MergeConfig:
+    """Notebook 2: merging in both directions, alignment and the InfoNCE bound (C1, C2)."""
+
+    data: DataConfig = DataConfig()
+    llm: LLMConfig = LLMConfig()
+    n_seeds: int = 3
+    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)  # task-arithmetic grid
+    n_cal: int = 16  # calibration clips used (alpha, Gram matrices, the bound)
+    tau: float = 0.1  # InfoNCE temperature
+    ties_density: float = 0.2  # TIES keeps the top 20% of each task vector by magnitude
+    dare_drop: float = 0.5  # DARE drop rate (kept entries rescaled by 1 / (1 - p))
+    regmean_scale: float = 0.9  # RegMean's off-diagonal scale of the Gram matrices
+    lambdas: tuple[float, ...] = (0.1, 1.0, 10.0)  # DCAT-A models in C2's set
+    gamma_rel: float = 1e-3  # DCAT ridge: gamma = gamma_rel * mean diag(G_m + G_t)
+    gamma_b: float = 1.0  # DCAT-B in C2's set: gamma / mean diag(G_m)
+    modelcompose: bool = False
+
+
+@dataclass(frozen=True)
+class DcatConfig:
+    """Notebook 3: DCAT against the baselines, the lambda sweep, calibration size (C3, C4)."""
+
+    data: DataConfig = DataConfig()
+    llm: LLMConfig = LLMConfig()
+    n_seeds: int = 3
+    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+    n_cal: int = 16
+    tau: float = 0.1
+    ties_density: float = 0.2
+    dare_drop: float = 0.5
+    regmean_scale: float = 0.9
+    lambdas: tuple[float, ...] = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # chosen by the bound
+    gamma_rel: float = 1e-3
+    gammas_b: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)  # DCAT-B: gamma / mean diag(G_m)
+    cal_sizes: tuple[int, ...] = (4, 8, 16, 32, 64)  # C4
+    modelcompose: bool = False
+
+
+_FULL_DATA = DataConfig(n_text_train=20_000)
+_FULL_LLM = LLMConfig(
+    d=256,
+    heads=8,
+    mlp=1024,
+    layers=6,
+    base_steps=3000,
+    base_batch=128,
+    base_lr=1e-3,
+    donor_steps=4000,
+    donor_batch=128,
+    recipient_steps=300,
+    recipient_batch=16,
+    lr=3e-4,
+)
+PROFILES: dict[str, dict[str, Any]] = {
+    "two_modalities": {
+        "reduced": TrainConfig(),
+        "full": TrainConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5, modelcompose=True),
+    },
+    "asymmetric_merging": {
+        "reduced": MergeConfig(),
+        "full": MergeConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5, modelcompose=True),
+    },
+    "dcat_closed_form": {
+        "reduced": DcatConfig(),
+        "full": DcatConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5, modelcompose=True),
+    },
 }
 
-# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor). The full
+# profile's ModelCompose part holds three 7B models in bf16 (about 45 GB) and Gram matrices of
+# 4096-wide layers; it has not been run (no weights, no transformers/peft here).
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+    "full": Resources(gpus=1, cpus=8, mem_gb=96, hours=4.0),
 }
