@@ -90,7 +90,6 @@ def trained(d: DataConfig, llm: LLMConfig, seed: int, profile: str, base_seed: i
     base, b_loaded = load_or_train(
         SLUG,
         "base_llm",
-        "abilities",
         profile=profile,
         key=base_key,
         build=lambda: model.TextLM(llm, llm.base_lr),
