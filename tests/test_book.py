@@ -85,6 +85,32 @@ def test_notebook_contract(nb: Path) -> None:
     assert re.search(rf'core\.start\(\s*"{slug}",\s*"{nb.stem}"', body), "core.start(slug, stem"
 
 
+def _bib_keys(text: str) -> list[str]:
+    return re.findall(r"^@\w+\{([^,\s]+),", text, re.M)
+
+
+def test_bibliography_keys_are_unique_and_every_citation_has_one() -> None:
+    # a repeated key makes the bibliography unreadable to the book build (warnings are errors)
+    keys = _bib_keys((ROOT / "book" / "references.bib").read_text(encoding="utf-8"))
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    assert not repeated, f"book/references.bib repeats the key(s) {repeated}"
+    pages = [*(ROOT / "notebooks").glob("*/*.md"), *(ROOT / "notebooks").glob("*/*.ipynb")]
+    pages += [*(ROOT / "book").glob("*.md")]
+    cited = {
+        key.strip()
+        for page in pages
+        for group in re.findall(r"\{cite[a-z:]*\}`([^`]+)`", page.read_text(encoding="utf-8"))
+        for key in group.split(",")
+    }
+    missing = sorted(cited - set(keys))
+    assert not missing, f"cited but not in book/references.bib: {missing}"
+
+
+def test_bib_key_reader() -> None:
+    text = "@misc{a1,\n title={x}}\n@article{b_2,\n}\n  @misc{indented, }"
+    assert _bib_keys(text) == ["a1", "b_2"]
+
+
 def test_every_paper_is_in_the_bibliography() -> None:
     bib = (ROOT / "book" / "references.bib").read_text()
     slugs = [ch.slug for ch in CHAPTERS]
