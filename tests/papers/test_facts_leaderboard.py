@@ -324,3 +324,24 @@ def test_profiles_resolve():
     for name in config.PROFILES:
         for profile in ("reduced", "full"):
             resolve_notebook(config.PROFILES, name, profile)
+
+
+def test_macro_f1_from_confusion_counts_matches_scikit_learn():
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(7)
+    labels = list(scoring.SENTENCE_LABELS)
+    for n in (1, 5, 40):
+        gold = [labels[i] for i in rng.integers(0, 3, n)]
+        pred = [labels[i] for i in rng.integers(0, 2, n)]  # "no_rad" never predicted
+        r = policies.Response(0, "x", "A", tuple(gold), tuple(gold), True)
+        m = analysis.confusion_by_prompt([[pred]], [r], 1)
+        assert m.sum() == n
+        ours = float(analysis.macro_f1(m.sum(1))[0])
+        ref = f1_score(gold, pred, labels=labels, average="macro", zero_division=0)
+        assert ours == pytest.approx(ref, abs=1e-12)
+
+
+def test_unparseable_answers_add_no_counts():
+    r = policies.Response(0, "x", "A", ("a", "b"), ("supported", "unsupported"), True)
+    assert analysis.confusion_by_prompt([[None]], [r], 1).sum() == 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.metrics import f1_score
 
 from reprobook.core import checks
 
@@ -19,7 +18,8 @@ __all__ = [
     "judge_all",
     "grounded_matrix",
     "gold_grounded",
-    "sentence_macro_f1",
+    "confusion_by_prompt",
+    "macro_f1",
     "split_rate",
     "family_advantage",
 ]
@@ -45,20 +45,28 @@ def gold_grounded(responses: Sequence[Response]) -> np.ndarray:
     return np.array([grounded(r.gold) for r in responses])
 
 
-def sentence_macro_f1(judge_labels: list[list[str] | None], responses: Sequence[Response]):
-    """A judge's macro-F1 over the three sentence labels against gold, on the responses it
-    answered parseably; returns ``(macro_f1, share_parsed)``."""
-    y_true, y_pred, parsed = [], [], 0
-    for lab, r in zip(judge_labels, responses):
-        if lab is None:
-            continue
-        parsed += 1
-        y_true.extend(r.gold)
-        y_pred.extend(lab)
-    if not y_true:
-        return float("nan"), 0.0
-    f1 = f1_score(y_true, y_pred, labels=list(SENTENCE_LABELS), average="macro", zero_division=0)
-    return float(f1), parsed / len(responses)
+def confusion_by_prompt(labels, responses: Sequence[Response], n_prompts: int) -> np.ndarray:
+    """Per judge and prompt, the 3 x 3 confusion counts of sentence labels (rows gold, columns
+    the judge's, in the order of ``SENTENCE_LABELS``), shape (J, n_prompts, 3, 3). An
+    unparseable answer (None) adds nothing."""
+    n_prompts = checks.integer(n_prompts, "n_prompts", minimum=1)
+    code = {lab: k for k, lab in enumerate(SENTENCE_LABELS)}
+    out = np.zeros((len(labels), n_prompts, 3, 3))
+    for j, per_judge in enumerate(labels):
+        for r, lab in zip(responses, per_judge):
+            for g, p in zip(r.gold, lab or ()):
+                out[j, r.prompt_id, code[g], code[p]] += 1
+    return out
+
+
+def macro_f1(confusion) -> np.ndarray:
+    """Macro-F1 over the three labels from confusion counts (..., 3, 3): per label
+    2 TP / (gold count + predicted count), 0 for a label that neither side uses, averaged;
+    equal to scikit-learn's ``f1_score(average="macro", zero_division=0)`` on the same labels."""
+    m = np.asarray(confusion, dtype=float)
+    tp = np.diagonal(m, axis1=-2, axis2=-1)
+    denom = m.sum(-1) + m.sum(-2)
+    return np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0).mean(-1)
 
 
 def split_rate(verdicts) -> float:
