@@ -100,6 +100,10 @@ class SweepConfig:
 # Measured on the shared 2-core machine (another job running), one thread: a TagBO step on a
 # Suzuki pool about 0.1 s without a refit and 0.4-0.7 s with one; a constrained step about
 # 0.5 s (the screen of 120 combinations, one SLSQP run) plus its fit.
+# Both reaction tables run the same full-profile design.
+_LOOKUP_FULL = LookupConfig(
+    ALL_SUBSTRATES, ALL_METHODS, n_iter=50, n_replicates=30, refit_every=1, maxiter=200, llm=True
+)
 PROFILES: dict[str, dict[str, Any]] = {
     "similarity": {
         "reduced": SimilarityConfig(),
@@ -107,27 +111,11 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "suzuki": {
         "reduced": LookupConfig(),
-        "full": LookupConfig(
-            ALL_SUBSTRATES,
-            ALL_METHODS,
-            n_iter=50,
-            n_replicates=30,
-            refit_every=1,
-            maxiter=200,
-            llm=True,
-        ),  # fmt: skip
+        "full": _LOOKUP_FULL,
     },
     "buchwald": {
         "reduced": LookupConfig(),
-        "full": LookupConfig(
-            ALL_SUBSTRATES,
-            ALL_METHODS,
-            n_iter=50,
-            n_replicates=30,
-            refit_every=1,
-            maxiter=200,
-            llm=True,
-        ),  # fmt: skip
+        "full": _LOOKUP_FULL,
     },
     "constrained": {
         "reduced": ConstrainedConfig(),
