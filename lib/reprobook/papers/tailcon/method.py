@@ -1,0 +1,18 @@
+"""The example method of chapter 08 (replace with the paper's): the sample mean."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reprobook.core import checks
+
+
+def estimate(x) -> float:
+    """The sample mean of the draws ``x`` (1-D, finite, at least one).
+
+    Implements eq. `tailcon-estimator` of notebooks/08_tailcon/index.md.
+    """
+    x = checks.array(x, "x", ndim=1)
+    if x.size == 0:
+        raise checks.InputError("x must hold at least one draw, got an empty array")
+    return float(np.sum(x) / x.size)  # eq. tailcon-estimator: (1 / n) sum_i x_i
