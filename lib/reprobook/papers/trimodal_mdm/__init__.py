@@ -1,10 +1,12 @@
-"""The Design Space of Tri-Modal Masked Diffusion Models.
+"""The Design Space of Tri-Modal Masked Diffusion Models (arXiv 2602.21472).
 
-Library of chapter 03 (notebooks/03_trimodal_mdm): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 03 (notebooks/03_trimodal_mdm): :mod:`.mdm` (schedules, the masked-diffusion
+ELBO, complementary masks, the unmasking sampler), :mod:`.reparam` (the SDE reparameterisation
+of AdamW, gamma, the critical batch size, the noisy quadratic, the scaling-law fit),
+:mod:`.data` (the offline tri-modal corpus), :mod:`.model` (the denoisers) and
+:mod:`.experiments` (the sweeps the notebooks run); :mod:`.config` holds the profiles.
 """
 
-from . import config, method
-from .method import estimate
+from . import config, data, mdm, model, reparam
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "data", "mdm", "model", "reparam"]

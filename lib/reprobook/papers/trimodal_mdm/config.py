@@ -1,6 +1,10 @@
 """Profiles of the notebooks of chapter 03: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (one GPU).
+Notebooks call ``core.resolve_notebook(config.PROFILES, "<notebook>", profile, ...)``.
+
+The paper trains a 3B-parameter model on 6.4T tokens of web text, image-text and audio-text
+with learned tokenizers; none of that can be had offline, so the full profile scales the
+generated corpus of :mod:`.data` and the models instead.
 """
 
 from __future__ import annotations
@@ -9,22 +13,124 @@ from dataclasses import dataclass
 
 from reprobook.core.resources import Resources
 
+# The base AdamW of every sweep (tuned by hand at the base batch on the digit task).
+BASE_LR, BASE_BETAS, BASE_EPS, BASE_WD = 3e-3, (0.9, 0.98), 1e-8, 0.01
+
 
 @dataclass(frozen=True)
-class FirstConfig:
-    """C1 (example): the estimator's error over repeated samples."""
+class BasicsConfig:
+    """C5 (complementary masks and gradient variance) and C6 (noise schedules)."""
 
-    n: int = 100  # draws per sample
-    n_repeats: int = 200  # repeated samples
-    true_mean: float = 1.0  # the mean the draws come from
+    hidden: int = 128  # width of the MLP denoiser
+    batch: int = 32  # sequences per batch
+    warm_steps: int = 40  # steps that set the fixed weights of the variance check
+    n_draws: int = 200  # gradient draws per estimator at fixed weights
+    schedule_steps: int = 100  # steps of each schedule run (C6)
+    n_seeds: int = 3  # seeds per schedule (C6)
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """C4: the tri-modal transformer, its losses and its conditional generation."""
+
+    n_train: int = 600  # training sequences per modality
+    n_test: int = 100  # held-out sequences per modality
+    d_model: int = 32  # transformer width
+    n_layers: int = 2  # transformer layers
+    n_heads: int = 4  # attention heads
+    batch: int = 16  # sequences per batch
+    steps: int = 250  # optimiser steps per model
+    n_seeds: int = 3  # seeds of the joint model
+    extra_ratios: tuple = ((0.0, 1.0, 0.0),)  # text:image:audio mixes, first seed only
+    n_generate: int = 40  # generated samples per modality and seed
+    sample_steps: int = 8  # unmasking steps per generated sample
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """C1 and C2: the recipes over physical batch sizes at budgets D and 4D."""
+
+    hidden: int = 128  # width of the MLP denoiser
+    base_batch: int = 32  # the batch the base AdamW was tuned at
+    base_steps: int = 40  # steps at the base batch and budget D
+    batches: tuple = (8, 16, 32, 64, 128, 256)  # physical batch sizes
+    budget_factor: int = 4  # the larger budget, in units of D (SDE recipe only)
+    n_seeds: int = 3  # seeds per point
+    quad_dim: int = 20  # dimensions of the noisy quadratic
+    quad_replicates: int = 200  # parallel runs of the noisy quadratic
+    quad_base_steps: int = 64  # steps of the noisy quadratic at its base batch
+
+
+@dataclass(frozen=True)
+class GammaConfig:
+    """C3 (gamma over budgets) and C7 (a toy scaling-law fit)."""
+
+    hidden: int = 128  # width of the MLP denoiser
+    batch: int = 32  # physical batch (the base batch)
+    base_steps: int = 40  # steps at the base budget
+    gammas: tuple = (0.0, 0.25, 0.5, 0.75, 1.0)  # drift-horizon parameters
+    budgets: tuple = (1, 2, 4)  # budgets in units of the base budget
+    n_seeds: int = 3  # seeds per point
+    widths: tuple = (16, 32, 64, 128)  # MLP widths of the scaling-law fit
+    width_budget: int = 4  # budget of the scaling-law runs, in base budgets
 
 
 PROFILES = {
-    "first": {"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)},
+    "basics": {
+        "reduced": BasicsConfig(),
+        "full": BasicsConfig(hidden=512, warm_steps=500, n_draws=1000, schedule_steps=3000),
+    },
+    "pretrain": {
+        "reduced": PretrainConfig(),
+        "full": PretrainConfig(
+            n_train=50_000,
+            n_test=2_000,
+            d_model=512,
+            n_layers=8,
+            n_heads=8,
+            batch=256,
+            steps=20_000,
+            extra_ratios=((0.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0), (1.0, 2.0, 1.0)),
+            n_generate=500,
+            sample_steps=32,
+        ),
+    },
+    "batch": {
+        "reduced": BatchConfig(),
+        "full": BatchConfig(
+            hidden=512,
+            base_steps=2048,
+            batches=(8, 16, 32, 64, 128, 256, 512, 1024),
+            n_seeds=5,
+            quad_replicates=5000,
+            quad_base_steps=2048,
+        ),
+    },
+    "budget": {
+        "reduced": BatchConfig(),
+        "full": BatchConfig(
+            hidden=512,
+            base_steps=2048,
+            batches=(8, 16, 32, 64, 128, 256, 512, 1024),
+            n_seeds=5,
+            quad_replicates=5000,
+            quad_base_steps=2048,
+        ),
+    },
+    "gamma": {
+        "reduced": GammaConfig(),
+        "full": GammaConfig(
+            hidden=512,
+            base_steps=2048,
+            budgets=(1, 2, 4, 8),
+            n_seeds=5,
+            widths=(64, 128, 256, 512, 1024),
+        ),
+    },
 }
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 RESOURCES = {
-    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
+    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=4.0),
 }
