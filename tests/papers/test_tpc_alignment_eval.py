@@ -761,10 +761,17 @@ def test_profiles_use_three_replicates_and_subsets_are_checked():
     for notebook in config.PROFILES:
         for profile in ("reduced", "full"):
             assert len(resolve(notebook, profile).replicates) >= 3
-    assert resolve("core_residual", "full").ablation_replicates == (0, 1, 2)
     assert resolve("robustness", "full").robust_replicates == (0, 1, 2)
-    with pytest.raises(ValueError, match="ablation_replicates must be a non-empty subset"):
-        resolve("core_residual", "reduced", ablation_replicates=(5,))
+    # every notebook trains in the claims' world; the sweep holds it, the full one all four rates
+    assert {resolve(nb, "reduced").p_wrong for nb in config.PROFILES} == {0.25}
+    assert resolve("worlds", "reduced").worlds == (0.0, 0.25)
+    assert resolve("worlds", "full").worlds == (0.0, 0.1, 0.25, 0.4)
+    with pytest.raises(ValueError, match="worlds must hold the claims' world"):
+        resolve("worlds", "reduced", worlds=(0.0, 0.4))
+    with pytest.raises(ValueError, match="worlds must be distinct"):
+        resolve("worlds", "reduced", worlds=(0.25, 0.25))
+    with pytest.raises(ValueError, match="p_wrong"):
+        resolve("core_residual", "reduced", p_wrong=1.5)
     with pytest.raises(ValueError, match="robust_replicates must be a non-empty subset"):
         resolve("robustness", "reduced", robust_replicates=())
     with pytest.raises(ValueError, match="replicates must be distinct non-negative"):
@@ -776,3 +783,44 @@ def test_profiles_use_three_replicates_and_subsets_are_checked():
         resolve("diagnostic", "large")
     with pytest.raises(ProfileError, match="valid keys"):
         resolve("diagnostic", "reduced", n_replicates=3)
+
+
+def test_contrast_is_the_claims_ratios_and_differences():
+    from reprobook.papers.tpc_alignment.worlds import contrast
+
+    pre = {"leakage": 0.05, "worst_caption_r1": 0.3}
+    clip = {"leakage": 0.08, "worst_caption_r1": 0.40, "ece": 0.10}
+    tpc_ = {"leakage": 0.04, "worst_caption_r1": 0.45, "ece": 0.08}
+    out = contrast(pre, clip, tpc_)
+    assert out["leakage_ratio"] == pytest.approx(0.04 / 0.05)  # the smaller baseline
+    assert out["worst_caption_gain"] == pytest.approx(0.05)
+    assert out["ece_ratio"] == pytest.approx(0.8)
+    # the baseline swaps when CLIP-FT leaks less than the pretrained model
+    out = contrast({**pre, "leakage": 0.2}, clip, tpc_)
+    assert out["leakage_ratio"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="must hold 'ece'"):
+        contrast(pre, {"leakage": 0.1, "worst_caption_r1": 0.1}, tpc_)
+    with pytest.raises(ValueError, match="positive"):
+        contrast({**pre, "leakage": 0.0}, clip, tpc_)
+
+
+def test_datasets_follow_the_configured_world_and_own_images_stay_relevant():
+    from reprobook.core import resolve_notebook
+    from reprobook.papers.tpc_alignment import config
+    from reprobook.papers.tpc_alignment.evaluate import test_set
+    from reprobook.papers.tpc_alignment.train import datasets
+
+    cfg = resolve_notebook(config.PROFILES, "core_residual", "reduced", n_train=40, n_test=30)
+    train, test = datasets(cfg, 3)
+    assert train.spec["p_wrong"] == 0.25 and test.wrong is not None
+    clean_train, clean_test = datasets(cfg, 3, p_wrong=0.0)
+    assert "p_wrong" not in clean_train.spec and clean_test.wrong is None
+    for data in (test, clean_test):
+        rel = test_set(data).relevance.reshape(len(data), data.n_views, len(data))
+        assert bool(rel[torch.arange(len(data)), :, torch.arange(len(data))].all())
+    # by its text alone, a caption that states a wrong detail does not fit its own image
+    wrong = test.wrong.any(-1)  # (N, K)
+    n = len(test)
+    strict = data_mod.caption_relevance(test).reshape(n, test.n_views, n)
+    own = strict[torch.arange(n), :, torch.arange(n)]  # (N, K)
+    assert bool(wrong.any()) and not bool(own[wrong].any()) and bool(own[~wrong].all())

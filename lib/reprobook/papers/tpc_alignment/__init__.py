@@ -7,8 +7,9 @@ core filter, unsaid residual, per-instance temperature, symmetric InfoNCE), ``mo
 encoder as a LightningModule), ``train`` (pretraining and the fine-tuning arms, cached between
 notebooks), ``theory`` (Theorem 5.1, Lemma A.1, Theorem 5.2), ``diagnostics`` (dispersion,
 leakage, rank volatility, retrieval, calibration, risk-coverage), ``attacks`` (PGD for
-adversarial fine-tuning; PGD and APGD evaluation through the Adversarial Robustness Toolbox) and
+adversarial fine-tuning; PGD and APGD evaluation through the Adversarial Robustness Toolbox),
+``worlds`` (the sweep of the wrong-detail rate) and
 ``config`` (the notebooks' profiles).
 """
 
-from . import attacks, config, data, diagnostics, evaluate, loss, model, theory, train
+from . import attacks, config, data, diagnostics, evaluate, loss, model, theory, train, worlds

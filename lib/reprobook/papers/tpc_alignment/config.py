@@ -14,8 +14,14 @@ it (the same seed), on the notebook seed's data. The statistical claims take one
 replicate and a Student-t interval over them, so their intervals cover the spread of pretraining
 as well as of fine-tuning.
 
-Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1, C2, C3, C5),
-``calibration`` (C4), ``robustness`` (C7, C8). A notebook resolves its configuration with
+The *world* is the generated data's share of wrong details, ``p_wrong``: every non-core detail a
+caption states is wrong with that probability (the core never is). The chapter's trained claims
+are decided at ``p_wrong = 0.25``, the setting of the paper's premise that captions omit and err;
+``p_wrong = 0`` (every stated detail true) is the contrast, and ``worlds`` sweeps the rate.
+
+Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1, C2, C3),
+``calibration`` (C4), ``robustness`` (C7, C8), ``ablations`` (C5) and ``worlds`` (the sweep of
+``p_wrong``, no claim). A notebook resolves its configuration with
 ``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``; the
 configurations check their replicate fields themselves (distinct non-negative ids, subsets that
 lie in ``replicates``), so an override that breaks them fails there.
@@ -35,6 +41,8 @@ __all__ = [
     "CoreResidualConfig",
     "CalibrationConfig",
     "RobustnessConfig",
+    "AblationConfig",
+    "WorldsConfig",
     "PROFILES",
 ]
 
@@ -66,6 +74,7 @@ class Training:
     image_size: int = 32  # pixels per side
     n_views: int = 5  # caption views per image (K); view 0 states the core only
     p_mention: float = 0.5  # probability that a view states each non-core attribute
+    p_wrong: float = 0.25  # share of stated non-core details that are wrong (the claims' world)
     image_encoder: str = "cnn"  # "cnn" (reduced) or "vit" (full)
     embed_dim: int = 64  # joint embedding dimension d
     text_layers: int = 0  # Transformer layers of the text encoder (0: masked mean of words + MLP)
@@ -85,6 +94,7 @@ class Training:
 
     def __post_init__(self) -> None:
         _check_replicates(self.replicates)
+        checks.probability(self.p_wrong, "p_wrong")
 
 
 @dataclass(frozen=True)
@@ -101,14 +111,35 @@ class DiagnosticConfig(Training):
 
 @dataclass(frozen=True)
 class CoreResidualConfig(Training):
-    """C1, C2, C3, C5: CLIP-FT against TPC and its four single-factor ablations."""
+    """C1, C2, C3: CLIP-FT, TPC and TPC without the agreement term (C1's baseline)."""
 
-    ablation_replicates: tuple[int, ...] = (0,)  # replicates that also train the four ablations
-    n_bootstrap: int = 2000  # paired bootstrap resamples of the test images (ablations)
+
+@dataclass(frozen=True)
+class AblationConfig(Training):
+    """C5: TPC against its four single-factor ablations, on every replicate."""
+
+    n_bootstrap: int = 2000  # paired bootstrap resamples of the test images (shown, not decided)
+
+
+@dataclass(frozen=True)
+class WorldsConfig(Training):
+    """The sweep of the wrong-detail rate: CLIP-FT and TPC in each world, every replicate."""
+
+    worlds: tuple[float, ...] = (0.0, 0.25)  # p_wrong of each world (reduced: a subset)
+    n_top: int = 100  # hardest non-matching images in each candidate set (paper: 100)
+    n_random: int = 300  # random non-matching images in each candidate set (paper: 300)
+    n_bins: int = 15  # equal-width bins of the ECE (paper: 15)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_subset("ablation_replicates", self.ablation_replicates, self.replicates)
+        if not self.worlds or len(set(self.worlds)) != len(self.worlds):
+            raise checks.InputError(f"worlds must be distinct rates, got {self.worlds!r}")
+        for p in self.worlds:
+            checks.probability(p, "worlds")
+        if self.p_wrong not in self.worlds:
+            raise checks.InputError(
+                f"worlds must hold the claims' world p_wrong = {self.p_wrong}, got {self.worlds!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -118,7 +149,6 @@ class CalibrationConfig(Training):
     n_top: int = 100  # hardest non-matching images in each candidate set (paper: 100)
     n_random: int = 300  # random non-matching images in each candidate set (paper: 300)
     n_bins: int = 15  # equal-width bins of the ECE (paper: 15)
-    p_wrong: float = 0.25  # extension: share of stated non-core details that are wrong (probe)
 
 
 @dataclass(frozen=True)
@@ -175,7 +205,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "core_residual": {
         "reduced": CoreResidualConfig(),
-        "full": CoreResidualConfig(**_FULL_TRAINING, ablation_replicates=(0, 1, 2)),
+        "full": CoreResidualConfig(**_FULL_TRAINING),
     },
     "calibration": {
         "reduced": CalibrationConfig(),
@@ -186,6 +216,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "full": RobustnessConfig(
             **_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_replicates=(0, 1, 2)
         ),
+    },
+    "ablations": {
+        "reduced": AblationConfig(),
+        "full": AblationConfig(**_FULL_TRAINING),
+    },
+    "worlds": {
+        # reduced: the claims' world (loaded) and the all-true one; full: the whole sweep
+        "reduced": WorldsConfig(),
+        "full": WorldsConfig(**_FULL_TRAINING, worlds=(0.0, 0.1, 0.25, 0.4)),
     },
 }
 

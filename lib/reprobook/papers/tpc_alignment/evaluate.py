@@ -42,11 +42,15 @@ __all__ = [
 
 class TestSet:
     """The test data with what every evaluation needs once: its relevance matrix and the class
-    prompts."""
+    prompts.
+
+    A caption's own image is always relevant to it (``include_own``): where views may state a
+    wrong detail, the image a caption was written for stays its target, and an image that has
+    every value the caption states counts too. With every stated detail true the two coincide."""
 
     def __init__(self, data: ShapesCaptions):
         self.data = data
-        self.relevance = caption_relevance(data)  # (N*K, N)
+        self.relevance = caption_relevance(data, include_own=True)  # (N*K, N)
         self.prompts = class_prompts()  # (C, T, L)
         self.images = data.float_images()
         self.labels = data.labels

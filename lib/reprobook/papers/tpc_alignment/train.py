@@ -238,11 +238,13 @@ def setup(cfg) -> Setup:
     return Setup(model, objective, pre, fine, adv)
 
 
-def datasets(cfg, seed: int, p_wrong: float = 0.0) -> tuple[ShapesCaptions, ShapesCaptions]:
-    """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream);
-    ``p_wrong`` > 0 makes views state wrong non-core details (our extension, see
-    ``data.generate``)."""
+def datasets(cfg, seed: int, p_wrong: float | None = None) -> tuple[ShapesCaptions, ShapesCaptions]:
+    """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream) of
+    the world ``p_wrong`` (None: the configuration's ``p_wrong``): each stated non-core detail
+    is wrong with that probability (see ``data.generate``)."""
     from .data import generate
+
+    p_wrong = cfg.p_wrong if p_wrong is None else p_wrong
 
     common = dict(
         image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention, p_wrong=p_wrong

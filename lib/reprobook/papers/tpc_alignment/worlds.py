@@ -1,0 +1,94 @@
+"""The sweep of the wrong-detail rate for the chapter on "Text as Partial Constraint: Core-Residual
+Alignment for Robust Vision-Language Learning" (arXiv 2607.03143).
+
+The paper's premise is that a caption is a partial and sometimes unreliable constraint: real
+captions leave things out and get things wrong. Our generated world controls the second half
+with ``p_wrong``, the probability that a stated non-core detail is wrong. For each world and
+replicate, :func:`world_scores` pretrains (or loads) the CLIP model, fine-tunes (or loads)
+CLIP-FT and TPC, and measures what C2, C3 and C4 measure in the chapter's main world:
+:func:`contrast` turns those measurements into the claims' per-replicate values. The metrics are
+the paper's protocols (eq. `tpc-leak` and eq. `tpc-ece` of notebooks/04_tpc_alignment/index.md);
+the sweep itself is ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reprobook.core import checks
+
+from . import diagnostics as D
+from .evaluate import calibration_ways, summary, test_set
+from .train import arm_model, datasets, pretrained
+
+__all__ = ["contrast", "world_scores"]
+
+
+def contrast(
+    pretrained: Mapping[str, float],
+    clip_ft: Mapping[str, float],
+    tpc: Mapping[str, float],
+) -> dict[str, float]:
+    """The per-replicate values of C2, C3 and C4 from three models' measurements.
+
+    Each mapping holds ``leakage`` (mean (v . r)^2), ``worst_caption_r1`` and ``ece`` (the
+    pretrained model's ``ece`` is not used). Returns ``leakage_ratio`` = TPC's leakage over the
+    smaller of the pretrained model's and CLIP-FT's (C2), ``worst_caption_gain`` = TPC minus
+    CLIP-FT worst-caption R@1 (C3) and ``ece_ratio`` = TPC's ECE at tau(y) over CLIP-FT's at
+    tau0 (C4)."""
+    for name, m in (("pretrained", pretrained), ("clip_ft", clip_ft), ("tpc", tpc)):
+        for key in ("leakage", "worst_caption_r1") + (("ece",) if name != "pretrained" else ()):
+            if key not in m:
+                raise checks.InputError(f"{name} must hold {key!r}, got keys {sorted(m)}")
+    floor = min(float(pretrained["leakage"]), float(clip_ft["leakage"]))
+    if floor <= 0 or float(clip_ft["ece"]) <= 0:
+        raise checks.InputError("the baselines' leakage and ECE must be positive")
+    return {
+        "leakage_ratio": float(tpc["leakage"]) / floor,
+        "worst_caption_gain": float(tpc["worst_caption_r1"]) - float(clip_ft["worst_caption_r1"]),
+        "ece_ratio": float(tpc["ece"]) / float(clip_ft["ece"]),
+    }
+
+
+def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str) -> dict:
+    """C2, C3 and C4's values, and what they are made of, in the world ``p_wrong`` for one
+    replicate (pretraining and fine-tuning seed ``seed + replicate``, the notebook seed's data).
+
+    Models come from :func:`reprobook.core.load_or_train`, so the main world's are loaded from
+    the notebooks that trained them. Candidate sets use ``cfg.n_top`` and ``cfg.n_random`` and
+    the generator seed ``seed + 3 + replicate``, as in the calibration notebook. Also returned:
+    the AUROC of TPC's u_hat against its top-1 error and, where details can be wrong, against
+    whether the query states a wrong detail (NaN in the all-true world)."""
+    checks.probability(p_wrong, "p_wrong")
+    checks.integer(replicate, "replicate", minimum=0)
+    train, test = datasets(cfg, seed, p_wrong=p_wrong)
+    test_eval = test_set(test)
+    run_seed = seed + replicate
+    base, _ = pretrained(cfg, train, seed=run_seed, profile=profile)
+    measured = {"pretrained": summary(base, test_eval)[0]}
+    scoring = dict(tau0=cfg.tau0, n_top=cfg.n_top, n_random=cfg.n_random, seed=seed + 3 + replicate)
+    u_hat = error = None
+    for arm in ("clip_ft", "tpc"):
+        model, _ = arm_model(cfg, base, train, arm, seed=run_seed, profile=profile)
+        measured[arm] = summary(model, test_eval)[0]
+        ways, u = calibration_ways(
+            model, test, test_eval.relevance, tpc_arm=arm == "tpc", **scoring
+        )
+        cal = ways["TPC at tau(y)" if arm == "tpc" else "CLIP-FT at tau0"]
+        measured[arm]["ece"] = cal["ece"]
+        if arm == "tpc":
+            u_hat, error = u, ~cal["correct"]
+    out = {"p_wrong": float(p_wrong), "replicate": int(replicate)}
+    out.update(contrast(measured["pretrained"], measured["clip_ft"], measured["tpc"]))
+    out["auroc_u_hat_vs_error"] = D.auroc(u_hat, error)
+    if test.wrong is not None:
+        states = test.stated.any(-1).reshape(-1)
+        wrong = test.wrong.any(-1).reshape(-1)
+        out["auroc_u_hat_vs_wrong"] = D.auroc(u_hat[states], wrong[states])
+    else:
+        out["auroc_u_hat_vs_wrong"] = float("nan")
+    for arm, m in measured.items():
+        for key in ("leakage", "worst_caption_r1", "ece"):
+            if key in m:
+                out[f"{key}_{arm}"] = float(m[key])
+    return out
