@@ -1,26 +1,195 @@
-"""Tests of chapter 11's library (replace with the paper's exact properties)."""
+"""Tests of chapter 11's library: scenes and rays, the fast-weight layer, the decoders."""
 
-import numpy as np
+import math
+
 import pytest
+import torch
 
 from reprobook import core
-from reprobook.papers.test_time_baking import config, method
+from reprobook.papers.test_time_baking import (
+    config,
+    cost,
+    experiments,
+    fast_weights,
+    scenes,
+    tokens,
+)
+from reprobook.papers.test_time_baking.model import VARIANTS, ViewSynthesisModel
+
+SMALL = dict(patch=4, dim=16, depth=2, heads=2, mlp_hidden=32, fw_hidden=32)
 
 
-def test_estimate_is_the_sample_mean():
-    assert method.estimate([1.0, 2.0, 6.0]) == 3.0
-    x = np.random.default_rng(0).normal(size=50)
-    assert method.estimate(x) == pytest.approx(x.mean(), abs=1e-12)
+def _tokens(n_ctx=2, n_tgt=1, ids=(0, 1)):
+    cfg = config.Train(size=8, patch=4, n_ctx=n_ctx, n_tgt=n_tgt)
+    return experiments.scene_tokens(list(ids), cfg)
 
 
-def test_estimate_refuses_bad_input():
-    with pytest.raises(ValueError, match="x must be a 1-D array"):
-        method.estimate(np.zeros((2, 2)))
-    with pytest.raises(ValueError, match="at least one draw"):
-        method.estimate([])
+def test_plucker_directions_are_unit_and_moment_slides():
+    g = torch.Generator().manual_seed(0)
+    o, d = (
+        torch.randn(50, 3, generator=g, dtype=torch.float64),
+        torch.randn(50, 3, dtype=torch.float64, generator=g),
+    )
+    p = tokens.plucker(o, d)
+    assert torch.allclose(p[:, :3].norm(dim=-1), torch.ones(50, dtype=torch.float64))
+    t = torch.randn(50, 1, generator=g, dtype=torch.float64)
+    assert torch.allclose(tokens.plucker(o + t * d, d)[:, 3:], p[:, 3:], atol=1e-12)
+
+
+def test_camera_ray_directions_are_unit_and_start_at_the_centre():
+    c2w = scenes.look_at(30.0, 20.0)
+    o, d = scenes.camera_rays(c2w, 8)
+    assert torch.allclose(d.norm(dim=-1), torch.ones(8, 8), atol=1e-6)
+    assert torch.allclose(o[0, 0].norm(), torch.tensor(scenes.CAM_RADIUS), atol=1e-5)
+
+
+def test_ray_sphere_depth_matches_the_closed_form():
+    o = torch.tensor([[0.0, 0.0, -5.0], [0.0, 3.0, -5.0]])
+    d = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    t = scenes.ray_sphere_depth(o, d, torch.zeros(3), torch.tensor(2.0))
+    assert t[0].item() == pytest.approx(3.0)  # |o - c| - r for the central ray
+    assert math.isinf(t[1].item())  # misses
+
+
+def test_scenes_are_determined_by_their_seed():
+    a, ca = scenes.scene_views(5, 2, 1, 8)
+    b, cb = scenes.scene_views(5, 2, 1, 8)
+    c, _ = scenes.scene_views(6, 2, 1, 8)
+    assert torch.equal(a, b) and torch.equal(ca, cb) and not torch.equal(a, c)
+    assert a.min() >= 0 and a.max() <= 1
+
+
+def _fw(seed=0, b=2, n=7, d=5, h=6):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    W = (r(b, d, h), r(b, h, d), r(b, d, h))
+    return W, r(b, n, d), r(b, n, d), r(b, n, 1).abs()
+
+
+@pytest.mark.parametrize("loss", ["dot", "mse"])
+def test_manual_gradient_equals_autograd(loss):
+    W, k, v, eta = _fw()
+    Wr = tuple(w.clone().requires_grad_(True) for w in W)
+    f = fast_weights.swiglu(Wr, k)
+    L = (
+        -(eta * (f * v).sum(-1, keepdim=True)).sum()
+        if loss == "dot"
+        else (0.5 * (eta * ((f - v) ** 2).sum(-1, keepdim=True)).sum())
+    )
+    auto = torch.autograd.grad(L, Wr)
+    for a, m in zip(auto, fast_weights.fit_gradient(W, k, v, eta, loss)):
+        assert torch.allclose(a, m, atol=1e-10)
+
+
+def test_zero_rate_leaves_the_weights_unchanged():
+    W, k, v, eta = _fw()
+    out = fast_weights.update(W, k, v, torch.zeros_like(eta), muon_steps=0, renorm=False)
+    for a, b in zip(W, out):
+        assert torch.equal(a, b)
+
+
+def test_renormalisation_restores_column_norms():
+    W, k, v, eta = _fw()
+    out = fast_weights.update(W, k, v, 10 * eta, muon_steps=0, renorm=True)
+    for a, b in zip(W, out):
+        assert torch.allclose(a.norm(dim=-2), b.norm(dim=-2), rtol=1e-5)
+        assert not torch.allclose(a, b)
+
+
+def test_newton_schulz_singular_values_are_near_one():
+    G = torch.randn(3, 16, 40, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    s = torch.linalg.svdvals(fast_weights.newton_schulz(G, 5))
+    assert s.min() > 0.5 and s.max() < 1.5
+    tall = torch.linalg.svdvals(fast_weights.newton_schulz(G.transpose(-1, -2), 5))
+    assert torch.allclose(s, tall)
+
+
+def test_kv_cache_rendering_equals_a_masked_full_forward():
+    torch.manual_seed(0)
+    m = ViewSynthesisModel("kv", **SMALL).double().eval()
+    ctx_gt, _, tgt, _ = (x.double() for x in _tokens(n_ctx=3, n_tgt=2))
+    with torch.no_grad():
+        a = m.render(m.prefill(ctx_gt), tgt)
+        b = m.kv_masked_forward(ctx_gt, tgt)
+    assert torch.allclose(a, b, atol=1e-10)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_outputs_are_invariant_to_permuting_context_views(variant):
+    torch.manual_seed(0)
+    m = ViewSynthesisModel(variant, **SMALL).double().eval()
+    ctx_gt, ctx_rd, tgt, _ = (x.double() for x in _tokens(n_ctx=3))
+    perm = torch.tensor([2, 0, 1])
+    with torch.no_grad():
+        a = m(ctx_gt, ctx_rd, tgt)
+        b = m(ctx_gt[:, perm], ctx_rd[:, perm], tgt)
+    assert torch.allclose(a, b, atol=1e-9)
+
+
+@pytest.mark.parametrize("variant", ["ttt", "ttb_a", "ttb_b"])
+def test_fast_render_flops_do_not_change_with_n(variant):
+    cfg = config.RenderCost(size=8, patch=4, dim=16, depth=2, heads=2, fw_hidden=32)
+    m = cost.random_model(variant, cfg)
+    flops = {cost.render_flops(m, *cost.random_tokens(cfg, n))[1] for n in (1, 4, 9)}
+    assert len(flops) == 1
+    kv = cost.random_model("kv", cfg)
+    kv_flops = [cost.render_flops(kv, *cost.random_tokens(cfg, n))[1] for n in (1, 4)]
+    assert kv_flops[1] > kv_flops[0]
+
+
+def test_with_images_zeroed_disentangled_and_plain_fits_coincide():
+    torch.manual_seed(0)
+    a = ViewSynthesisModel("ttb_a", **SMALL).double()
+    b = ViewSynthesisModel("ttb_gt_input", **SMALL).double()
+    b.load_state_dict(a.state_dict())
+    _, ctx_rd, _, _ = (x.double() for x in _tokens(n_ctx=1))
+    with torch.no_grad():
+        wa = a.ttb_prefill(ctx_rd, ctx_rd)[0]  # GT tokens with their images zeroed
+        wb = b.ttb_prefill(ctx_rd, ctx_rd)[0]
+        ctx_gt = _tokens(n_ctx=1)[0].double()
+        wc = b.ttb_prefill(ctx_gt, ctx_rd)[0]
+    for x, y, z in zip(wa, wb, wc):
+        assert torch.allclose(x, y, atol=1e-10)
+        assert not torch.allclose(x, z, atol=1e-6)
+
+
+def test_kv_and_fast_variants_have_matched_parameter_counts():
+    from reprobook.papers.test_time_baking.model import count_parameters
+
+    n = {v: count_parameters(ViewSynthesisModel(v, **SMALL)) for v in VARIANTS}
+    assert len({n[v] for v in VARIANTS if v != "kv"}) == 1
+    assert abs(n["kv"] - n["ttt"]) / n["ttt"] < 0.02
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="variant"):
+        ViewSynthesisModel("attention")
+    with pytest.raises(ValueError, match="divisible"):
+        ViewSynthesisModel("kv", dim=10, heads=4)
+    with pytest.raises(ValueError, match="multiple of patch"):
+        tokens.patchify(torch.zeros(1, 1, 3, 10, 10), 4)
+    with pytest.raises(ValueError, match="ctx_render"):
+        ViewSynthesisModel("ttb_a", **SMALL).prefill(torch.zeros(1, 1, 4, 144))
+    W, k, v, eta = _fw()
+    with pytest.raises(ValueError, match="loss"):
+        fast_weights.fit_gradient(W, k, v, eta, "l1")
+
+
+def test_seedwise_interval_is_the_union_of_seed_intervals():
+    g = torch.Generator().manual_seed(0)
+    diffs = [(torch.randn(30, generator=g) + 1).numpy() for _ in range(3)]
+    iv = experiments.seedwise_paired_interval(diffs, n_resamples=500)
+    each = [core.bootstrap_interval(d, n_resamples=500, seed=s) for s, d in enumerate(diffs)]
+    assert iv.low == min(e.low for e in each) and iv.high == max(e.high for e in each)
+    assert iv.n == 3
 
 
 def test_profiles_resolve():
-    reduced = core.resolve_notebook(config.PROFILES, "first", "reduced")
-    assert core.resolve_notebook(config.PROFILES, "first", "reduced", n_repeats=7).n_repeats == 7
-    assert core.resolve_notebook(config.PROFILES, "first", "full").n > reduced.n
+    red = core.resolve_notebook(config.PROFILES, "ttt_vs_ttb", "reduced")
+    full = core.resolve_notebook(config.PROFILES, "ttt_vs_ttb", "full")
+    assert full.dim > red.dim and full.n_ctx == 8 and full.size == 64
+    assert config.train_key(red) == config.train_key(
+        core.resolve_notebook(config.PROFILES, "variants", "reduced")
+    )
+    rc = core.resolve_notebook(config.PROFILES, "render_cost", "full")
+    assert rc.dim == 768 and rc.depth == 24 and rc.size == 256 and rc.bf16

@@ -1,10 +1,12 @@
-"""TTB: Test-Time Baking for Large View Synthesis Models.
+"""TTB: Test-Time Baking for Large View Synthesis Models (NeurIPS 2026, no arXiv id).
 
-Library of chapter 11 (notebooks/11_test_time_baking): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 11 (notebooks/11_test_time_baking): procedural posed scenes
+(:mod:`.scenes`), Plücker tokens (:mod:`.tokens`), the LaCT-style fast-weight layer
+(:mod:`.fast_weights`), the decoder-only view-synthesis models with KV cache, TTT and TTB
+(:mod:`.model`), their training and evaluation (:mod:`.experiments`), and the cost harness
+(:mod:`.cost`). :mod:`.config` holds the notebooks' profiles.
 """
 
-from . import config, method
-from .method import estimate
+from . import config, scenes, tokens
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "scenes", "tokens"]

@@ -1,30 +1,109 @@
 """Profiles of the notebooks of chapter 11: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (one GPU).
+The training notebooks share :class:`Train`, so a model trained by one notebook is loaded by
+the next (the checkpoint key is :func:`train_key`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from reprobook.core.resources import Resources
 
 
 @dataclass(frozen=True)
-class FirstConfig:
-    """C1 (example): the estimator's error over repeated samples."""
+class Train:
+    """The scenes, the backbone and the training budget shared by every variant."""
 
-    n: int = 100  # draws per sample
-    n_repeats: int = 200  # repeated samples
-    true_mean: float = 1.0  # the mean the draws come from
+    size: int = 32  # image side in pixels
+    patch: int = 8  # patch side: (size / patch)^2 tokens per view
+    n_ctx: int = 2  # context views per scene
+    n_tgt: int = 1  # target views per scene
+    dim: int = 32  # token width D
+    depth: int = 2  # layers L
+    heads: int = 2  # attention heads
+    mlp_hidden: int = 64  # MLP width (the KV model widens it to match parameters)
+    fw_heads: int = 1  # fast-weight heads
+    fw_hidden: int = 64  # fast-weight hidden width (SwiGLU)
+    base_lr: float = 0.01  # fast-weight base learning rate
+    muon_steps: int = 5  # Newton-Schulz steps of the update (0: plain gradient)
+    batch: int = 8  # scenes per training step
+    steps: int = 60  # optimiser steps per variant
+    lr: float = 3e-3  # AdamW learning rate
+    warmup: int = 10  # linear warm-up steps, then cosine decay
+    n_train: int = 256  # training scenes per seed
+    n_test: int = 64  # held-out test scenes
+    n_seeds: int = 3  # seeds trained per variant
 
+
+def train_key(cfg) -> dict:
+    """The fields of :class:`Train` in ``cfg`` (the checkpoint key of a trained model)."""
+    return {f.name: getattr(cfg, f.name) for f in fields(Train)}
+
+
+def train_part(cfg) -> Train:
+    return Train(**train_key(cfg))
+
+
+@dataclass(frozen=True)
+class Scenes(Train):
+    """Notebook 1: the scenes, the tokens and the KV-cache decoder."""
+
+    n_show: int = 6  # scenes shown in the grids
+
+
+@dataclass(frozen=True)
+class TTTvsTTB(Train):
+    """Notebook 2: TTT against TTB-A at equal budget (C2)."""
+
+    n_boot: int = 2000  # bootstrap resamples of the paired intervals
+
+
+@dataclass(frozen=True)
+class Variants(Train):
+    """Notebook 3: TTB-B, the GT-input ablation, the table of all variants (C1, C3)."""
+
+    n_boot: int = 2000  # bootstrap resamples of the paired intervals
+
+
+@dataclass(frozen=True)
+class RenderCost:
+    """Notebook 4: render cost against the number of context views (C4, C5), random weights."""
+
+    size: int = 32  # image side
+    patch: int = 8  # patch side
+    dim: int = 64  # token width
+    depth: int = 4  # layers
+    heads: int = 4  # attention heads
+    fw_hidden: int = 128  # fast-weight hidden width
+    n_views: tuple = (2, 8, 32, 128)  # context views N
+    repeats: int = 5  # timed repetitions (after warm-ups)
+    warmup: int = 2  # untimed warm-up calls
+    bf16: bool = False  # bfloat16 (the GPU profile)
+
+
+FULL_TRAIN = dict(
+    size=64, n_ctx=8, dim=256, depth=8, heads=8, mlp_hidden=1024, fw_heads=2, fw_hidden=512,
+    batch=16, steps=2000, lr=1e-3, warmup=100, n_train=16_384, n_test=256,
+)  # fmt: skip
 
 PROFILES = {
-    "first": {"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)},
-}
+    "scenes": {"reduced": Scenes(), "full": Scenes(**FULL_TRAIN)},
+    "ttt_vs_ttb": {"reduced": TTTvsTTB(), "full": TTTvsTTB(**FULL_TRAIN)},
+    "variants": {"reduced": Variants(), "full": Variants(**FULL_TRAIN)},
+    "render_cost": {
+        "reduced": RenderCost(),
+        "full": RenderCost(
+            size=256, dim=768, depth=24, heads=12, fw_hidden=1536,
+            n_views=(4, 8, 16, 32, 64), repeats=10, warmup=3, bf16=True,
+        ),
+    },
+}  # fmt: skip
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 RESOURCES = {
-    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.08),
+    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=2.0),
 }
+
+__all__ = ["Train", "Scenes", "TTTvsTTB", "Variants", "RenderCost", "PROFILES", "RESOURCES"]

@@ -1,0 +1,238 @@
+"""Training and evaluation of the view-synthesis variants (chapter 11).
+
+Paper: "TTB: Test-Time Baking for Large View Synthesis Models" (NeurIPS 2026, no arXiv id).
+Data come from :mod:`.scenes` (training scenes of seed s are ``s * 10^6 + i``, test scenes
+``10^9 + i``); each variant is a LightningModule trained with the same steps, batches and
+(matched) parameter count, cached between notebooks with ``core.load_or_train``. Quality is
+PSNR and SSIM from torchmetrics; comparisons are paired per test scene.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from torchmetrics.functional.image import (
+    peak_signal_noise_ratio,
+    structural_similarity_index_measure,
+)
+
+from reprobook import core
+from reprobook.core import checks
+
+from . import config, fast_weights, scenes, tokens
+from .model import VARIANTS, ViewSynthesisModel, sdpa
+
+__all__ = [
+    "SLUG", "LABELS", "scene_tokens", "train_pool", "test_set", "ViewSynthesisModule",
+    "KVModule", "TTTModule", "TTBAModule", "TTBBModule", "TTBGTInputModule", "MODULES",
+    "trained", "predict", "scores", "mean_colour", "seedwise_paired_interval", "fit_errors",
+]  # fmt: skip
+
+SLUG = "test_time_baking"
+LABELS = {
+    "kv": "KV cache",
+    "ttt": "TTT",
+    "ttb_a": "TTB-A (GT-state targets)",
+    "ttb_b": "TTB-B (attention targets)",
+    "ttb_gt_input": "TTB-A, GT-token inputs (ablation)",
+}
+TEST_OFFSET = 10**9
+
+
+def scene_tokens(ids, cfg):
+    """Context GT tokens, context rendering tokens, target rendering tokens and target images
+    of scenes ``ids`` (context views first)."""
+    images, c2w = scenes.scene_batch(ids, cfg.n_ctx, cfg.n_tgt, cfg.size)
+    gt = tokens.view_tokens(images, c2w, cfg.patch, with_colour=True)
+    rd = tokens.view_tokens(images, c2w, cfg.patch, with_colour=False)
+    n = cfg.n_ctx
+    return gt[:, :n], rd[:, :n], rd[:, n:], images[:, n:]
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(train: config.Train, seed: int):
+    ids = seed * 10**6 + np.arange(train.n_train)
+    return scene_tokens(ids, train)
+
+
+def train_pool(cfg, seed: int):
+    """The training scenes of ``seed`` as tensors (cached in memory)."""
+    return _pool(config.train_part(cfg), int(seed))
+
+
+def test_set(cfg):
+    """The ``n_test`` held-out scenes (the same for every seed)."""
+    return _test(config.train_part(cfg))
+
+
+@functools.lru_cache(maxsize=2)
+def _test(train: config.Train):
+    return scene_tokens(TEST_OFFSET + np.arange(train.n_test), train)
+
+
+class ViewSynthesisModule(pl.LightningModule):
+    """A view-synthesis variant trained on MSE of the target views (AdamW, linear warm-up then
+    cosine decay). The training curve is kept as a buffer, so a loaded model can show it."""
+
+    variant = "kv"
+
+    def __init__(self, cfg: config.Train):
+        super().__init__()
+        self.cfg = cfg
+        self.net = ViewSynthesisModel(
+            self.variant, patch=cfg.patch, dim=cfg.dim, depth=cfg.depth, heads=cfg.heads,
+            mlp_hidden=cfg.mlp_hidden, fw_heads=cfg.fw_heads, fw_hidden=cfg.fw_hidden,
+            base_lr=cfg.base_lr, muon_steps=cfg.muon_steps,
+        )  # fmt: skip
+        self.register_buffer("curve", torch.full((cfg.steps,), math.nan))
+
+    def forward(self, ctx_gt, ctx_rd, tgt):
+        return tokens.unpatchify(self.net(ctx_gt, ctx_rd, tgt), self.cfg.patch, self.cfg.size)
+
+    def training_step(self, batch, _):
+        ctx_gt, ctx_rd, tgt, images = batch
+        loss = torch.nn.functional.mse_loss(self(ctx_gt, ctx_rd, tgt), images)
+        if self.global_step < self.cfg.steps:
+            self.curve[self.global_step] = loss.detach()
+        return loss
+
+    def configure_optimizers(self):
+        c = self.cfg
+        opt = torch.optim.AdamW(self.parameters(), lr=c.lr, weight_decay=0.01)
+
+        def factor(step):
+            if step < c.warmup:
+                return (step + 1) / c.warmup
+            return 0.5 * (1 + math.cos(math.pi * (step - c.warmup) / max(1, c.steps - c.warmup)))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return [opt], [{"scheduler": sched, "interval": "step"}]
+
+
+class KVModule(ViewSynthesisModule):
+    variant = "kv"
+
+
+class TTTModule(ViewSynthesisModule):
+    variant = "ttt"
+
+
+class TTBAModule(ViewSynthesisModule):
+    variant = "ttb_a"
+
+
+class TTBBModule(ViewSynthesisModule):
+    variant = "ttb_b"
+
+
+class TTBGTInputModule(ViewSynthesisModule):
+    variant = "ttb_gt_input"
+
+
+MODULES = {m.variant: m for m in (KVModule, TTTModule, TTBAModule, TTBBModule, TTBGTInputModule)}
+
+
+def _fit(module: ViewSynthesisModule, seed: int) -> ViewSynthesisModule:
+    cfg = module.cfg
+    pool = TensorDataset(*train_pool(cfg, seed))
+    gen = torch.Generator().manual_seed(int(seed))
+    loader = DataLoader(pool, batch_size=cfg.batch, shuffle=True, drop_last=True, generator=gen)
+    core.make_trainer(max_steps=cfg.steps).fit(module, loader)
+    return module
+
+
+def trained(variant: str, cfg, seed: int, *, profile: str):
+    """The ``variant`` trained at ``seed`` with ``cfg``'s :class:`config.Train` fields: loaded
+    when an earlier notebook trained it, trained and cached otherwise. Returns (module,
+    loaded)."""
+    checks.choice(variant, "variant", VARIANTS)
+    train = config.train_part(cfg)
+
+    def build():
+        torch.manual_seed(int(seed))
+        return MODULES[variant](train)
+
+    key = {"train": config.train_key(cfg), "variant": variant, "seed": int(seed)}
+    return core.load_or_train(
+        SLUG, f"{variant}-s{int(seed)}", profile=profile, key=key, build=build,
+        train=lambda m: _fit(m, seed),
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def predict(module: ViewSynthesisModule, data, batch: int = 16) -> torch.Tensor:
+    """Rendered target images (n, Vt, 3, H, W) of the test scenes ``data``."""
+    ctx_gt, ctx_rd, tgt, _ = data
+    module.eval()
+    outs = [module(ctx_gt[i : i + batch], ctx_rd[i : i + batch], tgt[i : i + batch])
+            for i in range(0, len(tgt), batch)]  # fmt: skip
+    return torch.cat(outs)
+
+
+def scores(pred: torch.Tensor, images: torch.Tensor) -> dict[str, np.ndarray]:
+    """Per-scene PSNR (dB) and SSIM of predictions against the target images (both in [0, 1]),
+    averaged over a scene's target views."""
+    checks.same_shape("pred", pred.shape, "images", images.shape)
+    p, t = pred.flatten(0, 1), images.flatten(0, 1)
+    psnr = peak_signal_noise_ratio(p, t, data_range=1.0, reduction="none", dim=(1, 2, 3))
+    ssim = structural_similarity_index_measure(p, t, data_range=1.0, reduction="none")
+    n = pred.shape[0]
+    return {"psnr": psnr.view(n, -1).mean(1).numpy(), "ssim": ssim.view(n, -1).mean(1).numpy()}
+
+
+def mean_colour(data) -> torch.Tensor:
+    """The floor: each target pixel predicted as the mean colour of the scene's context views."""
+    ctx_gt, _, tgt, images = data
+    rgb = ctx_gt.unflatten(-1, (-1, 9))[..., :3] + 0.5  # (n, N, T, p*p, 3)
+    mean = rgb.mean(dim=(1, 2, 3))  # (n, 3)
+    return mean[:, None, :, None, None].expand_as(images).clone()
+
+
+def seedwise_paired_interval(diffs_by_seed, n_resamples: int = 2000) -> core.Interval:
+    """The mean paired difference over seeds, with the union of the per-seed BCa bootstrap 95%
+    intervals (each over the paired test scenes): the interval lies above 0 only when every
+    seed's interval does, and below 0 only when every seed's does."""
+    ivs = [core.bootstrap_interval(d, n_resamples=n_resamples, seed=s)
+           for s, d in enumerate(diffs_by_seed)]  # fmt: skip
+    est = float(np.mean([iv.estimate for iv in ivs]))
+    n_items = len(diffs_by_seed[0])
+    method = f"union of per-seed paired bootstrap 95% over {n_items} scenes, {len(ivs)} seeds"
+    return core.Interval(est, min(iv.low for iv in ivs), max(iv.high for iv in ivs), method,
+                         len(ivs))  # fmt: skip
+
+
+@torch.no_grad()
+def fit_errors(module: ViewSynthesisModule, data) -> list[dict]:
+    """Per layer of a TTB variant, the fit of the baked MLP on its context pairs: the mean
+    1 - cos(f_W(k_i), v_i) with the initial weights W^0 and with the baked ones, where k_i, v_i
+    are the layer's (key, target) pairs of eq. `test-time-baking-pairs` of the chapter's
+    index.md (the same loop as the model's prefill)."""
+    net = module.net
+    checks.choice(net.variant, "variant", ("ttb_a", "ttb_b", "ttb_gt_input"))
+    ctx_gt, ctx_rd, _, _ = data
+    cache, states = net.kv_prefill(ctx_gt)
+    r = net.embed(ctx_rd)
+    rows = []
+    for layer, (blk, (kc, vc), m) in enumerate(zip(net.blocks, cache, states)):
+        a = blk.view_attention(r).flatten(1, 2)
+        if net.variant == "ttb_b":
+            q = blk.attn.qkv(blk.ln1(r.flatten(1, 2)))[0]
+            target = blk.attn.merge(sdpa(q, kc, vc))
+        else:
+            target = m
+        keys = m if net.variant == "ttb_gt_input" else a
+        W0 = blk.fw.initial(r.shape[0])
+        W = blk.fw.bake(W0, keys, target)
+        k, v, _ = blk.fw.pairs(keys, target)
+
+        def err(w, k=k, v=v):
+            return float(1 - torch.cosine_similarity(fast_weights.swiglu(w, k), v, dim=-1).mean())
+
+        rows.append({"layer": layer, "before": err(W0), "after": err(W)})
+        r = net.fast_layer(blk, r, W)
+    return rows
