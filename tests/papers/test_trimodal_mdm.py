@@ -1,26 +1,248 @@
-"""Tests of chapter 03's library (replace with the paper's exact properties)."""
+"""Tests of chapter 03's library: exact properties of the reparameterisation, the masked
+diffusion objective, the complementary masks and the sampler."""
+
+import math
 
 import numpy as np
 import pytest
+import torch
 
 from reprobook import core
-from reprobook.papers.trimodal_mdm import config, method
+from reprobook.papers.trimodal_mdm import config, data, experiments, mdm, model, reparam
+
+BASE = reparam.AdamW(3e-3, 0.9, 0.98, 1e-8, 0.01)
 
 
-def test_estimate_is_the_sample_mean():
-    assert method.estimate([1.0, 2.0, 6.0]) == 3.0
-    x = np.random.default_rng(0).normal(size=50)
-    assert method.estimate(x) == pytest.approx(x.mean(), abs=1e-12)
+def close(a: reparam.AdamW, b: reparam.AdamW, rel=1e-12):
+    for f in ("lr", "beta1", "beta2", "eps", "weight_decay"):
+        assert getattr(a, f) == pytest.approx(getattr(b, f), rel=rel), f
 
 
-def test_estimate_refuses_bad_input():
-    with pytest.raises(ValueError, match="x must be a 1-D array"):
-        method.estimate(np.zeros((2, 2)))
-    with pytest.raises(ValueError, match="at least one draw"):
-        method.estimate([])
+# --- reparameterisation -------------------------------------------------------------------
+
+
+def test_kappa_one_returns_the_base():
+    k = reparam.kappa(32, 1e6, base_batch=32, base_budget=1e6, gamma=0.44)
+    assert k == 1.0
+    close(reparam.scale(BASE, k), BASE)
+
+
+def test_two_reparameterisations_compose_to_the_product():
+    close(reparam.scale(reparam.scale(BASE, 2.5), 0.3), reparam.scale(BASE, 0.75), rel=1e-10)
+
+
+def test_gamma_zero_removes_the_budget():
+    a = reparam.kappa(64, 1e6, base_batch=32, base_budget=1e5, gamma=0.0)
+    b = reparam.kappa(64, 7e9, base_batch=32, base_budget=1e5, gamma=0.0)
+    assert a == b == 2.0
+    assert reparam.kappa(32, 4e5, base_batch=32, base_budget=1e5, gamma=1.0) == 0.25
+    assert reparam.kappa(32, 4e5, base_batch=32, base_budget=1e5, gamma=0.5) == 0.5
+
+
+@pytest.mark.parametrize("k", [0.1, 1.0, 3.0, 17.0])
+def test_sde_invariants(k):
+    h = reparam.scale(BASE, k)
+    assert h.lr**2 / k == pytest.approx(BASE.lr**2, rel=1e-12)
+    assert math.log(h.beta1) / k == pytest.approx(math.log(BASE.beta1), rel=1e-12)
+    assert math.log(h.beta2) / k == pytest.approx(math.log(BASE.beta2), rel=1e-12)
+    assert h.eps * math.sqrt(k) == pytest.approx(BASE.eps, rel=1e-12)
+
+
+def test_steps_times_batch_times_length_is_the_budget():
+    for b in (8, 16, 256):
+        s = reparam.n_steps(b * 65 * 40, b, 65)
+        assert s * b * 65 == b * 65 * 40
+    with pytest.raises(ValueError, match="multiple of batch"):
+        reparam.n_steps(1000, 3, 7)
+
+
+def test_adamw_timescale_fixed_when_only_the_batch_moves():
+    d = 1e7
+    taus = [
+        reparam.adamw_timescale(
+            reparam.recipe("sde", BASE, b, d, base_batch=32, base_budget=1e6, gamma=0.44), b, d
+        )
+        for b in (8, 32, 128, 1024)
+    ]
+    assert np.allclose(taus, taus[0], rtol=1e-12)
+
+
+def test_recipes_differ_as_defined():
+    n = reparam.recipe("naive", BASE, 128, 1.0, base_batch=32, base_budget=1.0)
+    lin = reparam.recipe("linear", BASE, 128, 1.0, base_batch=32, base_budget=1.0)
+    assert n == BASE
+    assert lin.lr == pytest.approx(4 * BASE.lr) and lin.beta2 == BASE.beta2
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        reparam.recipe("sqrt", BASE, 1, 1.0, base_batch=1, base_budget=1.0)
+    with pytest.raises(ValueError, match="gamma"):
+        reparam.kappa(1, 1, base_batch=1, base_budget=1, gamma=1.5)
+
+
+def test_critical_batch_and_flat_range():
+    b = [8, 16, 32, 64, 128, 256]
+    v = [1.00, 1.01, 1.00, 1.015, 1.05, 1.5]
+    assert reparam.critical_batch(b, v) == 64
+    assert reparam.critical_batch(b, v, delta=0.1) == 128
+    assert reparam.flat_range(b, v, 32) == 3.0  # 8..64
+    assert reparam.flat_range(b, [1.5, 1.2, 1.0, 1.3, 2, 3], 32) == 0.0
+    assert reparam.flat_range(b, [1.0, 1.5, 1.5, 1.5, 1.5, 1.5], 32) == 0.0
+    with pytest.raises(ValueError, match="centre must be one of"):
+        reparam.flat_range(b, v, 12)
+
+
+def test_scaling_law_fit_recovers_a_power_law():
+    n = np.array([1e3, 3e3, 1e4, 3e4, 1e5])
+    fit = reparam.fit_scaling_law(n, reparam.power_law(n, 1.2, 30.0, 0.5))
+    assert fit["alpha"] == pytest.approx(0.5, rel=1e-3)
+    assert fit["E"] == pytest.approx(1.2, rel=1e-3)
+
+
+def test_noisy_quadratic_without_noise_is_deterministic_and_converges():
+    kw = dict(curvatures=np.array([1.0, 0.5]), noise=0.0, w0=1.0, replicates=3, seed=0)
+    h = reparam.AdamW(0.05, 0.9, 0.999, 1e-8, 0.0)
+    a = reparam.noisy_quadratic(h, 4, 4 * 200, **kw)
+    assert a == reparam.noisy_quadratic(h, 4, 4 * 200, **kw)
+    assert a < 0.75 * 0.01  # started at 0.75
+
+
+# --- masked diffusion ---------------------------------------------------------------------
+
+
+def test_linear_weight_is_one_over_t():
+    t = torch.linspace(0.05, 0.95, 19, dtype=torch.float64)
+    assert torch.allclose(mdm.elbo_weight(t, "linear"), 1 / t)
+    assert torch.allclose(mdm.complement_weight(t, "linear"), 1 / (1 - t))
+
+
+def test_schedules_end_points_and_derivatives():
+    t = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    s = torch.linspace(0.1, 0.9, 9, dtype=torch.float64, requires_grad=True)
+    for name in mdm.SCHEDULES:
+        assert torch.allclose(mdm.alpha(t, name), torch.tensor([1.0, 0.0], dtype=torch.float64))
+        (grad,) = torch.autograd.grad(mdm.alpha(s, name).sum(), s)
+        assert torch.allclose(grad, mdm.alpha_prime(s.detach(), name))
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        mdm.alpha(t, "sigmoid")
+
+
+def test_masked_fraction_averages_one_minus_alpha():
+    g = torch.Generator().manual_seed(0)
+    for name in mdm.SCHEDULES:
+        t = torch.full((4000,), 0.3)
+        m = mdm.sample_mask((4000, 50), t, g, name).float().mean()
+        want = float(1 - mdm.alpha(torch.tensor(0.3), name))
+        se = math.sqrt(want * (1 - want) / (4000 * 50))
+        assert abs(float(m) - want) < 4 * se
+
+
+def test_complement_pair_is_unbiased_for_a_fixed_per_token_loss():
+    # With l_i = 1 at every position, E[w(t) |M|] = L for any schedule, and so must the pair.
+    g = torch.Generator().manual_seed(1)
+    for name in ("cosine", "poly2"):
+        t = mdm.sample_times(200_000, g)
+        m = mdm.sample_mask((200_000, 4), t, g, name)
+        k = m.sum(1).double()
+        pair = 0.5 * (mdm.elbo_weight(t, name) * k + mdm.complement_weight(t, name) * (4 - k))
+        assert float(pair.mean()) == pytest.approx(4.0, rel=0.02)
+
+
+def test_complementary_masks_partition_positions():
+    m = torch.rand(5, 13, generator=torch.Generator().manual_seed(2)) < 0.4
+    a, b = mdm.complementary_masks(m)
+    assert torch.all(a ^ b) and not torch.any(a & b)
+
+
+def one_hot_denoiser(x0, vocab):
+    """Puts (almost) all its mass on the true tokens of x0, whatever the input."""
+
+    def f(x):
+        return torch.nn.functional.one_hot(x0, vocab).float() * 1e4
+
+    return f
+
+
+def test_true_one_hot_predictor_has_zero_loss():
+    x0 = torch.randint(0, 9, (6, 11), generator=torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(4)
+    for anti in (False, True):
+        assert float(mdm.mdm_loss(one_hot_denoiser(x0, 9), x0, 9, g, "cosine", anti)) == 0.0
+
+
+def test_uniform_predictor_has_log_v_per_token():
+    v, length = 13, 20
+    x0 = torch.randint(0, v, (4000, length), generator=torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(6)
+    uniform = lambda x: torch.zeros(*x.shape, v)  # noqa: E731
+    t = mdm.sample_times(len(x0), g)
+    m = mdm.sample_mask(x0.shape, t, g, "linear")
+    per_seq = mdm.elbo_weight(t) * mdm.masked_nll(uniform, x0, m, v) / length
+    se = float(per_seq.std() / math.sqrt(len(per_seq)))
+    assert abs(float(per_seq.mean()) - math.log(v)) < 3 * se
+
+
+def test_sampler_fills_every_target_and_keeps_the_condition():
+    torch.manual_seed(0)
+    net = model.MLPDenoiser(data.DIGIT_LENGTH, data.DIGIT_VOCAB, 16)
+    prompt = data.digit_tokens(0)[1][:7]
+    target = torch.zeros_like(prompt, dtype=torch.bool)
+    target[:, 1:] = True
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        out = mdm.unmask_sample(net, prompt, target, data.DIGIT_MASK, 5, generator=g)
+    assert not torch.any(out == data.DIGIT_MASK)
+    assert torch.equal(out[:, 0], prompt[:, 0])
+    g = torch.Generator().manual_seed(0)
+    again = mdm.unmask_sample(net, prompt, target, data.DIGIT_MASK, 5, generator=g)
+    assert torch.equal(out, again)
+
+
+def test_training_is_deterministic_under_a_seed():
+    train, test = data.digit_tokens(0)
+    a = model.train_mlp(train, BASE, 8, 3, hidden=8, seed=5)
+    b = model.train_mlp(train, BASE, 8, 3, hidden=8, seed=5)
+    assert model.held_out(a, test[:20]) == model.held_out(b, test[:20])
+
+
+def test_variance_ratio_of_identical_draws_is_one():
+    x = np.random.default_rng(0).normal(size=(50, 4))
+    r = experiments.variance_ratio(x, x, seed=0)
+    assert r.estimate == pytest.approx(1.0)
+    assert r.low <= 1.0 <= r.high
+
+
+# --- data and profiles --------------------------------------------------------------------
+
+
+def test_text_round_trip_and_vocabulary_layout():
+    s = "Masked diffusion, 3 modalities!"
+    assert data.decode_text(data.encode_text(s)) == s
+    assert data.decode_text(data.encode_text("caf\u00e9\tx")) == "caf? x"
+    assert data.VOCAB == 95 + 17 + 32 + 4 and data.LENGTH == 80
+
+
+def test_synthetic_speech_depends_on_the_digit():
+    w = data.synth_speech(np.array([0, 9]), np.random.default_rng(0))
+    spec = np.abs(np.fft.rfft(w[:, :800], axis=1))
+    freqs = np.fft.rfftfreq(800, 1 / 8000)
+    peaks = freqs[spec.argmax(1)]
+    assert abs(peaks[0] - 300) < 40 and abs(peaks[1] - 1920) < 130
+
+
+def test_mixture_refuses_bad_ratios():
+    c = type("C", (), {"train": {m: torch.zeros(3, 80, dtype=torch.long) for m in data.MODALITIES}})
+    with pytest.raises(ValueError, match="ratio"):
+        data.mixture_batch(c, 4, (0.0, 0.0, 0.0), np.random.default_rng(0))
+    assert data.mixture_batch(c, 4, (0, 1, 0), np.random.default_rng(0)).shape == (4, 80)
 
 
 def test_profiles_resolve():
-    reduced = core.resolve_notebook(config.PROFILES, "first", "reduced")
-    assert core.resolve_notebook(config.PROFILES, "first", "reduced", n_repeats=7).n_repeats == 7
-    assert core.resolve_notebook(config.PROFILES, "first", "full").n > reduced.n
+    for name in config.PROFILES:
+        reduced = core.resolve_notebook(config.PROFILES, name, "reduced")
+        full = core.resolve_notebook(config.PROFILES, name, "full")
+        assert reduced != full
+    assert core.resolve_notebook(config.PROFILES, "batch", "reduced", n_seeds=5).n_seeds == 5
+    # every batch of the full sweep divides the budget into whole steps
+    for name in ("batch", "budget"):
+        cfg = core.resolve_notebook(config.PROFILES, name, "full")
+        for b in cfg.batches:
+            reparam.n_steps(cfg.base_steps * cfg.base_batch * 65, b, 65)

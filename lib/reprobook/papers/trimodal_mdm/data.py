@@ -35,7 +35,8 @@ MODALITIES = ("text", "image", "audio")
 
 
 def encode_text(s: str) -> np.ndarray:
-    """Characters as tokens 0..94 (printable ASCII 32..126); anything else becomes a space."""
+    """Characters as tokens 0..94 (printable ASCII 32..126); a non-ASCII character becomes
+    '?' and a control character (tab, newline) a space."""
     codes = np.frombuffer(s.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - 32
     codes[(codes < 0) | (codes >= N_TEXT)] = 0
     return codes
