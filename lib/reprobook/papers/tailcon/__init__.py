@@ -1,10 +1,12 @@
-"""TailCon: Memory Consolidation for Long-Tailed Recognition.
+"""TailCon: memory consolidation for long-tailed recognition (NeurIPS 2026; no arXiv id).
 
-Library of chapter 08 (notebooks/08_tailcon): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 08 (notebooks/08_tailcon): the long-tail data and profile (:mod:`.data`),
+the baselines' losses (:mod:`.losses`), TailCon's memory, retrieval and FOCUS consolidation as
+this chapter reconstructs them (:mod:`.memory`), the networks and LightningModules
+(:mod:`.models`), the erosion toy (:mod:`.toy`), the shared training runs
+(:mod:`.experiments`) and the notebooks' profiles (:mod:`.config`).
 """
 
-from . import config, method
-from .method import estimate
+from . import config, data, experiments, losses, memory, models, toy
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "data", "experiments", "losses", "memory", "models", "toy"]
