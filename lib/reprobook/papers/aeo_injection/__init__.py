@@ -1,10 +1,16 @@
-"""Asymmetric Entropic Optimization (AEO) against Instruction Injection.
+"""Asymmetric Entropic Optimization (AEO) against instruction injection: chapter 13
+(notebooks/13_aeo_injection).
 
-Library of chapter 13 (notebooks/13_aeo_injection): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Paper: "Asymmetric Entropic Optimization (AEO)" (no arXiv id; only its abstract was read, so the
+layer, the chaos scores, the asymmetric head and the correction are our reconstruction).
+
+Modules: :mod:`.language` (the instruction-hierarchy language and its checker), :mod:`.model`
+(a tiny GPT, batched greedy generation with hidden states and steering), :mod:`.detect` (PCA, the
+compliant Gaussian, chaos scores, the asymmetric head, baselines, AUROC and FPR95),
+:mod:`.correct` (gated steering), :mod:`.experiments` (what the notebooks share), :mod:`.full`
+(the paper-scale backbone and IHEval), :mod:`.config` (the profiles).
 """
 
-from . import config, method
-from .method import estimate
+from . import config, language
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["config", "language"]

@@ -1,0 +1,320 @@
+"""What the notebooks of chapter 13 share: the trained models (cached between notebooks), the
+prompt sets, the generations with their features, the fitted detectors and the interval
+statistics of C1-C3 (notebooks/13_aeo_injection).
+
+Paper: "Asymmetric Entropic Optimization (AEO)" (no arXiv id; abstract only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+from reprobook.core import Interval, checks
+
+from . import detect
+from . import language as lang
+from .correct import accuracy, gated_correction, steering_vector
+from .model import Generation, TinyGPT, compliance, generate, parameter_checksum, train_tiny_gpt
+
+SLUG = "aeo_injection"
+METHODS = (
+    "AEO head",
+    "KL cloud (a)",
+    "Mahalanobis (b)",
+    "probe (T1)",
+    "LDA (T1)",
+    "entropy",
+    "neg. max prob",
+)
+
+
+def model_key(cfg) -> dict:
+    return {f: getattr(cfg, f) for f in ("d", "layers", "heads", "lr", "train_steps", "batch_size")}
+
+
+def tiny_model(cfg, seed: int, profile: str) -> tuple[TinyGPT, bool]:
+    """The tiny GPT of ``seed``: loaded when an earlier notebook trained it, else trained."""
+    from reprobook.core import load_or_train
+
+    seed = checks.integer(seed, "seed", minimum=0)
+    model, loaded = load_or_train(
+        SLUG,
+        f"tiny-gpt-s{seed}",
+        profile=profile,
+        key={**model_key(cfg), "seed": seed},
+        build=lambda: TinyGPT(cfg.d, cfg.layers, cfg.heads, cfg.lr, cfg.train_steps),
+        train=lambda _m: train_tiny_gpt(cfg, seed),
+    )
+    return model.eval(), loaded
+
+
+def prompt_sets(cfg, seed: int) -> dict[str, lang.Prompts]:
+    """The detector pool (aligned + T1), validation (aligned + T1) and test (every family)."""
+    rng = np.random.default_rng([seed, 1313])
+    pool = lang.concat(
+        [
+            lang.make_prompts("aligned", cfg.n_pool_aligned, rng),
+            lang.make_prompts("T1", cfg.n_pool_t1, rng),
+        ]
+    )
+    half = cfg.n_val // 2
+    val = lang.concat(
+        [lang.make_prompts("aligned", half, rng), lang.make_prompts("T1", cfg.n_val - half, rng)]
+    )
+    test = [lang.make_prompts("aligned", cfg.n_test_aligned, rng)]
+    test += [lang.make_prompts(f, cfg.n_test_family, rng) for f in lang.FAMILIES[1:]]
+    return {"pool": pool, "val": val, "test": lang.concat(test)}
+
+
+@dataclass
+class Run:
+    """One model's generations on one prompt set, with its features."""
+
+    prompts: lang.Prompts
+    gen: Generation
+    ok: np.ndarray  # (n,) compliant
+    z: np.ndarray  # (n, layers + 1, d) states averaged over the window
+    cloud: np.ndarray  # (n, window, d) the window's states at the detection layer
+    entropy: np.ndarray  # (n,) mean softmax entropy over the window
+    neg_max_prob: np.ndarray  # (n,) minus the mean largest probability
+
+
+def detection_layer(cfg) -> int:
+    return cfg.layers if cfg.layer == 0 else cfg.layer
+
+
+def run_model(cfg, model, prompts: lang.Prompts) -> Run:
+    gen = generate(model, prompts)
+    w = cfg.window
+    st = gen.states[:, :, :w]
+    return Run(
+        prompts,
+        gen,
+        compliance(gen, prompts),
+        st.mean(2),
+        st[:, detection_layer(cfg)],
+        gen.entropy[:, :w].mean(1),
+        -gen.max_prob[:, :w].mean(1),
+    )
+
+
+@dataclass
+class Detectors:
+    tokens: detect.Gaussian  # compliant token states (score a)
+    means: detect.Gaussian  # compliant response means (score b; the others' features)
+    head: detect.AsymmetricHead
+    probe: object
+    lda: object
+
+
+def fit_detectors(cfg, pool: Run, seed: int) -> Detectors:
+    """Fit every detector on the pool: the one-class scores on its compliant responses only;
+    the head, the probe and LDA on the same compliant responses and T1 violations."""
+    ell, ok = detection_layer(cfg), pool.ok
+    if ok.all() or not ok.any():
+        raise RuntimeError("the pool holds one class only: no detector can be fitted")
+    w = pool.cloud.shape[1]
+    tokens = detect.fit_compliant(pool.cloud[ok].reshape(-1, pool.cloud.shape[2]), cfg.k, seed)
+    means = detect.fit_compliant(pool.z[ok, ell], cfg.k, seed)
+    zp = _standard(means, pool.z[:, ell])
+    head = detect.train_asymmetric_head(
+        zp[ok],
+        zp[~ok],
+        hidden=cfg.head_hidden,
+        out=cfg.head_out,
+        steps=cfg.head_steps,
+        lam=cfg.lam,
+        seed=seed,
+    )
+    del w
+    return Detectors(tokens, means, head, detect.logistic_probe(zp, ~ok, seed), detect.lda(zp, ~ok))
+
+
+def _standard(g: detect.Gaussian, X) -> np.ndarray:
+    """PCA coordinates whitened by the compliant Gaussian's diagonal."""
+    return (g.project(X) - g.mean) / np.sqrt(np.diag(g.cov))
+
+
+def scores(cfg, det: Detectors, r: Run) -> dict[str, np.ndarray]:
+    """Every method's violation score (higher: more likely a violation)."""
+    ell = detection_layer(cfg)
+    zs = _standard(det.means, r.z[:, ell])
+    return {
+        "AEO head": det.head.score(zs),
+        "KL cloud (a)": detect.token_cloud_kl(r.cloud, det.tokens),
+        "Mahalanobis (b)": detect.mahalanobis(det.means.project(r.z[:, ell]), det.means),
+        "probe (T1)": det.probe.decision_function(zs),
+        "LDA (T1)": det.lda.decision_function(zs),
+        "entropy": r.entropy,
+        "neg. max prob": r.neg_max_prob,
+    }
+
+
+def mean_pairwise(X) -> float:
+    return float(pdist(X).mean())
+
+
+def spread_log_ratios(runs: list[Run], layers, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot + 1, seeds, layers) log(spread of violating / spread of compliant) responses,
+    spread = mean pairwise distance of the window-averaged states, at equal sample sizes:
+    each draw resamples the violations and draws as many compliant responses. Row 0 uses the
+    violations as they are."""
+    rng = np.random.default_rng([seed, 7])
+    out = np.empty((n_boot + 1, len(runs), len(layers)))
+    for s, r in enumerate(runs):
+        bad, good = np.flatnonzero(~r.ok), np.flatnonzero(r.ok)
+        if bad.size < 3:
+            raise RuntimeError(f"model {s} made {bad.size} violations: too few for a spread")
+        for b in range(n_boot + 1):
+            vb = bad if b == 0 else rng.choice(bad, bad.size)
+            cb = rng.choice(good, bad.size, replace=good.size < bad.size)
+            for j, ell in enumerate(layers):
+                out[b, s, j] = np.log(mean_pairwise(r.z[vb, ell]) / mean_pairwise(r.z[cb, ell]))
+    return out
+
+
+def percentile_interval(draws, estimate: float, what: str) -> Interval:
+    lo, hi = np.percentile(np.asarray(draws), [2.5, 97.5])
+    return Interval(float(estimate), float(lo), float(hi), what, int(np.asarray(draws).size))
+
+
+def stratified(rng, y) -> np.ndarray:
+    """A bootstrap resample of indices that keeps each class's count."""
+    y = np.asarray(y, dtype=bool)
+    return np.concatenate([rng.choice(np.flatnonzero(y == c), (y == c).sum()) for c in (0, 1)])
+
+
+def auroc_drop_draws(per_seed, method_a: str, method_b: str, n_boot: int, seed: int):
+    """Bootstrap draws (row 0: no resampling) of [drop of b] - [drop of a], drop = AUROC on the
+    seen family minus AUROC on the unseen ones, averaged over model seeds. ``per_seed`` holds,
+    for each model, (scores on T1, labels on T1, scores on T2-T6, labels on T2-T6)."""
+    rng = np.random.default_rng([seed, 11])
+    draws = np.zeros(n_boot + 1)
+    for s_seen, y_seen, s_un, y_un in per_seed:
+        for b in range(n_boot + 1):
+            i = np.arange(y_seen.size) if b == 0 else stratified(rng, y_seen)
+            j = np.arange(y_un.size) if b == 0 else stratified(rng, y_un)
+            drop = {
+                m: detect.auroc(y_seen[i], s_seen[m][i]) - detect.auroc(y_un[j], s_un[m][j])
+                for m in (method_a, method_b)
+            }
+            draws[b] += (drop[method_b] - drop[method_a]) / len(per_seed)
+    return draws
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    model: TinyGPT
+    runs: dict[str, Run]  # "pool", "val", "test"
+    det: Detectors
+    test_scores: dict[str, np.ndarray]
+    checksum: str  # of the model's parameters when it was loaded, before anything ran
+
+
+def prepare(cfg, seed: int, profile: str) -> list[SeedResult]:
+    """For each model seed: the model, its generations on every prompt set, the detectors
+    fitted on its pool and every method's scores on its test prompts."""
+    sets = prompt_sets(cfg, seed)
+    out = []
+    for s in range(seed, seed + cfg.n_model_seeds):
+        model, _ = tiny_model(cfg, s, profile)
+        checksum = parameter_checksum(model)
+        runs = {name: run_model(cfg, model, p) for name, p in sets.items()}
+        det = fit_detectors(cfg, runs["pool"], s)
+        out.append(SeedResult(s, model, runs, det, scores(cfg, det, runs["test"]), checksum))
+    return out
+
+
+def detection_table(results: list[SeedResult], families) -> dict[str, dict[str, float]]:
+    """Per method: AUROC and FPR95 (both conventions) on the test prompts of ``families``,
+    averaged over model seeds; plus a response-length score as a control."""
+    rows: dict[str, dict[str, list]] = {}
+    for r in results:
+        t = r.runs["test"]
+        sel = np.isin(t.prompts.family, families)
+        y = ~t.ok[sel]
+        length = np.array([lang.response_of(g).size for g in t.gen.tokens])
+        all_scores = {**r.test_scores, "length (control)": -length}
+        for m, s in all_scores.items():
+            row = rows.setdefault(m, {"AUROC": [], "FPR95 (viol. +)": [], "FPR95 (compl. +)": []})
+            row["AUROC"].append(detect.auroc(y, s[sel]))
+            row["FPR95 (viol. +)"].append(detect.fpr95(y, s[sel], "violation"))
+            row["FPR95 (compl. +)"].append(detect.fpr95(y, s[sel], "compliant"))
+    return {m: {k: float(np.mean(v)) for k, v in row.items()} for m, row in rows.items()}
+
+
+def seen_unseen(results: list[SeedResult]):
+    """Per model: (scores on T1, violation labels on T1, scores on T2-T6, labels there)."""
+    out = []
+    for r in results:
+        t = r.runs["test"]
+        seen, un = t.prompts.family == "T1", np.isin(t.prompts.family, lang.UNSEEN)
+        out.append(
+            (
+                {m: s[seen] for m, s in r.test_scores.items()},
+                ~t.ok[seen],
+                {m: s[un] for m, s in r.test_scores.items()},
+                ~t.ok[un],
+            )
+        )
+    return out
+
+
+GATE = "AEO head"  # the score that gates the correction
+
+
+def correction_runs(cfg, r: SeedResult, taus=(0.5, 0.8, 0.9, 0.95, 0.99, 0.999)) -> dict:
+    """One model's final-answer correctness (bool per test prompt) for the base model, gated
+    correction, correction on every prompt and an oracle gate (the true violations), with alpha
+    chosen on the validation prompts; and the gated accuracy for each quantile in ``taus``."""
+    ell = detection_layer(cfg)
+    pool, val, test = r.runs["pool"], r.runs["val"], r.runs["test"]
+    v = steering_vector(pool.z[:, ell], pool.ok)
+    tau = float(np.quantile(scores(cfg, r.det, pool)[GATE][pool.ok], cfg.tau_quantile))
+    val_score = scores(cfg, r.det, val)[GATE]
+
+    def fix(run, score, t, alpha):
+        return accuracy(
+            gated_correction(r.model, run.prompts, run.gen, score, t, v, alpha, ell), run.prompts
+        )
+
+    val_acc = {a: fix(val, val_score, tau, a).mean() for a in cfg.alphas}
+    alpha = max(cfg.alphas, key=lambda a: (val_acc[a], -a))
+    s = r.test_scores[GATE]
+    out = {
+        "base": test.ok,
+        "gated": fix(test, s, tau, alpha),
+        "always": fix(test, s, float(s.min()) - 1.0, alpha),
+        "oracle": fix(test, (~test.ok).astype(float), 0.5, alpha),
+    }
+    pool_c = scores(cfg, r.det, pool)[GATE][pool.ok]
+    sweep = {q: fix(test, s, float(np.quantile(pool_c, q)), alpha) for q in taus}
+    return {
+        "acc": out,
+        "alpha": alpha,
+        "tau": tau,
+        "val_acc": val_acc,
+        "sweep": sweep,
+        "flagged": float((s > tau).mean()),
+    }
+
+
+def c3_draws(per_seed: list[dict], aligned, n_boot: int, seed: int) -> np.ndarray:
+    """Paired bootstrap draws (row 0: no resampling) of min(overall gain of gated over base,
+    aligned change + 0.01), each averaged over the models; the same test prompts are
+    resampled for every model."""
+    aligned = np.asarray(aligned, dtype=bool)
+    base = np.array([p["acc"]["base"] for p in per_seed], dtype=float)
+    gated = np.array([p["acc"]["gated"] for p in per_seed], dtype=float)
+    n = base.shape[1]
+    rng = np.random.default_rng([seed, 17])
+    draws = np.empty(n_boot + 1)
+    for b in range(n_boot + 1):
+        i = np.arange(n) if b == 0 else rng.integers(0, n, n)
+        d, a = (gated - base)[:, i], aligned[i]
+        draws[b] = min(d.mean(), d[:, a].mean() + 0.01)
+    return draws
