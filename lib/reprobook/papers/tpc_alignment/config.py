@@ -191,11 +191,12 @@ _FULL_TRAINING = dict(
 # Cost of each notebook at the reduced sizes (one torch thread, the chapter's notebooks in order so
 # that each loads the checkpoints of the earlier ones). On one idle core a pretraining run takes
 # about 5 s, a fine-tuning run about 4.5 s and an adversarial one about 11 s: diagnostic three
-# pretrainings and about 10 s of theory checks; core_residual ten fine-tuning runs (CLIP-FT and
-# TPC on three replicates, the ablations on one); calibration about 15 s for its wrong-details
-# probe; robustness two adversarial runs and 16 attacks on 500 images (about 10 s). Timed by a
-# `reprobook run` of the whole chapter from no checkpoints, with the two cores shared by other
-# work (load average about 3): 61 s, 82 s, 39 s and 71 s.
+# pretrainings and about 10 s of theory checks; core_residual nine fine-tuning runs (CLIP-FT, TPC
+# and TPC without the agreement term on three replicates); calibration only scoring; robustness
+# two adversarial runs and 16 attacks on 500 images (about 10 s); ablations nine fine-tuning runs
+# (three ablations on three replicates); worlds three pretrainings and six fine-tuning runs (the
+# all-true world), about 40-55 s each with the kernel start. The full sweep of four worlds does not
+# fit a reduced notebook, so the reduced profile sweeps two.
 PROFILES: dict[str, dict[str, Any]] = {
     "diagnostic": {
         "reduced": DiagnosticConfig(),
@@ -230,8 +231,8 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
-# full, an estimate (the full profile has not been run): a ViT on 64x64 images and the attacks:
-# about 1-2 GPU hours by our estimate.
+# full, an estimate (the full profile has not been run): a ViT on 64x64 images, the attacks, the
+# ablations and the sweep of four worlds: about 2 GPU hours by our estimate (hours=2.0).
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.15),
     "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=2.0),
