@@ -213,3 +213,17 @@ def test_profiles_resolve():
     assert core.resolve_notebook(config.PROFILES, "baselines", "reduced", n_seeds=7).n_seeds == 7
     with pytest.raises(ValueError):
         core.resolve_notebook(config.PROFILES, "baselines", "reduced", nonsense=1)
+
+
+def test_cifar_lt_without_the_data_says_what_to_do(monkeypatch):
+    import sys
+    import types
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=offline))
+    with pytest.raises(data.DataUnavailable, match="uoft-cs/cifar100"):
+        data.cifar_lt("cifar100")
+    with pytest.raises(ValueError, match="name"):
+        data.cifar_lt("cifar11")
