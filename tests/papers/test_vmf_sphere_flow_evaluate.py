@@ -874,6 +874,7 @@ NOTEBOOKS = {
     "three_paths": config.PathsConfig,
     "time_conditioning": config.TimeConfig,
     "shidoku_puzzles": config.PuzzleConfig,
+    "sudoku_9x9": config.SudokuConfig,
 }
 
 

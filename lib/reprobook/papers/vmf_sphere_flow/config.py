@@ -36,6 +36,7 @@ __all__ = [
     "PathsConfig",
     "TimeConfig",
     "PuzzleConfig",
+    "SudokuConfig",
     "PROFILES",
 ]
 
@@ -101,6 +102,7 @@ class Net:
     train_steps: int = 1000
     n_train: int = 50_000  # training sequences drawn once from the chain
     data_seed: int = 1  # seeds the training sequences
+    warp: bool = False  # draw training levels through the learned warp (eq. vmf-warp)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class LearnConfig:
 
     language: Language = Language()
     net: Net = Net()
-    eval_at: tuple[int, ...] = (250, 500, 750, 1000)  # training steps at which it is scored
+    eval_at: tuple[int, ...] = (500, 1000)  # training steps at which it is scored
     n_eval: int = 500  # sequences per evaluation
     eval_kappas: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)  # test CE against kappa
     sample_steps: int = 32  # ODE steps for the learned-versus-oracle samples
@@ -129,7 +131,8 @@ class PathsConfig:
     net: Net = Net()
     n_eval: int = 500
     steps: tuple[int, ...] = (8, 32)  # Euler steps per sampler; NFE = steps + 1 on every path
-    sample_seeds: int = 3
+    pc: tuple[int, int] = (16, 1)  # every path's PC setting at 33 NFE (correctors on all paths)
+    sample_seeds: int = 2
     train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (offsets of the seed)
 
 
@@ -160,8 +163,24 @@ class PuzzleConfig:
     steps: int = 32  # Euler steps of the ODE samplers: 33 NFE with the read-out
     pc: tuple[tuple[int, int], ...] = ((16, 1), (8, 3))  # vMF PC settings at the same NFE
     eps0: float = 0.01
-    sample_seeds: int = 3  # sampling seeds per puzzle and method (averaged per puzzle)
+    sample_seeds: int = 1  # sampling seeds per puzzle and method (averaged per puzzle)
     train_seeds: tuple[int, ...] = (0,)  # network initialisations per path (seed offsets)
+
+
+@dataclass(frozen=True)
+class SudokuConfig:
+    """C8: clue-conditioned 9x9 Sudoku puzzles with unique solutions, three paths with PC."""
+
+    net: Net = Net(width=64, depth=2, heads=4, train_steps=300, n_train=2000)
+    kappa_max: float = 50.0  # one-hot d = V = 10 (blank + 9 digits), the code's Sudoku default
+    clues: int = 30  # clues kept per test puzzle (fewer only where uniqueness allows)
+    train_blanks: tuple[int, int] = (30, 55)  # blanks of a training puzzle (no uniqueness check)
+    n_test: int = 24  # test puzzles, each with a unique solution (checked by the solver)
+    steps: int = 32
+    pc: tuple[tuple[int, int], ...] = ((16, 1), (8, 3))
+    eps0: float = 0.01
+    paths: tuple[str, ...] = ("vmf",)  # paths trained (all three at the full profile)
+    train_seeds: tuple[int, ...] = (0,)
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
@@ -254,6 +273,25 @@ PROFILES: dict[str, dict[str, Any]] = {
             copies=400,
             n_eval=2000,
             sample_seeds=5,
+            train_seeds=_FULL_SEEDS,
+        ),
+    },
+    "sudoku_9x9": {
+        "reduced": SudokuConfig(),
+        "full": SudokuConfig(
+            net=Net(
+                width=256,
+                depth=6,
+                heads=8,
+                lr=3e-4,
+                warmup_steps=1000,
+                batch_size=512,
+                train_steps=20_000,
+                n_train=200_000,
+            ),
+            clues=25,
+            n_test=2000,
+            paths=("vmf", "geodesic", "euclidean"),
             train_seeds=_FULL_SEEDS,
         ),
     },

@@ -136,13 +136,16 @@ def generate(
     """Run one of the chapter's samplers with a fresh ``torch.Generator`` seeded by ``seed``.
 
     sampler: "ode", "pc" (``correctors`` per predictor step), "sde" (``sigma2``) on the vMF path,
-    which need ``kappa_max`` and ``psi``; "geodesic" or "euclidean" for the baselines.
+    which need ``kappa_max`` and ``psi``; "geodesic" or "euclidean" for the baselines, with
+    ``correctors`` per predictor step when given (then ``kappa_max`` is the vMF path's, which
+    sets the baselines' corrector step relative to the vMF one).
     """
     checks.choice(sampler, "sampler", SAMPLERS)
     g = torch.Generator(device=W.device).manual_seed(int(seed))
     if sampler in ("geodesic", "euclidean"):
         fn = samplers.sample_geodesic if sampler == "geodesic" else samplers.sample_euclidean
-        return fn(posterior, W, L, batch, steps, generator=g, forbid=forbid)
+        pc = {"correctors": correctors, "eps0": eps0, "kappa_ref": kappa_max} if correctors else {}
+        return fn(posterior, W, L, batch, steps, generator=g, forbid=forbid, **pc)
     if kappa_max is None or psi is None:
         raise ValueError(f"the {sampler!r} sampler runs on the vMF path: pass kappa_max and psi")
     if sampler == "ode" or (sampler == "pc" and correctors == 0):

@@ -106,10 +106,12 @@ def language_network(
             path=path,
             warmup_steps=net.warmup_steps,
             total_steps=net.train_steps,
+            warp=net.warp,
             seed=seed,
         )
 
-    name = f"language-{path}{'-tc' if time_conditioned else ''}-s{int(seed)}"
+    tags = ("-tc" if time_conditioned else "") + ("-warp" if net.warp else "")
+    name = f"language-{path}{tags}-s{int(seed)}"
     if always_train:
         trained = fit()
         load_or_train(
@@ -156,6 +158,7 @@ def train_network(
         time_conditioned=time_conditioned,
         clues=clues,
         n_clue_tokens=n_clue_tokens,
+        warp=net.warp,
         seed=seed,
         callbacks=callbacks,
     )

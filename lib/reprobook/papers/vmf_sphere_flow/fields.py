@@ -38,6 +38,7 @@ never reaches (..., L, V, d).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -54,6 +55,8 @@ __all__ = [
     "geodesic_velocity",
     "euclidean_velocity",
     "T_CAP",
+    "geodesic_score",
+    "euclidean_score",
 ]
 
 PsiFn = Callable[[torch.Tensor, float], torch.Tensor]  # psi(s (..., L, V), kappa) -> (..., L, V)
@@ -246,3 +249,44 @@ def euclidean_velocity(
     post, W = _check_state(x, post, W, name="x")
     t = _time(t, t_cap)
     return (post @ W.T - x) / (1.0 - t)
+
+
+def geodesic_score(
+    h: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP
+) -> torch.Tensor:
+    """Marginal score of the SLERP path, from the geodesic line of eq. `vmf-emission` (our
+    derivation, eq. `vmf-baseline-scores` of notebooks/16_vmf_sphere_flow/index.md):
+
+        grad log p(h | k) = -(d - 2) [cot(alpha_k / (1 - t)) / (1 - t) - cot alpha_k]
+                            P_h w_k / sin alpha_k,
+
+    summed over k with the posterior weights. alpha_k / (1 - t) is clamped below pi - 1e-3 (a
+    token out of reach has posterior 0 under the exact posterior; a learned one may not) and
+    the bracket over sin alpha_k uses its series (1 - (1 - t)^-2) / 3 near alpha_k = 0.
+    """
+    post, W = _check_state(h, post, W)
+    t = _time(t, t_cap)
+    d = W.shape[0]
+    s = (h @ W).clamp(-1.0, 1.0)
+    sin = torch.sqrt((1.0 - s * s).clamp_min(0.0))
+    alpha = torch.atan2(sin, s)
+    a = 1.0 - t
+    x = (alpha / a).clamp(max=math.pi - 1e-3)
+    small = alpha < 1e-3
+    safe = torch.where(small, torch.ones_like(alpha), alpha)
+    xs = torch.where(small, torch.ones_like(x), x)
+    bracket = 1.0 / torch.tan(xs) / a - 1.0 / torch.tan(safe)
+    series = torch.full_like(alpha, (1.0 - a**-2) / 3.0)
+    ratio = torch.where(small, series, bracket / torch.sin(safe))
+    return _weighted_tangent_sum(h, -(d - 2) * post * ratio, W)
+
+
+def euclidean_score(
+    x: torch.Tensor, post: torch.Tensor, W: torch.Tensor, t, *, t_cap: float = T_CAP
+) -> torch.Tensor:
+    """Marginal score of the linear-interpolation path, x = (1 - t) z + t w, z ~ N(0, I):
+    s^l(x, t) = (t sum_k p(x^l=k|x) w_k - x^l) / (1 - t)^2 (eq. `vmf-baseline-scores` of
+    notebooks/16_vmf_sphere_flow/index.md); t capped at t_cap as for the velocity."""
+    post, W = _check_state(x, post, W, name="x")
+    t = _time(t, t_cap)
+    return (t * (post @ W.T) - x) / (1.0 - t) ** 2

@@ -34,6 +34,7 @@ from torch import nn
 from reprobook.core import checks
 
 from .paths import check_path, noisy_states, sample_levels
+from .warp import NoiseWarp
 
 __all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior", "train_posterior"]
 
@@ -58,6 +59,7 @@ class PosteriorTransformer(pl.LightningModule):
         path: str = "vmf",
         warmup_steps: int = 0,
         total_steps: int | None = None,
+        warp: bool = False,
         seed: int = 0,
     ):
         super().__init__()
@@ -104,6 +106,8 @@ class PosteriorTransformer(pl.LightningModule):
             self.norm = nn.LayerNorm(width)
             self.head = nn.Linear(width, V)
         self.log_temperature = nn.Parameter(torch.zeros(()))
+        # the learned noise-level warp of the loss (eq. vmf-warp), off by default
+        self.warp = NoiseWarp() if checks.boolean(warp, "warp") else None
 
     def forward(
         self,
@@ -127,14 +131,24 @@ class PosteriorTransformer(pl.LightningModule):
             z = z + self.time(torch.log1p(k))[:, None, :]
         return self.head(self.norm(self.encoder(z))) / self.log_temperature.exp()
 
+    def _level_max(self) -> float:
+        return self.kappa_max if self.path == "vmf" else 1.0
+
     def noisy_batch(self, tokens: torch.Tensor, generator: torch.Generator | None = None):
-        """(h, level) for clean ``tokens`` (B, L) on the network's path (:mod:`.paths`): for the
-        vMF path kappa ~ U(0, kappa_max) per sequence and h^l ~ vMF(w_{x^l}, kappa)
-        (eq. `vmf-density`); for the geodesic and Euclidean baselines t ~ U(0, 1)."""
-        level = sample_levels(tokens.shape[0], self.path, self.kappa_max, generator)
+        """(h, level, weight) for clean ``tokens`` (B, L) on the network's path (:mod:`.paths`):
+        for the vMF path kappa ~ U(0, kappa_max) per sequence and h^l ~ vMF(w_{x^l}, kappa)
+        (eq. `vmf-density`); for the geodesic and Euclidean baselines t ~ U(0, 1). With the warp
+        on, the levels are drawn through it instead and ``weight`` holds their importance weights
+        (eq. `vmf-warp`); otherwise the weights are 1."""
+        if self.warp is None:
+            level = sample_levels(tokens.shape[0], self.path, self.kappa_max, generator)
+            weight = torch.ones_like(level)
+        else:
+            u, weight = self.warp.draw(tokens.shape[0], generator)
+            level = u * self._level_max()
         mean = self.W.T[tokens].to(torch.float64)  # (B, L, d)
         h = noisy_states(mean, level, self.path, generator).to(torch.float32)
-        return h, level
+        return h, level, weight
 
     def loss(
         self,
@@ -143,10 +157,19 @@ class PosteriorTransformer(pl.LightningModule):
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """(CE) on one batch of clean tokens (B, L): a Monte Carlo estimate of eq. `vmf-ce` of
-        notebooks/16_vmf_sphere_flow/index.md."""
-        h, kappa = self.noisy_batch(tokens, generator)
-        logits = self(h, kappa, clues)
-        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens.reshape(-1))
+        notebooks/16_vmf_sphere_flow/index.md; with the warp, each sequence's cross-entropy is
+        importance-weighted and then folded into the warp's running curve (eq. `vmf-warp`)."""
+        h, level, weight = self.noisy_batch(tokens, generator)
+        logits = self(h, level, clues)
+        if self.warp is None:
+            return nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), tokens.reshape(-1)
+            )
+        ce = nn.functional.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
+        per_seq = ce.mean(dim=1)  # (B,) cross-entropy per token of each sequence
+        if self.training:
+            self.warp.update(level / self._level_max(), per_seq.detach())
+        return (weight.to(per_seq) * per_seq).mean()
 
     def training_step(self, batch, batch_idx):
         tokens, clues = batch if isinstance(batch, (list, tuple)) else (batch, None)
@@ -254,6 +277,7 @@ def train_posterior(
     time_conditioned: bool = False,
     clues: np.ndarray | None = None,
     n_clue_tokens: int | None = None,
+    warp: bool = False,
     seed: int = 0,
     callbacks=(),
 ) -> PosteriorTransformer:
@@ -279,6 +303,7 @@ def train_posterior(
         path=path,
         warmup_steps=warmup_steps,
         total_steps=train_steps,
+        warp=warp,
         seed=seed,
     )
     torch.manual_seed(seed)  # the noise draws of noisy_batch use the global generator

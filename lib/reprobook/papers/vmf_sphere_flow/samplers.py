@@ -47,10 +47,13 @@ import torch
 from reprobook.core import checks
 
 from .fields import (
+    T_CAP,
     PsiFn,
     _check_embeddings,
     _scalar,
+    euclidean_score,
     euclidean_velocity,
+    geodesic_score,
     geodesic_velocity,
     marginal_score,
     marginal_velocity,
@@ -389,6 +392,26 @@ def sample_sde(
 # --- baselines ------------------------------------------------------------------------------------
 
 
+def _baseline_eps(i: int, steps: int, eps0: float, kappa_ref: float, var: float) -> float:
+    """The baselines' corrector step after predictor step i: the same step, relative to the
+    conditional noise variance ``var`` of the path at the new level, as the vMF corrector takes
+    (eps0 (1 - i/S)^2 against a variance of about 1/kappa at kappa = kappa_ref (i + 1)/S), i.e.
+    eps = eps0 (1 - i/S)^2 kappa_ref (i + 1)/S var (eq. `vmf-baseline-scores`; our choice)."""
+    return eps0 * (1.0 - i / steps) ** 2 * kappa_ref * (i + 1) / steps * var
+
+
+def _check_baseline_pc(correctors, eps0, kappa_ref) -> tuple[int, float, float]:
+    correctors = checks.integer(correctors, "correctors", minimum=0)
+    eps0 = _scalar("eps0", eps0, nonneg=True)
+    if correctors and kappa_ref is None:
+        raise checks.InputError(
+            "a baseline with correctors needs kappa_ref (the vMF path's kappa_max), which sets "
+            "its corrector step relative to the vMF one"
+        )
+    kappa_ref = 0.0 if kappa_ref is None else _scalar("kappa_ref", kappa_ref, nonneg=True)
+    return correctors, eps0, kappa_ref
+
+
 def sample_geodesic(
     posterior: Posterior,
     W: torch.Tensor,
@@ -396,6 +419,9 @@ def sample_geodesic(
     batch: int,
     steps: int,
     *,
+    correctors: int = 0,
+    eps0: float = 0.01,
+    kappa_ref: float | None = None,
     generator: torch.Generator | None = None,
     retraction: str = "exp",
     forbid: int | Iterable[int] | None = None,
@@ -403,9 +429,13 @@ def sample_geodesic(
     """Riemannian flow matching on the SLERP path: uniform start, Euler steps in t from 0 to 1
     with the geodesic velocity of eq. `vmf-baselines` at the left end t_i = i / S, a retraction
     after each ("exp" by default, the path's own geometry), argmax read-out of posterior(h, 1.0).
-    NFE = steps + 1."""
+    With ``correctors`` > 0, after each predictor step that many Langevin steps at the new t
+    with the path's marginal score (eq. `vmf-baseline-scores`), h <- Retr(h + eps s + sqrt(2 eps)
+    P_h xi), eps from :func:`_baseline_eps` with the variance (1 - t)^2 / (d - 2).
+    NFE = count_nfe(steps, correctors)."""
     L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
     checks.choice(retraction, "retraction", RETRACTIONS)
+    correctors, eps0, kappa_ref = _check_baseline_pc(correctors, eps0, kappa_ref)
     d, V = W.shape
     net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
     h = _uniform_sphere((batch, L), d, generator=generator, dtype=W.dtype, device=W.device)
@@ -413,6 +443,12 @@ def sample_geodesic(
     for i in range(steps):
         t = i / steps
         h = _retract(h, dt * geodesic_velocity(h, net(h, t), W, t), retraction)
+        t_new = min((i + 1) / steps, T_CAP)
+        var = (1.0 - t_new) ** 2 / max(d - 2, 1)
+        eps = _baseline_eps(i, steps, eps0, kappa_ref, var)
+        for _ in range(correctors):
+            score = geodesic_score(h, net(h, t_new), W, t_new)
+            h = _retract(h, eps * score + math.sqrt(2.0 * eps) * _noise(h, generator), retraction)
     tokens = _readout(net(h, 1.0), banned)
     return Samples(tokens, net.nfe, h)
 
@@ -424,14 +460,21 @@ def sample_euclidean(
     batch: int,
     steps: int,
     *,
+    correctors: int = 0,
+    eps0: float = 0.01,
+    kappa_ref: float | None = None,
     generator: torch.Generator | None = None,
     forbid: int | Iterable[int] | None = None,
 ) -> Samples:
     """Linear-interpolation flow matching in R^d: x_0 ~ N(0, I_d) per position, Euler steps in t
     from 0 to 1 with (E[w | x] - x) / (1 - t) (eq. `vmf-baselines`; t capped at 1 - 1e-3),
     argmax read-out of posterior(x, 1.0). With steps <= 1000 the last Euler step lands exactly
-    on E[w | x]. NFE = steps + 1."""
+    on E[w | x]. With ``correctors`` > 0, after each predictor step that many Langevin steps at
+    the new t with the closed-form score (eq. `vmf-baseline-scores`), x <- x + eps s +
+    sqrt(2 eps) xi, eps from :func:`_baseline_eps` with the variance (1 - t)^2.
+    NFE = count_nfe(steps, correctors)."""
     L, batch, steps, banned = _check_common(W, L, batch, steps, generator, forbid)
+    correctors, eps0, kappa_ref = _check_baseline_pc(correctors, eps0, kappa_ref)
     d, V = W.shape
     net = _Counted(posterior, (batch, L, V), W.dtype, W.device)
     x = torch.randn(batch, L, d, generator=generator, dtype=W.dtype, device=W.device)
@@ -439,5 +482,11 @@ def sample_euclidean(
     for i in range(steps):
         t = i / steps
         x = x + dt * euclidean_velocity(x, net(x, t), W, t)
+        t_new = min((i + 1) / steps, T_CAP)
+        eps = _baseline_eps(i, steps, eps0, kappa_ref, (1.0 - t_new) ** 2)
+        for _ in range(correctors):
+            score = euclidean_score(x, net(x, t_new), W, t_new)
+            xi = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+            x = x + eps * score + math.sqrt(2.0 * eps) * xi
     tokens = _readout(net(x, 1.0), banned)
     return Samples(tokens, net.nfe, x)
