@@ -1,10 +1,13 @@
-"""TSQAgent: Rating Time Series Data Quality via Dedicated Agentic Reasoning.
+"""TSQAgent: Rating Time Series Data Quality via Dedicated Agentic Reasoning (arXiv 2606.03629).
 
-Library of chapter 12 (notebooks/12_tsqbench): replace the example estimator
-(:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
+Library of chapter 12 (notebooks/12_tsqbench): :mod:`.bench` (TSQBench-lite, the pair
+generator and the no-tool view), :mod:`.tools` (the Inspector's analysis tools, cached per
+series), :mod:`.agent` (the no-tool judge, the Inspector's rules, the Adjudicator, the
+Perceiver's rewards and GRPO), :mod:`.rating` (soft labels, the Bradley-Terry rater, CBF, CO2
+and data selection), :mod:`.experiments` (the notebooks' steps), :mod:`.full` (the LLM roles of
+the full profile) and :mod:`.config` (the profiles).
 """
 
-from . import config, method
-from .method import estimate
+from . import agent, bench, config, experiments, rating, tools
 
-__all__ = ["config", "method", "estimate"]
+__all__ = ["agent", "bench", "config", "experiments", "rating", "tools"]

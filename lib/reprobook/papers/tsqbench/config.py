@@ -1,30 +1,166 @@
-"""Profiles of the notebooks of chapter 12: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+"""Profiles of the notebooks of chapter 12 (TSQBench and TSQAgent): one frozen dataclass per
+notebook, with a ``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full``
+one (the paper's scale on one GPU). Notebooks call
+``core.resolve_notebook(config.PROFILES, "bench", profile, ...)``.
+
+Notebooks: ``bench`` (C1), ``perceiver`` (C2), ``agent`` (C3), ``selection`` (C4). Every claim
+is decided over the three seeds ``seed, seed + 1, seed + 2``; the seed is a notebook parameter.
+
+Where the released code and its design notes disagree, the option is a field and its default is
+named: ``reward`` ("precision", the released training code; "f1", the design document),
+``n_dims`` ("code": 1-5 dimensions; "design": 0-5), ``p_heavy`` (0.5, the design; the released
+generator uses 0.8), ``group`` (8, the reproduction notes; the design: 4), ``changepoint``
+("binseg"; the released tool: "pelt") and ``detrend`` ("centered"; the released tools:
+"trailing").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reprobook.core.resources import Resources
 
+__all__ = [
+    "BenchConfig",
+    "PerceiverConfig",
+    "AgentConfig",
+    "SelectionConfig",
+    "PROFILES",
+    "RESOURCES",
+    "FULL_MODEL",
+]
+
+FULL_MODEL = "Qwen/Qwen3-4B"  # the paper's base model (full profile only)
+
 
 @dataclass(frozen=True)
-class FirstConfig:
-    """C1 (example): the estimator's error over repeated samples."""
+class BenchConfig:
+    """C1: TSQBench-lite's per-dimension comparisons, the judge against the Inspector."""
 
-    n: int = 100  # draws per sample
-    n_repeats: int = 200  # repeated samples
-    true_mean: float = 1.0  # the mean the draws come from
+    n_seeds: int = 3  # seeds seed .. seed + n_seeds - 1 (C1's units)
+    n_judge_train: int = 1500  # training pairs of the no-tool judge per seed
+    n_test: int = 200  # test pairs per seed (three seeds: 600)
+    cal_grid: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 1.0)  # strengths swept
+    cal_pairs: int = 20  # single-defect pairs per (method, strength); paper: 30
+    cal_target: float = 0.85  # the 85% rule: judge accuracy that makes a defect heavy
+    p_heavy: float = 0.5  # share of heavy defects (design; released code: 0.8)
+    n_dims: str = "code"  # dimensions per pair: "code" (1-5) or "design" (0-5)
+    changepoint: str = "binseg"  # ruptures search: "binseg" or "pelt" (released)
+    detrend: str = "centered"  # moving averages: "centered" or "trailing" (released)
+    llm_judge: bool = False  # full: ask the real LLM without tools (needs transformers)
 
 
-PROFILES = {
-    "first": {"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)},
+@dataclass(frozen=True)
+class PerceiverConfig:
+    """C2: the Perceiver's dimension selection, trained by GRPO."""
+
+    n_seeds: int = 3  # seeds (C2's units)
+    n_train: int = 2000  # Perceiver training pairs (TSQBench-lite's training split)
+    n_test: int = 600  # test pairs
+    hidden: int = 64  # MLP width (2 hidden layers)
+    updates: int = 300  # GRPO updates
+    prompts: int = 16  # training pairs per update
+    group: int = 8  # answers sampled per pair (reproduction notes: 8; design: 4)
+    beta: float = 0.04  # KL penalty to the initial policy
+    lr: float = 3e-3  # Adam step (the LoRA run: 5e-5)
+    supervised_epochs: int = 300  # full-batch BCE epochs of the supervised reference
+    reward: str = "precision"  # the reward that decides C2: "precision" or "f1"
+    n_dims: str = "code"  # dimensions per pair: "code" (1-5) or "design" (0-5)
+    llm_policy: bool = False  # full: GRPO on Qwen3-4B with trl and a LoRA (peft)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """C3: the whole agent with and without tools."""
+
+    n_seeds: int = 3  # seeds (C3's units)
+    n_judge_train: int = 1500  # judge training pairs per seed
+    n_policy_train: int = 2000  # Perceiver training pairs per seed
+    n_test: int = 200  # test pairs per seed
+    epsilon: float = 0.02  # margin under which the Adjudicator rechecks a dimension
+    hidden: int = 64  # Perceiver width
+    updates: int = 300  # Perceiver GRPO updates
+    reward: str = "precision"  # Perceiver reward
+    changepoint: str = "binseg"  # ruptures search
+    detrend: str = "centered"  # moving averages
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """C4: the Bradley-Terry rater and top-50% data selection on CBF and CO2."""
+
+    n_seeds: int = 3  # seeds (C4's units)
+    defect_share: float = 0.4  # share of each training pool that receives defects
+    n_pairs: int = 300  # agent-annotated pairs per pool (paper: 500)
+    keep_confidence: float = 0.5  # the filter |2p - 1| >= this
+    rater_hidden: int = 64  # rater MLP width
+    rater_epochs: int = 100  # full-batch Adam epochs of the rater
+    cbf_pool: int = 300  # CBF training series
+    cbf_test: int = 300  # CBF test series (clean)
+    cbf_length: int = 128  # CBF series length
+    cnn_channels: int = 16  # channels of the 1-D CNN
+    cnn_epochs: int = 15  # CNN epochs
+    co2_block: int = 128  # CO2 block length (96 input + 32 ahead)
+    co2_stride: int = 32  # CO2 block stride
+    seq_len: int = 96  # forecaster input
+    pred_len: int = 32  # forecaster horizon
+    ridge_alpha: float = 1.0  # ridge penalty of the linear forecaster
+    keep: float = 0.5  # share selected
+    changepoint: str = "binseg"  # ruptures search
+    detrend: str = "centered"  # moving averages
+
+
+# Measured while writing the chapter (2 shared cores, other jobs running): a pair generates in
+# about 1 ms, its no-tool features take under 1 ms, the tools take 6 to 25 ms per series
+# (ruptures' Binseg about 1 ms against PELT's 9 ms), one GRPO update about 10 ms.
+PROFILES: dict[str, dict[str, Any]] = {
+    "bench": {
+        "reduced": BenchConfig(),
+        "full": BenchConfig(
+            n_judge_train=2000,
+            n_test=600,
+            cal_pairs=30,
+            cal_grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+            changepoint="pelt",
+            llm_judge=True,
+        ),
+    },
+    "perceiver": {
+        "reduced": PerceiverConfig(),
+        "full": PerceiverConfig(
+            n_train=4000,
+            n_test=1000,
+            updates=2000,
+            hidden=256,
+            llm_policy=True,
+        ),
+    },
+    "agent": {
+        "reduced": AgentConfig(),
+        "full": AgentConfig(n_judge_train=2000, n_test=600, updates=2000, changepoint="pelt"),
+    },
+    "selection": {
+        "reduced": SelectionConfig(),
+        "full": SelectionConfig(
+            n_seeds=5,
+            n_pairs=1500,
+            rater_epochs=200,
+            cbf_pool=2000,
+            cbf_test=3000,
+            cnn_channels=64,
+            cnn_epochs=100,
+            co2_stride=4,
+            changepoint="pelt",
+        ),
+    },
 }
 
-# What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
+# What one run of the chapter needs (read by `reprobook list` and the Slurm executor). full, an
+# estimate: Qwen3-4B in bfloat16 (about 8 GB) answering 600 x 3 judge prompts and GRPO with a
+# LoRA over 4,000 prompts x 8 answers fit one 80 GB GPU in a few hours; the tools and stand-ins
+# add about half an hour of CPU.
 RESOURCES = {
-    "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.25),
+    "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
+    "full": Resources(gpus=1, cpus=8, mem_gb=48, hours=6.0),
 }
