@@ -78,6 +78,8 @@ class AgentConfig:
     n_judge_train: int = 1500  # judge training pairs per seed
     n_policy_train: int = 2000  # Perceiver training pairs per seed
     n_test: int = 200  # test pairs per seed
+    cal_grid: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 1.0)  # strengths swept
+    cal_pairs: int = 20  # single-defect pairs per (method, strength)
     epsilon: float = 0.02  # margin under which the Adjudicator rechecks a dimension
     hidden: int = 64  # Perceiver width
     updates: int = 300  # Perceiver GRPO updates
@@ -138,7 +140,14 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "agent": {
         "reduced": AgentConfig(),
-        "full": AgentConfig(n_judge_train=2000, n_test=600, updates=2000, changepoint="pelt"),
+        "full": AgentConfig(
+            n_judge_train=2000,
+            n_test=600,
+            cal_grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+            cal_pairs=30,
+            updates=2000,
+            changepoint="pelt",
+        ),
     },
     "selection": {
         "reduced": SelectionConfig(),

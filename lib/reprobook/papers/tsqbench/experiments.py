@@ -229,7 +229,7 @@ def agent_seed(cfg, seed: int) -> dict:
     """C3 at one seed: the judge and boundaries as in :func:`bench_seed`, a Perceiver trained
     by GRPO, and the agent's winner on every test pair with tools and without."""
     judge = train_judge(cfg.n_judge_train, _sub(seed, 1))
-    bounds, _ = calibrate_boundaries(judge, _sub(seed, 2))
+    bounds, _ = calibrate_boundaries(judge, _sub(seed, 2), cfg.cal_grid, cfg.cal_pairs)
     test = bench.make_pairs(cfg.n_test, _sub(seed, 3), boundaries=bounds)
     X, Y = perceiver_data(bench.make_pairs(cfg.n_policy_train, _sub(seed, 4)))
     torch.manual_seed(seed)
