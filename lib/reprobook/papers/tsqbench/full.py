@@ -136,3 +136,52 @@ def grpo_lora(model: str, prompts: list[str], targets: list[list[str]], reward, 
     )
     trainer.train()
     return trainer
+
+
+def llm_select(tok, llm, pairs, max_new_tokens: int = 96) -> list[list[str] | None]:
+    """The LLM Perceiver's parsed answer (dimension names, or None when unparsable) for each
+    pair, greedy decoding."""
+    import torch
+
+    from .agent import parse_dimensions
+
+    out = []
+    for p in pairs:
+        msgs = [{"role": "user", "content": perceiver_prompt(p.a, p.b)}]
+        ids = tok.apply_chat_template(
+            msgs, add_generation_prompt=True, return_tensors="pt", enable_thinking=False
+        ).to(llm.device)
+        with torch.no_grad():
+            gen = llm.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
+        out.append(parse_dimensions(tok.decode(gen[0, ids.shape[1] :], skip_special_tokens=True)))
+    return out
+
+
+def perceiver_llm_metrics(cfg, seed: int, output_dir: str) -> dict[str, dict]:
+    """C2 with the real model: the base LLM's selections on the test pairs, then GRPO with a
+    LoRA on the training pairs (``cfg.reward``), then the trained model's selections. An
+    unparsable answer counts as an empty selection. Returns metrics per policy."""
+    import numpy as np
+
+    from . import agent, bench, config
+
+    train = bench.make_pairs(cfg.n_train, 1000 * seed + 4)
+    test = bench.make_pairs(cfg.n_test, 1000 * seed + 6)
+    truth = np.array([[d in p.target_dimensions for d in DIMENSIONS] for p in test])
+
+    def metrics(answers):
+        pred = np.array([[d in (a or []) for d in DIMENSIONS] for a in answers])
+        return agent.selection_metrics(pred, truth)
+
+    tok, llm = load_llm(config.FULL_MODEL)
+    out = {"LLM (base)": metrics(llm_select(tok, llm, test))}
+    score = agent.reward_precision if cfg.reward == "precision" else agent.reward_f1
+    trainer = grpo_lora(
+        config.FULL_MODEL,
+        [perceiver_prompt(p.a, p.b) for p in train],
+        [list(p.target_dimensions) for p in train],
+        score,
+        output_dir,
+    )
+    out[f"LLM GRPO ({cfg.reward})"] = metrics(llm_select(tok, trainer.model, test))
+    return out
