@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from reprobook import core
+from reprobook.core import checks
 from reprobook.papers.trimodal_mdm import config, data, experiments, mdm, model, reparam
 
 BASE = reparam.AdamW(3e-3, 0.9, 0.98, 1e-8, 0.01)
@@ -204,10 +205,36 @@ def test_training_is_deterministic_under_a_seed():
 
 
 def test_variance_ratio_of_identical_draws_is_one():
-    x = np.random.default_rng(0).normal(size=(50, 4))
+    x = np.random.default_rng(0).exponential(size=50)
     r = experiments.variance_ratio(x, x, seed=0)
     assert r.estimate == pytest.approx(1.0)
-    assert r.low <= 1.0 <= r.high
+    assert r.low == pytest.approx(1.0) and r.high == pytest.approx(1.0)
+    with pytest.raises(checks.InputError, match="1-D of one length"):
+        experiments.variance_ratio(x, x[:10], seed=0)
+
+
+def test_gradient_draws_are_paired_variance_estimates():
+    train, _ = data.digit_tokens(0)
+    net = model.MLPDenoiser(data.DIGIT_LENGTH, data.DIGIT_VOCAB, 8)
+    a, b = experiments.gradient_draws(net, train[:4], 9, seed=3, chunk=4)
+    a2, b2 = experiments.gradient_draws(net, train[:4], 9, seed=3, chunk=4)
+    assert a.shape == b.shape == (4,)  # 9 draws -> 4 independent pairs
+    assert np.all(a >= 0) and np.all(b >= 0)
+    np.testing.assert_array_equal(a, a2)
+    np.testing.assert_array_equal(b, b2)
+
+
+def test_marginal_nelbo_is_the_mean_cross_entropy_of_position_frequencies():
+    rng = np.random.default_rng(1)
+    train = torch.as_tensor(rng.integers(0, 3, (20, 4)))
+    test = torch.as_tensor(rng.integers(0, 3, (7, 4)))
+    brute = 0.0
+    for i in range(4):
+        counts = np.array([(train[:, i] == v).sum().item() for v in range(3)]) + 0.5
+        brute += sum(-np.log(counts[int(x)] / counts.sum()) for x in test[:, i])
+    assert experiments.marginal_nelbo(train, test, 3) == pytest.approx(brute / 28)
+    with pytest.raises(checks.InputError, match="one L"):
+        experiments.marginal_nelbo(train, test[:, :3], 3)
 
 
 # --- data and profiles --------------------------------------------------------------------

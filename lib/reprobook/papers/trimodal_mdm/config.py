@@ -24,7 +24,8 @@ class BasicsConfig:
     hidden: int = 128  # width of the MLP denoiser
     batch: int = 32  # sequences per batch
     warm_steps: int = 40  # steps that set the fixed weights of the variance check
-    n_draws: int = 200  # gradient draws per estimator at fixed weights
+    draw_batch: int = 8  # sequences in the fixed batch of the variance check
+    n_draws: int = 800  # gradient draws per estimator at fixed weights
     schedule_steps: int = 100  # steps of each schedule run (C6)
     n_seeds: int = 3  # seeds per schedule (C6)
 
@@ -78,7 +79,7 @@ class GammaConfig:
 PROFILES = {
     "basics": {
         "reduced": BasicsConfig(),
-        "full": BasicsConfig(hidden=512, warm_steps=500, n_draws=1000, schedule_steps=3000),
+        "full": BasicsConfig(hidden=512, warm_steps=500, n_draws=4000, schedule_steps=3000),
     },
     "pretrain": {
         "reduced": PretrainConfig(),
