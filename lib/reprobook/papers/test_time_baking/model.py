@@ -207,7 +207,8 @@ class ViewSynthesisModel(nn.Module):
         return cache, states
 
     def kv_render(self, cache, tgt):
-        """Target tokens (B, Vt, T, 9p^2), each view attending to [cache, its own tokens]."""
+        """Target tokens (B, Vt, T, 9p^2), each view attending to [cache, its own tokens]: eq.
+        `test-time-baking-kv` of notebooks/11_test_time_baking/index.md."""
         B, Vt = tgt.shape[:2]
         x = self.embed(tgt).flatten(0, 1)
         for blk, (kc, vc) in zip(self.blocks, cache):

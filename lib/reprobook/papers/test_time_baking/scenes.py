@@ -32,6 +32,10 @@ __all__ = [
 FOV_DEG = 50.0  # field of view of every camera
 CAM_RADIUS = 3.0  # distance of the cameras from the origin
 AMBIENT = 0.3  # ambient share of the shading
+CHECKER = 1.0  # side of a checker cell (world units)
+CHECKER_CONTRAST = 0.3  # dark squares are the light colour times (1 - this)
+ELEVATIONS = (5.0, 20.0)  # range of the camera elevations, degrees
+SPAN = 45.0  # azimuth arc of a scene's context cameras, degrees
 
 
 class Scene(NamedTuple):
@@ -44,10 +48,10 @@ class Scene(NamedTuple):
     elevations: np.ndarray  # (V,) camera elevations, degrees
 
 
-def make_scene(k: int, n_ctx: int = 2, n_tgt: int = 1, span: float = 90.0) -> Scene:
+def make_scene(k: int, n_ctx: int = 2, n_tgt: int = 1, span: float = SPAN) -> Scene:
     """Scene ``k`` with ``n_ctx`` context cameras spread evenly over an azimuth arc of ``span``
     degrees and ``n_tgt`` target cameras at uniform azimuths inside that arc (so a target is
-    always seen from between its context views); elevations uniform in 10-40 degrees."""
+    always seen from between its context views); elevations uniform in :data:`ELEVATIONS`."""
     k = checks.integer(k, "k", minimum=0)
     n_ctx = checks.integer(n_ctx, "n_ctx", minimum=1)
     n_tgt = checks.integer(n_tgt, "n_tgt", minimum=0)
@@ -57,14 +61,15 @@ def make_scene(k: int, n_ctx: int = 2, n_tgt: int = 1, span: float = 90.0) -> Sc
     xy = rng.uniform(-1.0, 1.0, (3, 2))
     centers = np.concatenate([xy, radii[:, None]], axis=1)  # resting on the plane
     albedo = rng.uniform(0.15, 1.0, (3, 3))
-    checker = np.stack([rng.uniform(0.05, 0.35, 3), rng.uniform(0.6, 0.95, 3)])
+    light_sq = rng.uniform(0.35, 0.95, 3)  # the plane's colour; dark squares are darker
+    checker = np.stack([(1 - CHECKER_CONTRAST) * light_sq, light_sq])
     az_l, el_l = rng.uniform(0, 2 * math.pi), rng.uniform(math.radians(35), math.radians(70))
     light = np.array([math.cos(el_l) * math.cos(az_l), math.cos(el_l) * math.sin(az_l)])
     light = np.append(light, math.sin(el_l))
     a0 = rng.uniform(0, 360)
     steps = np.linspace(0, span, n_ctx) if n_ctx > 1 else np.zeros(1)
     az = np.concatenate([a0 + steps, a0 + rng.uniform(0, span, n_tgt)])
-    el = rng.uniform(10, 40, n_ctx + n_tgt)
+    el = rng.uniform(*ELEVATIONS, n_ctx + n_tgt)
     t = lambda a: torch.tensor(a, dtype=torch.float32)  # noqa: E731
     return Scene(t(centers), t(radii), t(albedo), t(checker), t(light), az, el)
 
@@ -139,7 +144,7 @@ def render(scene: Scene, o: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     c = _pick(scene.centers, i0)
     r = _pick(scene.radii[..., None].expand(*scene.radii.shape, 3), i0)
     normal = torch.where(hit_sph[..., None], (p - c) / r, torch.tensor([0.0, 0.0, 1.0]))
-    cell = (torch.floor(p[..., 0]) + torch.floor(p[..., 1])).remainder(2).long()
+    cell = (torch.floor(p[..., 0] / CHECKER) + torch.floor(p[..., 1] / CHECKER)).remainder(2).long()
     base = torch.where(hit_sph[..., None], _pick(scene.albedo, i0), _pick(scene.checker, cell))
     light = scene.light.expand_as(p)
     t_sh, _, _ = _first_hit(p + 1e-3 * normal, light, scene)
