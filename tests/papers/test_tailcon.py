@@ -227,3 +227,20 @@ def test_cifar_lt_without_the_data_says_what_to_do(monkeypatch):
         data.cifar_lt("cifar100")
     with pytest.raises(ValueError, match="name"):
         data.cifar_lt("cifar11")
+
+
+def test_full_profile_paths_resnet32_and_the_sgd_schedule():
+    net = models.Net("resnet32", 0, 10)
+    assert net.features(torch.zeros(2, 3, 32, 32)).shape == (2, 64)
+    n_params = sum(p.numel() for p in net.backbone.parameters())
+    assert 450_000 < n_params < 480_000  # ResNet-32's known size, about 0.46 M
+    module = models.LDAMDRWModule(
+        "mlp", 64, [50, 5], epochs=4, lr=0.1, optimizer="sgd", milestones=(2, 3), warmup=2
+    )
+    (opt,), (sched,) = module.configure_optimizers()
+    lrs = []
+    for _ in range(4):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([0.05, 0.1, 0.01, 0.001])
