@@ -95,7 +95,7 @@ def test_gaussian_kl_zero_and_nonnegative_and_closed_form():
 def test_gaussian_kl_matches_monte_carlo():
     rng = np.random.default_rng(2)
     mr, cr, mc, cc = rng.normal(size=2), _spd(rng, 2), rng.normal(size=2), _spd(rng, 2)
-    x = rng.multivariate_normal(mr, cr, size=400_000)
+    x = rng.multivariate_normal(mr, cr, size=100_000)
 
     def logpdf(x, m, c):
         d = x - m
@@ -103,7 +103,7 @@ def test_gaussian_kl_matches_monte_carlo():
         return -0.5 * (q + np.log(np.linalg.det(c)) + 2 * np.log(2 * np.pi))
 
     mc_kl = np.mean(logpdf(x, mr, cr) - logpdf(x, mc, cc))
-    assert detect.gaussian_kl(mr, cr, mc, cc) == pytest.approx(mc_kl, abs=0.02)
+    assert detect.gaussian_kl(mr, cr, mc, cc) == pytest.approx(mc_kl, abs=0.05)
 
 
 def test_mahalanobis_is_the_nll_up_to_a_constant_and_entropy_matches():
