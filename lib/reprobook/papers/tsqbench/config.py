@@ -75,14 +75,14 @@ class AgentConfig:
     """C3: the whole agent with and without tools."""
 
     n_seeds: int = 3  # seeds (C3's units)
-    n_judge_train: int = 1500  # judge training pairs per seed
-    n_policy_train: int = 2000  # Perceiver training pairs per seed
+    n_judge_train: int = 1000  # judge training pairs per seed
+    n_policy_train: int = 1000  # Perceiver training pairs per seed
     n_test: int = 200  # test pairs per seed
     cal_grid: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 1.0)  # strengths swept
     cal_pairs: int = 20  # single-defect pairs per (method, strength)
     epsilon: float = 0.02  # margin under which the Adjudicator rechecks a dimension
     hidden: int = 64  # Perceiver width
-    updates: int = 300  # Perceiver GRPO updates
+    updates: int = 200  # Perceiver GRPO updates
     reward: str = "precision"  # Perceiver reward
     changepoint: str = "binseg"  # ruptures search
     detrend: str = "centered"  # moving averages
@@ -142,6 +142,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "reduced": AgentConfig(),
         "full": AgentConfig(
             n_judge_train=2000,
+            n_policy_train=4000,
             n_test=600,
             cal_grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
             cal_pairs=30,
