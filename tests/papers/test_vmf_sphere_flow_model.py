@@ -24,9 +24,10 @@ def test_forward_shapes_and_loss_is_the_cross_entropy():
     W = torch.eye(4)
     net = PosteriorTransformer(W, 6, kappa_max=20.0, seed=0)
     tokens = torch.randint(0, 4, (8, 6), generator=torch.Generator().manual_seed(0))
-    h, kappa = net.noisy_batch(tokens, torch.Generator().manual_seed(1))
+    h, kappa, weight = net.noisy_batch(tokens, torch.Generator().manual_seed(1))
     assert h.shape == (8, 6, 4) and torch.allclose(h.norm(dim=-1), torch.ones(8, 6), atol=1e-5)
     assert ((kappa >= 0) & (kappa <= 20)).all()
+    assert torch.equal(weight, torch.ones(8, dtype=weight.dtype))  # no warp: unit weights
     logits = net(h)
     assert logits.shape == (8, 6, 4)
     manual = -(torch.log_softmax(logits, -1).gather(-1, tokens[..., None])).mean()
