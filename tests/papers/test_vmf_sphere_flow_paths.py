@@ -466,7 +466,7 @@ def test_noisy_batch_on_each_path(path):
     net = _net(path)
     assert net.path == path and net.hparams.path == path
     tokens = torch.randint(0, 4, (256, 6), generator=_gen(0))
-    h, level = net.noisy_batch(tokens, _gen(1))
+    h, level, weight = net.noisy_batch(tokens, _gen(1))
     assert h.shape == (256, 6, 4) and h.dtype == torch.float32 and level.shape == (256,)
     top = 12.0 if path == "vmf" else 1.0
     assert float(level.min()) >= 0.0 and float(level.max()) <= top
@@ -481,7 +481,8 @@ def test_noisy_batch_on_each_path(path):
     lv = paths.sample_levels(256, path, 12.0, g)
     ref = paths.noisy_states(torch.eye(4, dtype=torch.float64)[tokens], lv, path, g).float()
     assert torch.equal(level, lv) and torch.equal(h, ref)
-    h2, level2 = net.noisy_batch(tokens, _gen(1))
+    assert torch.equal(weight, torch.ones_like(lv))  # no warp: unit importance weights
+    h2, level2, _ = net.noisy_batch(tokens, _gen(1))
     assert torch.equal(h, h2) and torch.equal(level, level2)
     loss = net.loss(tokens, generator=_gen(2))
     assert torch.isfinite(loss)
@@ -491,8 +492,8 @@ def test_noisy_batch_on_each_path(path):
 
 def test_noisy_batch_levels_follow_the_path():
     tokens = torch.randint(0, 4, (512, 6), generator=_gen(0))
-    _, kappa = _net("vmf").noisy_batch(tokens, _gen(3))
-    _, t = _net("geodesic").noisy_batch(tokens, _gen(3))
+    _, kappa, _ = _net("vmf").noisy_batch(tokens, _gen(3))
+    _, t, _ = _net("geodesic").noisy_batch(tokens, _gen(3))
     assert torch.allclose(kappa, 12.0 * t)  # the same uniforms, scaled to the vMF range
     assert float(kappa.max()) > 1.0  # not the unit interval
 
