@@ -579,9 +579,10 @@ def test_load_or_train_retrains_a_damaged_file(tmp_path, monkeypatch):
     core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train)
     (pt,) = (tmp_path / "reduced" / "spr_ldp").glob("*.pt")
     pt.write_bytes(b"not a checkpoint")
-    _, loaded = core.load_or_train(
-        "spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train
-    )
+    with pytest.warns(UserWarning, match="could not be loaded"):
+        _, loaded = core.load_or_train(
+            "spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train
+        )
     assert not loaded and calls == [1, 1]
     _, loaded = core.load_or_train(
         "spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build, train=train

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -149,8 +150,14 @@ def load_or_train(
             module.load_state_dict(state)
             module.eval()
             return module, True
-        except Exception:  # noqa: BLE001 - a damaged cache is retrained, never trusted
-            pass
+        except Exception as exc:  # noqa: BLE001 - a damaged cache is retrained, never trusted
+            # Said aloud: a model whose state does not fit what build() makes (a buffer sized
+            # at training time, say) would otherwise retrain in every notebook, unnoticed.
+            warnings.warn(
+                f"checkpoint {path} could not be loaded ({type(exc).__name__}: {exc}); "
+                "training again",
+                stacklevel=2,
+            )
     # A pre-empted training leaves its last Lightning checkpoint in this folder and the next
     # attempt resumes from it (core.training.resumable); a finished one removes it.
     with resumable(folder / f".{name}-{digest}.resume"):
