@@ -260,3 +260,15 @@ def test_profiles_and_the_full_path():
                                      {"backbone": config.QWEN, "benchmark": "no/such-set",
                                       "layers": 6, "d": 256}))  # fmt: skip
     assert "6 blocks, d = 256" in status
+
+
+def test_a_trained_tiny_gpt_loads_into_a_freshly_built_one():
+    """The checkpoint cache rebuilds the model before loading its state: every buffer must have
+    its trained shape from the start, or each notebook silently trains the model again."""
+    from reprobook.papers.aeo_injection.model import TinyGPT
+
+    trained = TinyGPT(16, 1, 2, 1e-3, 7)
+    trained.loss_curve[:] = torch.arange(7.0)
+    fresh = TinyGPT(16, 1, 2, 1e-3, 7)
+    fresh.load_state_dict(trained.state_dict())  # raises on any shape mismatch
+    assert torch.equal(fresh.loss_curve, torch.arange(7.0))

@@ -30,11 +30,11 @@ class AEOConfig:
     train_steps: int = 1000  # training steps
     batch_size: int = 32  # prompts per step
     n_model_seeds: int = 3  # model seeds: seed, seed + 1, ...
-    n_test_family: int = 200  # test prompts per attack family and for "restated"
-    n_test_aligned: int = 300  # aligned test prompts
-    n_pool_t1: int = 1000  # T1 prompts that train the head, probe and LDA
-    n_pool_aligned: int = 500  # aligned prompts beside them
-    n_val: int = 300  # validation prompts (half aligned, half T1) for alpha
+    n_test_family: int = 100  # test prompts per attack family and for "restated"
+    n_test_aligned: int = 150  # aligned test prompts
+    n_pool_t1: int = 500  # T1 prompts that train the head, probe and LDA
+    n_pool_aligned: int = 250  # aligned prompts beside them
+    n_val: int = 200  # validation prompts (half aligned, half T1) for alpha
     window: int = 4  # decoding steps whose states form a response (fixed: no length cue)
     layer: int = 0  # detection and steering layer; 0 means the last block
     k: int = 32  # PCA dimensions

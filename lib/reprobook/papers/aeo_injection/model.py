@@ -54,7 +54,8 @@ class TinyGPT(pl.LightningModule):
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, lang.VOCAB)
-        self.register_buffer("loss_curve", torch.zeros(0), persistent=True)
+        # One slot per step, so that a checkpoint loads into a freshly built model.
+        self.register_buffer("loss_curve", torch.full((total_steps,), float("nan")))
 
     def forward(self, x: torch.Tensor, output_hidden_states: bool = False):
         """Logits (n, T, V) and, if asked, the hidden states [embeddings, block 1, ...]."""
@@ -79,7 +80,8 @@ class TinyGPT(pl.LightningModule):
         self._losses = []
 
     def on_train_end(self):
-        self.loss_curve = torch.tensor(self._losses)
+        n = min(len(self._losses), self.loss_curve.numel())
+        self.loss_curve[:n] = torch.tensor(self._losses[:n])
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=0.01)
