@@ -11,8 +11,10 @@ from reprobook.papers.tsqbench import agent, bench, config, full, rating, tools
 
 
 # --------------------------------------------------------------------------- injectors
-def _own_statistic(dimension, method, strength, n_pairs=6):
-    """Mean over fixed-seed pairs of t_d(corrupted side) - t_d(clean side)."""
+def _own_statistic(dimension, method, strength, n_pairs=24):
+    """Mean over fixed-seed pairs of t_d(corrupted side) - t_d(clean side). Light trend
+    flattening moves its statistic by about 1% of the heavy effect, so the mean needs 24 pairs:
+    over the first 6 pairs of this seed it is slightly negative."""
     rng = np.random.default_rng(0)
     diffs = []
     for _ in range(n_pairs):
