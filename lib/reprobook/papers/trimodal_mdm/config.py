@@ -76,6 +76,16 @@ class GammaConfig:
     width_budget: int = 4  # budget of the scaling-law runs, in base budgets
 
 
+# Notebooks 3 (C1) and 4 (C2) sweep the same batch sizes at the same scale.
+_FULL_BATCH = BatchConfig(
+    hidden=512,
+    base_steps=2048,
+    batches=(8, 16, 32, 64, 128, 256, 512, 1024),
+    n_seeds=5,
+    quad_replicates=5000,
+    quad_base_steps=2048,
+)
+
 PROFILES = {
     "basics": {
         "reduced": BasicsConfig(),
@@ -98,25 +108,11 @@ PROFILES = {
     },
     "batch": {
         "reduced": BatchConfig(),
-        "full": BatchConfig(
-            hidden=512,
-            base_steps=2048,
-            batches=(8, 16, 32, 64, 128, 256, 512, 1024),
-            n_seeds=5,
-            quad_replicates=5000,
-            quad_base_steps=2048,
-        ),
+        "full": _FULL_BATCH,
     },
     "budget": {
         "reduced": BatchConfig(),
-        "full": BatchConfig(
-            hidden=512,
-            base_steps=2048,
-            batches=(8, 16, 32, 64, 128, 256, 512, 1024),
-            n_seeds=5,
-            quad_replicates=5000,
-            quad_base_steps=2048,
-        ),
+        "full": _FULL_BATCH,
     },
     "gamma": {
         "reduced": GammaConfig(),

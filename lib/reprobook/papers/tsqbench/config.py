@@ -116,6 +116,9 @@ class SelectionConfig:
 # Measured while writing the chapter (2 shared cores, other jobs running): a pair generates in
 # about 1 ms, its no-tool features take under 1 ms, the tools take 6 to 25 ms per series
 # (ruptures' Binseg about 1 ms against PELT's 9 ms), one GRPO update about 10 ms.
+# The light/heavy calibration of notebooks 1 and 3 at full: strengths 0.1, 0.2, ..., 1.0.
+_FULL_CAL_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
 PROFILES: dict[str, dict[str, Any]] = {
     "bench": {
         "reduced": BenchConfig(),
@@ -123,7 +126,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             n_judge_train=2000,
             n_test=600,
             cal_pairs=30,
-            cal_grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+            cal_grid=_FULL_CAL_GRID,
             changepoint="pelt",
             llm_judge=True,
         ),
@@ -144,7 +147,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             n_judge_train=2000,
             n_policy_train=4000,
             n_test=600,
-            cal_grid=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+            cal_grid=_FULL_CAL_GRID,
             cal_pairs=30,
             updates=2000,
             changepoint="pelt",

@@ -25,6 +25,8 @@ from statsmodels.tsa.stattools import acf, adfuller, kpss
 
 from reprobook.core import checks
 
+from .bench import DIMENSIONS
+
 __all__ = [
     "fill_missing",
     "missing_ratio",
@@ -41,15 +43,7 @@ __all__ = [
     "TOOL_STATS",
 ]
 
-TOOL_STATS = (
-    "missing_value",
-    "noise_level",
-    "rare_pattern",
-    "trend",
-    "frequency",
-    "amplitude",
-    "pattern_consistency",
-)
+TOOL_STATS = DIMENSIONS  # one statistic per quality dimension of the benchmark
 
 
 def missing_ratio(x) -> float:

@@ -22,6 +22,7 @@ Notebooks resolve their configuration with
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,6 +195,18 @@ class SudokuConfig:
 # of 2000 sequences at 128 steps (notebook 2) was added after these timings: perfect_posterior then
 # took 37 s beside one other job on the 2-core machine (vmf_path 14 s at the same time).
 _FULL_SEEDS = (0, 1, 2, 3, 4)  # C4-C7 compare trained networks: intervals over 5 training seeds
+# The puzzle networks of notebooks 6 (Shidoku, puzzles generated on the fly: n_train 0) and 7
+# (9x9, a fixed training set).
+_FULL_PUZZLE_NET = Net(
+    width=256,
+    depth=6,
+    heads=8,
+    lr=3e-4,
+    warmup_steps=1000,
+    batch_size=512,
+    train_steps=20_000,
+    n_train=0,
+)
 _FULL_NET = Net(
     width=256,
     depth=6,
@@ -260,16 +273,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "shidoku_puzzles": {
         "reduced": PuzzleConfig(),
         "full": PuzzleConfig(
-            net=Net(
-                width=256,
-                depth=6,
-                heads=8,
-                lr=3e-4,
-                warmup_steps=1000,
-                batch_size=512,
-                train_steps=20_000,
-                n_train=0,
-            ),
+            net=_FULL_PUZZLE_NET,
             copies=400,
             n_eval=2000,
             sample_seeds=5,
@@ -279,16 +283,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "sudoku_9x9": {
         "reduced": SudokuConfig(),
         "full": SudokuConfig(
-            net=Net(
-                width=256,
-                depth=6,
-                heads=8,
-                lr=3e-4,
-                warmup_steps=1000,
-                batch_size=512,
-                train_steps=20_000,
-                n_train=200_000,
-            ),
+            net=dataclasses.replace(_FULL_PUZZLE_NET, n_train=200_000),
             clues=25,
             n_test=2000,
             paths=("vmf", "geodesic", "euclidean"),
