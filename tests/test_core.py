@@ -570,6 +570,25 @@ def test_load_or_train_trains_once_then_loads(tmp_path, monkeypatch):
         "spr_ldp", "toy", profile="full", key={"a": 1, "b": (1, 2)}, build=build, train=train
     )
     assert calls == [1, 1, 1]
+    # checkpoint_path names the file before it exists and after
+    key = {"a": 3, "b": (1, 2)}
+    path = core.checkpoint_path("spr_ldp", "toy", profile="reduced", key=key)
+    assert not path.exists()
+    core.load_or_train("spr_ldp", "toy", profile="reduced", key=key, build=build, train=train)
+    assert path.is_file() and path.parent == tmp_path / "reduced" / "spr_ldp"
+
+
+def test_parallel_map_keeps_order_and_matches_the_serial_map():
+    import operator
+
+    items = [(i, 10 * i) for i in range(5)]
+    expected = [operator.add(*it) for it in items]
+    assert core.parallel_map(operator.add, items, workers=1) == expected
+    assert core.parallel_map(operator.add, items, workers=2) == expected  # two processes
+    assert core.parallel_map(operator.add, [], workers=2) == []
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers must be a positive integer"):
+            core.parallel_map(operator.add, items, workers=bad)
 
 
 def test_load_or_train_retrains_a_damaged_file(tmp_path, monkeypatch):

@@ -226,3 +226,32 @@ def test_fit_errors_are_deterministic_and_cover_every_layer():
     assert all(0 <= r[k] <= 2 for r in a for k in ("before", "after", "held_out"))
     with pytest.raises(ValueError, match="variant"):
         experiments.fit_errors(experiments.KVModule(cfg), data)
+
+
+def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, monkeypatch):
+    """train_all trains the uncached models in two processes; each training seeds itself, so
+    the weights equal those of trained() in this process, and a second call only loads."""
+    import dataclasses
+
+    cfg = dataclasses.replace(
+        config.PROFILES["ttt_vs_ttb"]["reduced"], steps=3, warmup=1, n_train=64, batch=8
+    )
+    monkeypatch.setenv("REPROBOOK_THREADS", "2")  # two workers even if the suite sets one
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / "b"))
+    side = experiments.train_all(["kv", "ttt"], cfg, [0, 1], profile="reduced")
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / "c"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the notebooks at the reduced profile and the workers
+    try:
+        alone = {(v, s): experiments.trained(v, cfg, s, profile="reduced") for v, s in side}
+    finally:
+        torch.set_num_threads(threads)
+    for (v, s), m in side.items():
+        alone_m, loaded = alone[v, s]
+        assert not loaded
+        for k, w in m.state_dict().items():
+            torch.testing.assert_close(
+                w, alone_m.state_dict()[k], rtol=0, atol=0, msg=lambda m, k=k: f"{k}: {m}"
+            )
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / "b"))
+    assert all(experiments.trained(v, cfg, s, profile="reduced")[1] for v, s in side)

@@ -3,7 +3,7 @@ input checks, prose and source display, and Lightning helpers. ``core`` imports 
 
 from . import checks
 from .chapters import EVIDENCE, VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
-from .checkpoints import checkpoints_dir, load_or_train
+from .checkpoints import checkpoint_path, checkpoints_dir, load_or_train
 from .checks import InputError
 from .claims import Run, load_records, load_results, load_values, start
 from .display import md, show_source
@@ -12,7 +12,7 @@ from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
 from .resources import Resources, read_resources
 from .rng import as_generator
-from .runtime import quiet_lightning, runtime_facts, seed_everything
+from .runtime import parallel_map, quiet_lightning, runtime_facts, seed_everything
 from .stats import (
     Interval,
     TInterval,
@@ -26,7 +26,9 @@ from .stats import (
 from .training import make_trainer, to_accelerator
 
 __all__ = [
+    "checkpoint_path",
     "checkpoints_dir",
+    "parallel_map",
     "load_or_train",
     "as_generator",
     "resolve_notebook",

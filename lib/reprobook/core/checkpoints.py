@@ -116,6 +116,18 @@ def checkpoint_key(slug: str, name: str, key: Mapping[str, Any]) -> tuple[str, d
     return hashlib.sha256(text.encode()).hexdigest()[:16], full
 
 
+def checkpoint_path(slug: str, name: str, *, profile: str, key: Mapping[str, Any]) -> Path:
+    """Where :func:`load_or_train` keeps checkpoint ``name`` of chapter ``slug`` for ``key``
+    (the file exists once a model has been trained for it), so that a notebook can tell which
+    models still need training before it trains them side by side."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise ValueError(f"checkpoint name {name!r}: use letters, digits, '-' and '_' only")
+    digest, _ = checkpoint_key(slug, name, key)
+    return checkpoints_dir(profile, slug) / f"{name}-{digest}.pt"
+
+
 def load_or_train(
     slug: str,
     name: str,
@@ -134,15 +146,11 @@ def load_or_train(
     (letters, digits, ``-``, ``_``); ``key`` must describe everything that decides the trained
     weights. An unreadable checkpoint file is trained again and replaced, not trusted.
     """
-    import re
-
     import torch
 
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
-        raise ValueError(f"checkpoint name {name!r}: use letters, digits, '-' and '_' only")
+    path = checkpoint_path(slug, name, profile=profile, key=key)
     digest, full = checkpoint_key(slug, name, key)
-    folder = checkpoints_dir(profile, slug)
-    path = folder / f"{name}-{digest}.pt"
+    folder = path.parent
     module = build()
     if path.is_file():
         try:

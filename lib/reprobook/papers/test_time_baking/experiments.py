@@ -30,9 +30,8 @@ from .model import VARIANTS, ViewSynthesisModel, sdpa
 __all__ = [
     "SLUG", "LABELS", "scene_tokens", "train_pool", "test_set", "ViewSynthesisModule",
     "KVModule", "TTTModule", "TTBAModule", "TTBBModule", "TTBGTInputModule", "MODULES",
-    "trained", "predict", "scores", "mean_colour", "seedwise_paired_interval", "floor_clearance",
-    "floor_guard",
-    "fit_errors",
+    "trained", "train_all", "predict", "scores", "mean_colour", "seedwise_paired_interval",
+    "floor_clearance", "floor_guard", "fit_errors",
 ]  # fmt: skip
 
 SLUG = "test_time_baking"
@@ -159,11 +158,32 @@ def trained(variant: str, cfg, seed: int, *, profile: str):
         torch.manual_seed(int(seed))
         return MODULES[variant](train)
 
-    key = {"train": config.train_key(cfg), "variant": variant, "seed": int(seed)}
     return core.load_or_train(
-        SLUG, f"{variant}-s{int(seed)}", profile=profile, key=key, build=build,
-        train=lambda m: _fit(m, seed),
+        SLUG, f"{variant}-s{int(seed)}", profile=profile, key=_key(variant, cfg, seed),
+        build=build, train=lambda m: _fit(m, seed),
     )  # fmt: skip
+
+
+def _key(variant: str, cfg, seed: int) -> dict:
+    return {"train": config.train_key(cfg), "variant": variant, "seed": int(seed)}
+
+
+def _train_job(variant: str, cfg, seed: int, profile: str) -> None:
+    trained(variant, cfg, seed, profile=profile)
+
+
+def train_all(variants, cfg, seeds, *, profile: str) -> dict:
+    """Every ``variant`` at every seed, as :func:`trained`, keyed by (variant, seed). At the
+    reduced profile the ones not cached yet are first trained side by side, one process per
+    core (``core.parallel_map``); the results are the same as one after the other, since each
+    training seeds itself. At the full profile they train one after the other on the GPU."""
+    jobs = [(v, int(s)) for v in variants for s in seeds]
+    for v, _ in jobs:
+        checks.choice(v, "variant", VARIANTS)
+    todo = [(v, cfg, s, profile) for v, s in jobs if not core.checkpoint_path(
+        SLUG, f"{v}-s{s}", profile=profile, key=_key(v, cfg, s)).is_file()]  # fmt: skip
+    core.parallel_map(_train_job, todo, workers=None if profile == "reduced" else 1)
+    return {(v, s): trained(v, cfg, s, profile=profile)[0] for v, s in jobs}
 
 
 @torch.no_grad()

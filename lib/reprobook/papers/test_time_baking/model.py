@@ -98,10 +98,12 @@ class FastWeightLayer(nn.Module):
         self.W2 = nn.Parameter(torch.randn(heads, dh, hh) / dh**0.5)
 
     def _heads(self, x):
-        return rearrange(x, "b n (h d) -> (b h) n d", h=self.heads)
+        return rearrange(x, "b n (h d) -> b h n d", h=self.heads)
 
     def initial(self, batch: int):
-        return tuple(w.repeat(batch, 1, 1) for w in (self.W0, self.W1, self.W2))
+        """W^0 for ``batch`` scenes, (batch, heads, ., .): a broadcast view of the learned
+        weights (no copy; gradients flow back summed over the scenes)."""
+        return tuple(w.expand(batch, -1, -1, -1) for w in (self.W0, self.W1, self.W2))
 
     def pairs(self, key_src, value_src):
         """Keys, values and learning rates (per head) from the two token sources (B, n, D)."""
@@ -109,7 +111,7 @@ class FastWeightLayer(nn.Module):
         k = F.normalize(self._heads(F.silu(self.k(zk))), dim=-1)
         v = self._heads(F.silu(self.v(zv)))
         eta = F.softplus(self.lr(zk) + self.lr_bias)
-        return k, v, rearrange(eta, "b n h -> (b h) n 1")
+        return k, v, rearrange(eta, "b n h -> b h n 1")
 
     def bake(self, W, key_src, value_src):
         """W' after one large-chunk update on the pairs of ``key_src`` -> ``value_src``."""
@@ -124,7 +126,7 @@ class FastWeightLayer(nn.Module):
     def apply(self, W, x):
         """out(f_W(q(x))) for tokens x (B, n, D)."""
         o = fast_weights.swiglu(W, self.query(x))
-        return self.out(rearrange(o, "(b h) n d -> b n (h d)", h=self.heads))
+        return self.out(rearrange(o, "b h n d -> b n (h d)"))
 
 
 class Block(nn.Module):
