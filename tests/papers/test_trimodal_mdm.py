@@ -204,24 +204,85 @@ def test_training_is_deterministic_under_a_seed():
     assert model.held_out(a, test[:20]) == model.held_out(b, test[:20])
 
 
-def test_variance_ratio_of_identical_draws_is_one():
-    x = np.random.default_rng(0).exponential(size=50)
-    r = experiments.variance_ratio(x, x, seed=0)
+def test_variance_ratio_of_equal_estimators_and_bad_input():
+    single = np.random.default_rng(0).exponential(size=12) + 1.0
+    r = experiments.variance_ratio(single, single / 2)  # anti = single / 2: ratio exactly 1
     assert r.estimate == pytest.approx(1.0)
     assert r.low == pytest.approx(1.0) and r.high == pytest.approx(1.0)
     with pytest.raises(checks.InputError, match="1-D of one length"):
-        experiments.variance_ratio(x, x[:10], seed=0)
+        experiments.variance_ratio(single, single[:10])
 
 
-def test_gradient_draws_are_paired_variance_estimates():
+def test_strata_are_mirrored_geometric_and_cover_the_times():
+    e = experiments.stratum_edges(8, t_min=1e-3)
+    assert e[0] == pytest.approx(1e-3) and e[-1] == pytest.approx(1 - 1e-3)
+    assert e[4] == pytest.approx(0.5)
+    np.testing.assert_allclose(e[:5], 1 - e[::-1][:5])  # mirrored about 1/2
+    np.testing.assert_allclose(np.diff(np.log(e[:5])), np.log(500) / 4)  # geometric below 1/2
+    with pytest.raises(checks.InputError, match="even"):
+        experiments.stratum_edges(7)
+
+
+def test_gradient_inner_products_match_autograd():
+    """The factored inner products <g_a, g_b> equal those of the per-sequence gradients that
+    autograd computes one sequence at a time, for every layer."""
+    train, _ = data.digit_tokens(0)
+    torch.manual_seed(0)
+    net = model.MLPDenoiser(data.DIGIT_LENGTH, data.DIGIT_VOCAB, 8)
+    g = torch.Generator().manual_seed(1)
+    x = train[:5]
+    t = torch.tensor([0.05, 0.3, 0.5, 0.7, 0.99])
+    m = mdm.sample_mask(x.shape, t, g)
+    z, w = mdm.apply_mask(x, m, data.DIGIT_MASK), mdm.elbo_weight(t)
+    grads = []
+    for j in range(5):
+        net.zero_grad()
+        logits = net(z[j : j + 1])
+        nll = torch.nn.functional.cross_entropy(logits[0], x[j], reduction="none")
+        (w[j] * (nll * m[j]).sum() / data.DIGIT_LENGTH).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in net.parameters()]).double())
+    brute = torch.stack(grads) @ torch.stack(grads).T
+    inner = experiments.gradient_factors(net, z, x, m, w)
+    ids = torch.arange(5)
+    torch.testing.assert_close(inner(ids, ids), brute, rtol=1e-4, atol=1e-9)
+
+
+def test_stratified_variance_of_a_context_free_denoiser_has_its_closed_form():
+    """With a zero embedding the MLP's logits ignore the input, and on its output layer the
+    per-token gradients a_i do not depend on the mask: then Var(one draw) = A sum_i |a_i|^2 / L^2
+    per sequence with A = E[(1 - t)/t], and the complementary pair's ratio is exactly 1 - 1/A
+    (eq. trimodal-mdm-context-free)."""
+    train, _ = data.digit_tokens(0)
+    torch.manual_seed(0)
+    net = model.MLPDenoiser(data.DIGIT_LENGTH, data.DIGIT_VOCAB, 8)
+    with torch.no_grad():
+        net.embed.weight.zero_()
+    x = train[:2]
+    single, anti = experiments.stratified_gradient_variance(
+        net, x, n_strata=16, draws=4, groups=200, seed=0, parts=("out",)
+    )
+    r = experiments.variance_ratio(single, anti)
+    assert r.low < experiments.context_free_ratio() < r.high
+    assert r.high - r.low < 0.05
+    # the closed form of Var(one draw): per-token gradients of the output layer
+    with torch.no_grad():
+        logits = net(x)
+        a3 = torch.nn.functional.gelu(net.body[1](torch.zeros(8)))  # gelu(0) = 0 feeds body[1]
+    e = torch.softmax(logits, -1) - torch.nn.functional.one_hot(x, data.DIGIT_VOCAB)
+    sq = (e**2).sum(-1) * (1.0 + (a3**2).sum())  # |a_i|^2 for weight and bias, (b, L)
+    a = experiments.context_free_ratio()  # 1 - 1/A
+    exact = (1.0 / (1.0 - a)) * sq.sum() / data.DIGIT_LENGTH**2 / len(x) ** 2
+    assert np.mean(single) == pytest.approx(float(exact), rel=0.03)
+
+
+def test_stratified_variance_is_deterministic_under_a_seed():
     train, _ = data.digit_tokens(0)
     net = model.MLPDenoiser(data.DIGIT_LENGTH, data.DIGIT_VOCAB, 8)
-    a, b = experiments.gradient_draws(net, train[:4], 9, seed=3, chunk=4)
-    a2, b2 = experiments.gradient_draws(net, train[:4], 9, seed=3, chunk=4)
-    assert a.shape == b.shape == (4,)  # 9 draws -> 4 independent pairs
-    assert np.all(a >= 0) and np.all(b >= 0)
-    np.testing.assert_array_equal(a, a2)
-    np.testing.assert_array_equal(b, b2)
+    a = experiments.stratified_gradient_variance(net, train[:3], draws=2, groups=3, seed=4)
+    b = experiments.stratified_gradient_variance(net, train[:3], draws=2, groups=3, seed=4)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert np.all(a[0] > 0) and np.all(a[1] > 0)
 
 
 def test_marginal_nelbo_is_the_mean_cross_entropy_of_position_frequencies():

@@ -25,8 +25,10 @@ class BasicsConfig:
     batch: int = 32  # sequences per batch
     warm_steps: int = 40  # steps that set the fixed weights of the variance check
     draw_batch: int = 8  # sequences in the fixed batch of the variance check
-    n_draws: int = 800  # gradient draws per estimator at fixed weights
-    schedule_steps: int = 100  # steps of each schedule run (C6)
+    n_strata: int = 16  # strata of t in the variance check (geometric near 0 and 1)
+    draws: int = 4  # draws of (t, M) per sequence, stratum and group
+    groups: int = 24  # independent stratified estimates (the interval is over them)
+    schedule_steps: int = 600  # steps of each schedule run (C6)
     n_seeds: int = 3  # seeds per schedule (C6)
 
 
@@ -89,7 +91,7 @@ _FULL_BATCH = BatchConfig(
 PROFILES = {
     "basics": {
         "reduced": BasicsConfig(),
-        "full": BasicsConfig(hidden=512, warm_steps=500, n_draws=4000, schedule_steps=3000),
+        "full": BasicsConfig(hidden=512, warm_steps=500, groups=96, schedule_steps=3000),
     },
     "pretrain": {
         "reduced": PretrainConfig(),

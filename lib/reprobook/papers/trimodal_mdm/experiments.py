@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad, vmap
+from scipy import stats as scipy_stats
 
 from reprobook import core
 from reprobook.core import checks
@@ -18,60 +18,133 @@ BASE = reparam.AdamW(
 )
 
 
-def gradient_draws(net, x, n_draws: int, seed: int, chunk: int = 50):
-    """Total gradient variance of the two estimators at the fixed weights of ``net`` on the
-    fixed batch ``x``; only t and the masks are random, and both estimators cost two forward
-    passes per draw: the complementary pair (M at t, then not M) and two independent masks.
-
-    Draw k of both estimators shares its first term (the same t and M: common random numbers,
-    which leave each estimator's distribution unchanged but couple the two measurements).
-    Draws come in independent pairs (k, k'); 0.5 * ||g_k - g_k'||^2 is an unbiased estimate of
-    the total variance, so no gradient is stored. Per-example gradients use ``torch.func``.
-    Returns two arrays of n_draws // 2 per-pair values (complementary, independent)."""
-    n_draws = checks.integer(n_draws, "n_draws", minimum=4)
-    chunk = 2 * (checks.integer(chunk, "chunk", minimum=2) // 2)
-    params = {k: v.detach() for k, v in net.named_parameters()}
-    mask_id, (b, length) = data.DIGIT_MASK, x.shape
-
-    def term(p, t, m, w):
-        nll = mdm.masked_nll(lambda z: functional_call(net, p, (z,)), x, m, mask_id)
-        return (w * nll).mean() / length
-
-    draw = vmap(grad(term), in_dims=(None, 0, 0, 0))
-
-    def flat(gr):
-        return torch.cat([v.flatten(1) for v in gr.values()], dim=1)
-
-    g, anti, indep = torch.Generator().manual_seed(seed), [], []
-    for start in range(0, n_draws - n_draws % 2, chunk):
-        n = min(chunk, n_draws - n_draws % 2 - start)
-        t, t2 = (mdm.sample_times(n * b, g).view(n, b) for _ in range(2))
-        m = mdm.sample_mask((n * b, length), t.flatten(), g).view(n, b, length)
-        m2 = mdm.sample_mask((n * b, length), t2.flatten(), g).view(n, b, length)
-        first = flat(draw(params, t, m, mdm.elbo_weight(t)))
-        ga = 0.5 * (first + flat(draw(params, t, ~m, mdm.complement_weight(t))))
-        gi = 0.5 * (first + flat(draw(params, t2, m2, mdm.elbo_weight(t2))))
-        for out, gr in ((anti, ga), (indep, gi)):
-            out.append((0.5 * ((gr[0::2] - gr[1::2]) ** 2).sum(1)).numpy())
-    return np.concatenate(anti), np.concatenate(indep)
+def stratum_edges(n_strata: int, t_min: float = mdm.T_MIN) -> np.ndarray:
+    """Edges of ``n_strata`` strata of t on [t_min, 1 - t_min]: geometric from t_min up to 1/2
+    and mirrored above it, so that the weights 1/t and 1/(1 - t) vary by a bounded factor
+    inside every stratum (eq. `trimodal-mdm-stratified`)."""
+    n_strata = checks.integer(n_strata, "n_strata", minimum=2)
+    if n_strata % 2:
+        raise checks.InputError(f"n_strata must be even (mirrored halves), got {n_strata}")
+    lower = np.geomspace(t_min, 0.5, n_strata // 2 + 1)
+    return np.concatenate([lower, 1.0 - lower[::-1][1:]])
 
 
-def variance_ratio(anti: np.ndarray, indep: np.ndarray, seed: int, n_boot: int = 2000):
-    """Mean of the per-pair variance estimates ``anti`` over that of ``indep`` (from
-    :func:`gradient_draws`), with a percentile bootstrap interval that resamples the pairs
-    jointly (the two measurements share random numbers)."""
-    a, b = np.asarray(anti, dtype=float), np.asarray(indep, dtype=float)
-    if a.shape != b.shape or a.ndim != 1 or a.size < 2:
+PARTS = ("embed", "body", "out")
+
+
+def gradient_factors(net, z, x, mask, w, parts=PARTS):
+    """The per-sequence gradients of w_j * nll_j / L for an :class:`~.model.MLPDenoiser` (inputs
+    ``z``, targets ``x``, masked positions ``mask``, weights ``w``), kept as the few vectors
+    that determine them: every layer's gradient for one sequence is an outer product (the MLP
+    acts on one summed embedding), and the embedding's gradient puts one vector on the rows of
+    the sequence's input tokens. Returns a function of two index arrays giving the inner
+    products <g_a, g_b> of those gradients (restricted to the layers in ``parts``)."""
+    for p in parts:
+        checks.choice(p, "parts", PARTS)
+    lin1, lin_out, length = net.body[1], net.out, x.shape[1]
+    h0 = net.embed(z + net.offsets).sum(dim=1)
+    a1 = torch.nn.functional.gelu(h0)
+    h2 = lin1(a1)
+    a3 = torch.nn.functional.gelu(h2)
+    logits = lin_out(a3).view(len(z), length, -1)
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x, reduction="none")
+    loss = (w * (nll * mask).sum(1) / length).sum()  # sequences are independent
+    e, d2, d0 = torch.autograd.grad(loss, [logits, h2, h0])
+    e, a1, a3 = e.flatten(1).detach(), a1.detach(), a3.detach()
+
+    def inner(ia, ib):
+        out = torch.zeros(ia.shape + ib.shape[-1:], dtype=torch.float64)
+        pairs = (("out", e, a3), ("body", d2, a1))
+        for name, grad_out, act in pairs:
+            if name in parts:
+                g = torch.einsum("...ak,...bk->...ab", grad_out[ia], grad_out[ib])
+                a = torch.einsum("...ak,...bk->...ab", act[ia], act[ib])
+                out += (g * (a + 1.0)).double()  # weight and bias
+        if "embed" in parts:
+            g = torch.einsum("...ak,...bk->...ab", d0[ia], d0[ib])
+            same = (z[ia][..., :, None, :] == z[ib][..., None, :, :]).sum(-1)
+            out += (g * same).double()  # shared rows of the embedding
+        return out
+
+    return inner
+
+
+def stratified_gradient_variance(net, x, *, n_strata: int = 16, draws: int = 4,
+                                 groups: int = 16, seed: int = 0, parts=PARTS):  # fmt: skip
+    """Total variance of the batch gradient at the fixed weights of ``net`` (an
+    :class:`~.model.MLPDenoiser`) on the fixed batch ``x``, each sequence with its own t and
+    mask, for one masked draw (``single``) and for a complementary pair (``anti``): eq.
+    `trimodal-mdm-stratified` of the chapter's index.md.
+
+    t is stratified (:func:`stratum_edges`; stratum k has probability p_k): ``draws`` draws
+    of (t, M) per sequence and stratum give the within-stratum variance s_k^2 and mean mu_k,
+    and Var = sum_k p_k s_k^2 + sum_k p_k |mu_k - mu|^2 with mu = sum_k p_k mu_k, the second
+    term less its bias sum_k p_k (1 - p_k) s_k^2 / draws. Every norm is an inner product of
+    two per-sequence gradients, computed exactly from :func:`gradient_factors` without forming
+    the gradients. Both estimators use the same draws (common random numbers); sequences are
+    independent, so the batch mean has variance sum_j Var_j / b^2. Returns two arrays of
+    ``groups`` independent estimates (single, anti); the mean of two independent draws has
+    variance single / 2."""
+    draws = checks.integer(draws, "draws", minimum=2)
+    groups = checks.integer(groups, "groups", minimum=2)
+    edges = stratum_edges(n_strata)
+    probs = torch.as_tensor(np.diff(edges) / (edges[-1] - edges[0]))
+    lo, width = torch.as_tensor(edges[:-1]).float(), torch.as_tensor(np.diff(edges)).float()
+    b, length = x.shape
+    shape = (groups, b, n_strata, draws)
+    gen = torch.Generator().manual_seed(seed)
+    t = lo[:, None] + width[:, None] * torch.rand(shape, generator=gen)
+    m = mdm.sample_mask((t.numel(), length), t.flatten(), gen)
+    xs = x[None, :, None, None, :].expand(*shape, length).reshape(-1, length)
+    masks = torch.cat([m, ~m])  # pass 1: M with w(t); pass 2: not M with the complement's
+    weights = torch.cat([mdm.elbo_weight(t.flatten()), mdm.complement_weight(t.flatten())])
+    z = mdm.apply_mask(xs.repeat(2, 1), masks, data.DIGIT_MASK)
+    inner = gradient_factors(net, z, xs.repeat(2, 1), masks, weights, parts)
+    idx = torch.arange(2 * t.numel()).view(2, *shape)
+    sd = n_strata * draws
+    mix = {"single": torch.cat([torch.eye(sd), torch.zeros(sd, sd)], 1).double(),
+           "anti": 0.5 * torch.cat([torch.eye(sd), torch.eye(sd)], 1).double()}  # fmt: skip
+    u = (probs[:, None] / draws).expand(n_strata, draws).reshape(-1)
+    out = {k: np.zeros(groups) for k in mix}
+    for gi in range(groups):
+        ids = idx[:, gi].permute(1, 0, 2, 3).reshape(b, 2 * sd)  # (b, pass * strata * draws)
+        gram = inner(ids, ids)  # (b, 2sd, 2sd)
+        for name, c in mix.items():
+            g = (c @ gram @ c.T).view(b, n_strata, draws, n_strata, draws)
+            blocks = torch.diagonal(g, dim1=1, dim2=3)  # (b, draws, draws, strata)
+            tot = blocks.sum(dim=(1, 2))
+            s2 = (torch.diagonal(blocks, dim1=1, dim2=2).sum(-1) - tot / draws) / (draws - 1)
+            between = (probs * tot).sum(-1) / draws**2 - torch.einsum(
+                "i,bij,j->b", u, g.reshape(b, sd, sd), u)  # fmt: skip
+            within = (probs * s2 * (1.0 - (1.0 - probs) / draws)).sum(-1)
+            out[name][gi] = float((within + between).sum() / b**2)
+    return out["single"], out["anti"]
+
+
+def variance_ratio(single, anti) -> core.Interval:
+    """Var(complementary pair) / Var(two independent draws) = mean(anti) / (mean(single) / 2)
+    over the groups of :func:`stratified_gradient_variance` (same draws), with a delete-one
+    jackknife Student-t 95% interval over the groups."""
+    s, a = np.asarray(single, dtype=float), np.asarray(anti, dtype=float)
+    if s.shape != a.shape or s.ndim != 1 or s.size < 2:
         raise checks.InputError(
-            f"anti and indep must be 1-D of one length >= 2, got {a.shape} and {b.shape}"
+            f"single and anti must be 1-D of one length >= 2, got {s.shape} and {a.shape}"
         )
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, a.size, (n_boot, a.size))
-    boots = a[idx].mean(1) / b[idx].mean(1)
-    lo, hi = np.quantile(boots, [0.025, 0.975])
-    est = a.mean() / b.mean()
-    return core.Interval(float(est), float(lo), float(hi), f"paired bootstrap 95% over {a.size}",
-                         a.size)  # fmt: skip
+    n = s.size
+    est = a.mean() / (s.mean() / 2)
+    loo = np.array([np.delete(a, i).mean() / (np.delete(s, i).mean() / 2) for i in range(n)])
+    se = np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum())
+    half = float(scipy_stats.t.ppf(0.975, n - 1)) * se
+    return core.Interval(float(est), float(est - half), float(est + half),
+                         f"jackknife t 95% over {n} groups", n)  # fmt: skip
+
+
+def context_free_ratio(t_min: float = mdm.T_MIN) -> float:
+    """The variance ratio of :func:`variance_ratio` for a denoiser that ignores the context,
+    exactly: 1 - 1/A with A = E[(1 - t)/t] for t uniform on [t_min, 1 - t_min] (eq.
+    `trimodal-mdm-context-free` of the chapter's index.md)."""
+    a = np.log((1 - t_min) / t_min) / (1 - 2 * t_min) - 1.0
+    return float(1.0 - 1.0 / a)
 
 
 def marginal_nelbo(train: torch.Tensor, test: torch.Tensor, vocab: int) -> float:

@@ -51,7 +51,10 @@ def complement_weight(t: torch.Tensor, schedule: str = "linear") -> torch.Tensor
     return -alpha_prime(t, schedule) / alpha(t, schedule)  # eq. trimodal-mdm-antithetic
 
 
-def sample_times(n: int, generator: torch.Generator, t_min: float = 1e-3) -> torch.Tensor:
+T_MIN = 1e-3  # training times are drawn on [T_MIN, 1 - T_MIN]
+
+
+def sample_times(n: int, generator: torch.Generator, t_min: float = T_MIN) -> torch.Tensor:
     """n times drawn uniformly on [t_min, 1 - t_min] (the ends are cut so that both weights stay
     finite)."""
     n = checks.integer(n, "n", minimum=1)
