@@ -13,6 +13,7 @@ the sweep itself is ours.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from reprobook.core import checks
@@ -21,7 +22,7 @@ from . import diagnostics as D
 from .evaluate import calibration_ways, summary, test_set
 from .train import arm_model, datasets, pretrained
 
-__all__ = ["contrast", "world_scores"]
+__all__ = ["contrast", "world_data", "world_scores"]
 
 
 def contrast(
@@ -50,6 +51,15 @@ def contrast(
     }
 
 
+@functools.lru_cache(maxsize=2)
+def world_data(cfg, p_wrong: float, seed: int):
+    """The training set, the test set and its evaluation tensors of the world ``p_wrong``
+    (generated once per world and kept: every replicate of a world uses the same data)."""
+    checks.probability(p_wrong, "p_wrong")
+    train, test = datasets(cfg, seed, p_wrong=float(p_wrong))
+    return train, test, test_set(test)
+
+
 def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str) -> dict:
     """C2, C3 and C4's values, and what they are made of, in the world ``p_wrong`` for one
     replicate (pretraining and fine-tuning seed ``seed + replicate``, the notebook seed's data).
@@ -61,8 +71,7 @@ def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str
     whether the query states a wrong detail (NaN in the all-true world)."""
     checks.probability(p_wrong, "p_wrong")
     checks.integer(replicate, "replicate", minimum=0)
-    train, test = datasets(cfg, seed, p_wrong=p_wrong)
-    test_eval = test_set(test)
+    train, test, test_eval = world_data(cfg, p_wrong, seed)
     run_seed = seed + replicate
     base, _ = pretrained(cfg, train, seed=run_seed, profile=profile)
     measured = {"pretrained": summary(base, test_eval)[0]}
