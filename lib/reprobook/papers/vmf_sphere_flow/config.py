@@ -207,16 +207,7 @@ _FULL_PUZZLE_NET = Net(
     train_steps=20_000,
     n_train=0,
 )
-_FULL_NET = Net(
-    width=256,
-    depth=6,
-    heads=8,
-    lr=3e-4,
-    warmup_steps=1000,
-    batch_size=512,
-    train_steps=20_000,
-    n_train=1_000_000,
-)
+_FULL_NET = dataclasses.replace(_FULL_PUZZLE_NET, n_train=1_000_000)  # the language networks
 PROFILES: dict[str, dict[str, Any]] = {
     "vmf_path": {
         "reduced": PathConfig(),
