@@ -824,3 +824,28 @@ def test_datasets_follow_the_configured_world_and_own_images_stay_relevant():
     strict = data_mod.caption_relevance(test).reshape(n, test.n_views, n)
     own = strict[torch.arange(n), :, torch.arange(n)]  # (N, K)
     assert bool(wrong.any()) and not bool(own[wrong].any()) and bool(own[~wrong].all())
+
+
+def test_every_world_fine_tunes_from_the_claims_worlds_pretrained_model(tmp_path, monkeypatch):
+    from reprobook.core import resolve_notebook
+    from reprobook.papers.tpc_alignment import config, train, worlds
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    tiny = dict(n_train=64, n_test=40, pretrain_steps=2, finetune_steps=2, batch_size=32)
+    cfg = resolve_notebook(config.PROFILES, "worlds", "reduced", n_top=8, n_random=8, **tiny)
+    seen = []
+    real = train.pretrain
+
+    def spy(data, **kw):
+        seen.append(data.spec.get("p_wrong", 0.0))
+        return real(data, **kw)
+
+    monkeypatch.setattr(train, "pretrain", spy)
+    out = {p: worlds.world_scores(cfg, p, seed=5, replicate=0, profile="test") for p in (0.0, 0.25)}
+    assert seen == [0.25, 0.25]  # both worlds start from the claims' world's pretraining
+    names = sorted(p.stem.rsplit("-", 1)[0] for p in tmp_path.rglob("*.pt"))
+    assert names == ["ft-clip_ft", "ft-clip_ft", "ft-tpc", "ft-tpc", "pretrain"]
+    for p, row in out.items():
+        assert row["p_wrong"] == p and row["replicate"] == 0
+        assert math.isfinite(row["leakage_ratio"]) and math.isfinite(row["ece_ratio"])
+    assert math.isnan(out[0.0]["auroc_u_hat_vs_wrong"])

@@ -3,9 +3,12 @@ Alignment for Robust Vision-Language Learning" (arXiv 2607.03143).
 
 The paper's premise is that a caption is a partial and sometimes unreliable constraint: real
 captions leave things out and get things wrong. Our generated world controls the second half
-with ``p_wrong``, the probability that a stated non-core detail is wrong. For each world and
-replicate, :func:`world_scores` pretrains (or loads) the CLIP model, fine-tunes (or loads)
-CLIP-FT and TPC, and measures what C2, C3 and C4 measure in the chapter's main world:
+with ``p_wrong``, the probability that a stated non-core detail is wrong. The world is that of
+the fine-tuning data and the test set: as the paper fine-tunes one pretrained CLIP on each
+caption set, every world starts from the CLIP model pretrained in the claims' world. For each
+world and replicate, :func:`world_scores` loads (or pretrains) that model, fine-tunes (or loads)
+CLIP-FT and TPC on the world's data, and measures what C2, C3 and C4 measure in the chapter's
+main world:
 :func:`contrast` turns those measurements into the claims' per-replicate values. The metrics are
 the paper's protocols (eq. `tpc-leak` and eq. `tpc-ece` of notebooks/04_tpc_alignment/index.md);
 the sweep itself is ours.
@@ -54,7 +57,8 @@ def contrast(
 @functools.lru_cache(maxsize=2)
 def world_data(cfg, p_wrong: float, seed: int):
     """The training set, the test set and its evaluation tensors of the world ``p_wrong``
-    (generated once per world and kept: every replicate of a world uses the same data)."""
+    (generated once per world and kept: every replicate of a world uses the same data; two
+    worlds are kept, the claims' world, which every call also needs, and the one swept)."""
     checks.probability(p_wrong, "p_wrong")
     train, test = datasets(cfg, seed, p_wrong=float(p_wrong))
     return train, test, test_set(test)
@@ -64,16 +68,20 @@ def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str
     """C2, C3 and C4's values, and what they are made of, in the world ``p_wrong`` for one
     replicate (pretraining and fine-tuning seed ``seed + replicate``, the notebook seed's data).
 
-    Models come from :func:`reprobook.core.load_or_train`, so the main world's are loaded from
-    the notebooks that trained them. Candidate sets use ``cfg.n_top`` and ``cfg.n_random`` and
+    CLIP-FT and TPC are fine-tuned on the world's training set from the model pretrained on the
+    claims' world (``cfg.p_wrong``), the same pretrained weights in every world, and every model
+    is scored on the world's test set. Models come from :func:`reprobook.core.load_or_train`, so
+    the main world's (and every world's pretrained model) are loaded from the notebooks that
+    trained them. Candidate sets use ``cfg.n_top`` and ``cfg.n_random`` and
     the generator seed ``seed + 3 + replicate``, as in the calibration notebook. Also returned:
     the AUROC of TPC's u_hat against its top-1 error and, where details can be wrong, against
     whether the query states a wrong detail (NaN in the all-true world)."""
     checks.probability(p_wrong, "p_wrong")
     checks.integer(replicate, "replicate", minimum=0)
+    base_train = world_data(cfg, cfg.p_wrong, seed)[0]  # the claims' world: pretraining data
     train, test, test_eval = world_data(cfg, p_wrong, seed)
     run_seed = seed + replicate
-    base, _ = pretrained(cfg, train, seed=run_seed, profile=profile)
+    base, _ = pretrained(cfg, base_train, seed=run_seed, profile=profile)
     measured = {"pretrained": summary(base, test_eval)[0]}
     scoring = dict(tau0=cfg.tau0, n_top=cfg.n_top, n_random=cfg.n_random, seed=seed + 3 + replicate)
     u_hat = error = None
