@@ -5,16 +5,30 @@ samples give the same numbers as the same runs here; it caches what it trains an
 draws, and a second call reads them; a network not cached yet in two jobs is refused.
 :func:`experiments.puzzle_samples` (in one process) gives the numbers of the puzzle networks
 trained by :func:`experiments.train_network` and of the exact posterior, and caches its
-networks.
+networks. The shortcuts that make training and sampling cheaper on the CPU (the noise drawn
+without per-position checks, a foreach AdamW, no NaN fill of new tensors, no loss logging, the
+psi table's kappa weights computed once) change no number: the weights equal, bit for bit,
+those of the plain route, and the psi table reads the same values for one kappa or many.
 """
 
 from __future__ import annotations
+
+import contextlib
+import math
 
 import numpy as np
 import pytest
 import torch
 
-from reprobook.papers.vmf_sphere_flow import config, data, evaluate, experiments, geometry
+from reprobook.papers.vmf_sphere_flow import (
+    config,
+    data,
+    evaluate,
+    experiments,
+    geometry,
+    model,
+    paths,
+)
 
 LANG = config.Language(V=4, L=4, kappa_max=20.0)
 NET = config.Net(width=8, depth=1, heads=2, warmup_steps=1, batch_size=8, train_steps=3, n_train=32)
@@ -127,3 +141,55 @@ def test_puzzle_networks_side_by_side_equal_those_trained_one_by_one(
             )
             np.testing.assert_array_equal(rates, want)
             assert nfe == want_nfe
+
+
+class _PlainAdamW(torch.optim.AdamW):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "foreach": False})  # torch's CPU default
+
+
+def _logged_step(self, batch, batch_idx):
+    tokens, clues = batch if isinstance(batch, (list, tuple)) else (batch, None)
+    loss = self.loss(tokens, clues)
+    self.log("train_loss", loss, on_step=False, on_epoch=True)
+    return loss
+
+
+def _checked_noise(self, tokens, generator=None):
+    level = paths.sample_levels(tokens.shape[0], self.path, self.kappa_max, generator)
+    h = paths.noisy_states(self.W.T[tokens].to(torch.float64), level, self.path, generator)
+    return h.to(torch.float32), level, torch.ones_like(level)
+
+
+@pytest.mark.parametrize(
+    "path, with_clues", [("vmf", False), ("geodesic", True), ("euclidean", False)]
+)
+def test_training_shortcuts_change_no_weight(path, with_clues, monkeypatch, one_thread):
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, LANG.V, (20, LANG.L))
+    clues = rng.integers(0, 3, (20, LANG.L)) if with_clues else None
+    kw = dict(kappa_max=LANG.kappa_max, width=8, depth=1, heads=2, warmup_steps=1, path=path)
+    kw.update(clues=clues, n_clue_tokens=3 if with_clues else None, seed=3)
+    # batches of 8, 8 and 4: seven steps run into a third epoch
+    fast = model.train_posterior(tokens, torch.eye(LANG.V), batch_size=8, train_steps=7, **kw)
+    monkeypatch.setattr(model.PosteriorTransformer, "noisy_batch", _checked_noise)
+    monkeypatch.setattr(model.PosteriorTransformer, "training_step", _logged_step)
+    monkeypatch.setattr(torch.optim, "AdamW", _PlainAdamW)
+    monkeypatch.setattr(model, "unfilled_allocations", contextlib.nullcontext)
+    plain = model.train_posterior(tokens, torch.eye(LANG.V), batch_size=8, train_steps=7, **kw)
+    _same_weights(fast, plain)
+
+
+def test_psi_table_reads_the_same_numbers_for_one_kappa_or_many():
+    table = geometry.PsiTable(4, 20.0, n_kappa=9, n_s=17)
+    s = torch.linspace(-1.0, 1.0, 31, dtype=torch.float64).reshape(31, 1).expand(31, 3)
+    for kappa in (0.0, 7.3, 20.0):
+        one = table(s, kappa)
+        many = table(s, torch.full((31, 3), kappa, dtype=torch.float64))
+        torch.testing.assert_close(one, many, rtol=0, atol=0)
+    per_row = table(s[:, :1], torch.tensor([0.0, 7.3, 20.0], dtype=torch.float64))
+    assert per_row.shape == (31, 3)
+    torch.testing.assert_close(per_row[:, 1], table(s[:, 0], 7.3), rtol=0, atol=0)
+    for bad_s, bad_kappa in ((torch.tensor([0.1, float("nan")]), 1.0), (torch.zeros(2), math.inf)):
+        with pytest.raises(ValueError, match="finite"):
+            table(bad_s, bad_kappa)

@@ -100,7 +100,7 @@ class Net:
     lr: float = 6e-3  # AdamW peak learning rate (the paper's code: 3e-4 over 100k steps)
     warmup_steps: int = 100  # linear warm-up, then cosine decay to 0.1 lr at train_steps
     batch_size: int = 64
-    train_steps: int = 1000
+    train_steps: int = 500  # reduced (1,000 until a slower machine; see C3's revisions)
     n_train: int = 50_000  # training sequences drawn once from the chain
     data_seed: int = 1  # seeds the training sequences
     warp: bool = False  # draw training levels through the learned warp (eq. vmf-warp)
@@ -112,7 +112,7 @@ class LearnConfig:
 
     language: Language = Language()
     net: Net = Net()
-    eval_at: tuple[int, ...] = (500, 1000)  # training steps at which it is scored
+    eval_at: tuple[int, ...] = (250, 500)  # training steps at which it is scored
     n_eval: int = 500  # sequences per evaluation
     eval_kappas: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0)  # test CE against kappa
     sample_steps: int = 32  # ODE steps for the learned-versus-oracle samples
@@ -155,7 +155,7 @@ class PuzzleConfig:
     PC."""
 
     # n_train unused: the puzzles come from the training grids
-    net: Net = Net(train_steps=700, n_train=0)
+    net: Net = Net(train_steps=500, n_train=0)
     kappa_max: float = 40.0  # one-hot d = V = 5 (blank + 4 digits), A_5(40) = 0.95
     test_fraction: float = 0.2  # grids held out for the test puzzles (58 of 288)
     blanks: tuple[int, int] = (8, 12)  # blanked cells per puzzle, inclusive range
@@ -184,16 +184,14 @@ class SudokuConfig:
     train_seeds: tuple[int, ...] = (0,)
 
 
-# Wall time of each notebook at the reduced sizes, timed by `reprobook run --jobs 1` (2-core CPU,
-# kernel start included): vmf_path 9 s, perfect_posterior 18 s, learning_the_posterior 44 s
-# (1,000 training steps with four scorings about 23 s), three_paths 57 s (two networks trained,
-# the vMF one loaded; trained alone it is one more 20 s), time_conditioning 34 s,
-# shidoku_puzzles 57 s (three networks of 700 steps, 39 s). A training step of the width-64
-# network takes about 20 ms on one thread. The full profile is much larger (networks of the
-# paper's size, 20,000 steps, five training seeds per path and of the time-conditioned network,
-# thousands of samples): many hours on one GPU by our estimate; it has not been run. The C2 run
-# of 2000 sequences at 128 steps (notebook 2) was added after these timings: perfect_posterior then
-# took 37 s beside one other job on the 2-core machine (vmf_path 14 s at the same time).
+# Wall time of each notebook at the reduced sizes: see each notebook's cost line (timed cold by
+# `reprobook run --jobs 1` with the chapter alone, kernel start included). A training step of the
+# width-64 network took about 20 ms on one thread when the chapter was sized and 26-40 ms on this
+# machine's slower days; the language networks then moved from 1,000 to 500 steps and the puzzle
+# networks from 700 to 500 (C3's revisions keep what 1,000 steps gave). The full profile is much
+# larger (networks of the paper's size, 20,000 steps, five training seeds per path and of the
+# time-conditioned network, thousands of samples): many hours on one GPU by our estimate; it has
+# not been run.
 _FULL_SEEDS = (0, 1, 2, 3, 4)  # C4-C7 compare trained networks: intervals over 5 training seeds
 # The puzzle networks of notebooks 6 (Shidoku, puzzles generated on the fly: n_train 0) and 7
 # (9x9, a fixed training set).

@@ -584,9 +584,12 @@ class PsiTable:
         s = _as_float_tensor(s)
         kappa = torch.as_tensor(kappa, dtype=s.dtype, device=s.device)
         if check:  # before broadcasting: reductions over an expanded kappa are slow
-            if not (torch.isfinite(s).all() and torch.isfinite(kappa).all()):
+            if not torch.isfinite(kappa).all():
                 raise ValueError("s and kappa must be finite")
-            if (s.abs() > 1.0 + 1e-3).any():
+            # one pass over s: a NaN fails the comparison, so this also finds non-finite s
+            if not (s.abs() <= 1.0 + 1e-3).all():
+                if not torch.isfinite(s).all():
+                    raise ValueError("s and kappa must be finite")
                 raise ValueError(
                     "s (a cosine) must lie in [-1, 1] (up to 1e-3 rounding), got up to "
                     f"{s.abs().max().item()}"
@@ -596,20 +599,21 @@ class PsiTable:
                     f"kappa must lie in [0, kappa_max={self.kappa_max}] of this table, got "
                     f"[{kappa.min().item()}, {kappa.max().item()}]"
                 )
-        s, kappa = torch.broadcast_tensors(s, kappa)
-        x = s.clamp(-S_CLAMP, S_CLAMP)
-        fs = (x + S_CLAMP) * ((self.n_s - 1) / (2.0 * S_CLAMP))
+        # the kappa row and weight on kappa's own shape (one number in the samplers), the s
+        # column and weight on s's: the broadcast happens in the sums below, with the same numbers
         fk = kappa.clamp(0.0, self.kappa_max) * ((self.n_kappa - 1) / self.kappa_max)
         i = fk.floor().clamp(0, self.n_kappa - 2)
-        j = fs.floor().clamp(0, self.n_s - 2)
         a = (fk - i).clamp(0.0, 1.0)
+        x = s.clamp(-S_CLAMP, S_CLAMP)
+        fs = (x + S_CLAMP) * ((self.n_s - 1) / (2.0 * S_CLAMP))
+        j = fs.floor().clamp(0, self.n_s - 2)
         b = (fs - j).clamp(0.0, 1.0)
-        i, j = i.long(), j.long()
         t = self._table(s.dtype, s.device)
-        base = i * self.n_s + j
-        v00, v01 = t[base], t[base + 1]
-        v10, v11 = t[base + self.n_s], t[base + self.n_s + 1]
-        return (1 - a) * ((1 - b) * v00 + b * v01) + a * ((1 - b) * v10 + b * v11)
+        base = i.long() * self.n_s + j.long()
+        v00, v01 = torch.take(t, base), torch.take(t, base + 1)
+        v10, v11 = torch.take(t, base + self.n_s), torch.take(t, base + self.n_s + 1)
+        b1 = 1 - b
+        return (1 - a) * (b1 * v00 + b * v01) + a * (b1 * v10 + b * v11)
 
     def cosine_speed(self, s, kappa, *, check: bool = True) -> torch.Tensor:
         """ds/dkappa = psi(s, kappa) (1 - s^2) (eq. `vmf-psi-ode`), with the actual s (not
@@ -753,7 +757,6 @@ def sample_vmf(
         mean = mean.to(torch.float64)
     if mean.ndim < 1 or mean.shape[-1] < 2:
         raise ValueError(f"mean must have shape (..., d) with d >= 2, got {tuple(mean.shape)}")
-    d = mean.shape[-1]
     out_dtype = dtype or mean.dtype
     mu = mean.to(torch.float64)
     if not torch.isfinite(mu).all():
@@ -767,13 +770,22 @@ def sample_vmf(
     mu = mu / norms
     k = torch.as_tensor(kappa, dtype=torch.float64, device=mu.device)
     try:
-        batch = torch.broadcast_shapes(tuple(mu.shape[:-1]), tuple(k.shape))
+        torch.broadcast_shapes(tuple(mu.shape[:-1]), tuple(k.shape))
     except RuntimeError as exc:
         raise ValueError(
             f"kappa of shape {tuple(k.shape)} does not broadcast against the batch "
             f"shape {tuple(mu.shape[:-1])} of mean"
         ) from exc
     _check_kappa(k)
+    return _vmf_draws(mu, k, generator, max_iter).to(out_dtype)
+
+
+def _vmf_draws(mu: torch.Tensor, k: torch.Tensor, generator, max_iter: int = 1000):
+    """:func:`sample_vmf` after its checks (callers in a training loop check once, outside):
+    float64 unit means ``mu`` (..., d) and concentrations ``k`` >= 0 that broadcast against
+    ``mu.shape[:-1]``; float64 draws h = W mu + sqrt(1 - W^2) v of eq. `vmf-density`."""
+    d = mu.shape[-1]
+    batch = torch.broadcast_shapes(tuple(mu.shape[:-1]), tuple(k.shape))
     mu = mu.expand(*batch, d)
     k = torch.broadcast_to(k, batch).reshape(-1).contiguous()
     w, one_m_w = _wood_cosines(d, k, generator, max_iter)
@@ -782,8 +794,7 @@ def sample_vmf(
     v = tangent(mu, v)
     v = v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)
     sin = torch.sqrt((one_m_w * (1.0 + w)).clamp_min(0.0))
-    h = w[..., None] * mu + sin[..., None] * v
-    return h.to(out_dtype)
+    return w[..., None] * mu + sin[..., None] * v
 
 
 # ----------------------------------------------------------------------------------------------

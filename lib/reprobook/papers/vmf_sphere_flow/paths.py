@@ -48,7 +48,7 @@ import torch
 
 from reprobook.core import checks
 
-from .geometry import sample_vmf
+from .geometry import _vmf_draws
 
 __all__ = ["PATHS", "check_path", "sample_levels", "noisy_states", "emission_loglik"]
 
@@ -94,16 +94,31 @@ def noisy_states(
             f"mean must be (B, L, d) and level (B,), "
             f"got {tuple(mean.shape)} and {tuple(level.shape)}"
         )
-    if not torch.isfinite(mean).all() or ((mean.norm(dim=-1) - 1.0).abs() > 1e-6).any():
-        raise ValueError("mean must hold finite unit vectors (token embeddings w_k)")
+    _check_means(mean)
     if not torch.isfinite(level).all() or (level < 0).any():
         raise ValueError(f"levels must be finite and >= 0, got {level.tolist()[:8]}")
-    if path == "vmf":
-        return sample_vmf(mean, level[:, None], generator, dtype=torch.float64)
-    if (level > 1).any():
+    if path != "vmf" and (level > 1).any():
         raise ValueError(
             f"the {path} path's levels are t in [0, 1], got up to {level.max().item()}"
         )
+    return _noisy_states(mean, level, path, generator)
+
+
+def _check_means(mean: torch.Tensor) -> None:
+    """The check of :func:`noisy_states` on its ``mean`` (float64, (..., d)): finite unit rows."""
+    if not torch.isfinite(mean).all() or ((mean.norm(dim=-1) - 1.0).abs() > 1e-6).any():
+        raise ValueError("mean must hold finite unit vectors (token embeddings w_k)")
+
+
+def _noisy_states(
+    mean: torch.Tensor, level: torch.Tensor, path: str, generator: torch.Generator | None
+) -> torch.Tensor:
+    """:func:`noisy_states` after its checks (a training loop checks the embeddings once per
+    batch, on the (V, d) table, and draws its levels in range): float64 ``mean`` (B, L, d) of
+    unit rows and levels (B,) on its device."""
+    if path == "vmf":  # sample_vmf's draws: the means renormalised, then eq. vmf-density
+        mu = mean / mean.norm(dim=-1, keepdim=True)
+        return _vmf_draws(mu, level[:, None], generator)
     t = level[:, None, None]
     if path == "euclidean":
         z = torch.randn(mean.shape, generator=generator, dtype=torch.float64, device=mean.device)

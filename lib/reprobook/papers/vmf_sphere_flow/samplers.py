@@ -46,6 +46,7 @@ import torch
 
 from reprobook.core import checks
 
+from ._runtime import unfilled_allocations
 from .fields import (
     T_CAP,
     PsiFn,
@@ -275,6 +276,7 @@ def _sample_vmf(
     return Samples(tokens, net.nfe, h)  # the tokens, the NFE count and the final state
 
 
+@unfilled_allocations()
 def sample_ode(
     posterior: Posterior,
     W: torch.Tensor,
@@ -309,6 +311,7 @@ def sample_ode(
     )
 
 
+@unfilled_allocations()
 def sample_pc(
     posterior: Posterior,
     W: torch.Tensor,
@@ -353,6 +356,7 @@ def sample_pc(
     )
 
 
+@unfilled_allocations()
 def sample_sde(
     posterior: Posterior,
     W: torch.Tensor,
@@ -412,6 +416,7 @@ def _check_baseline_pc(correctors, eps0, kappa_ref) -> tuple[int, float, float]:
     return correctors, eps0, kappa_ref
 
 
+@unfilled_allocations()
 def sample_geodesic(
     posterior: Posterior,
     W: torch.Tensor,
@@ -453,6 +458,7 @@ def sample_geodesic(
     return Samples(tokens, net.nfe, h)
 
 
+@unfilled_allocations()
 def sample_euclidean(
     posterior: Posterior,
     W: torch.Tensor,
