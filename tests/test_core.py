@@ -751,3 +751,17 @@ def test_a_broken_sibling_chapter_does_not_stop_another(toy_book: Path) -> None:
         chapters.get_chapter("02", toy_book)
     with pytest.raises(KeyError, match="no chapter 'nope'; chapters: toy, wip"):
         chapters.get_chapter("nope", toy_book)
+
+
+def test_unfilled_allocations_restores_the_setting_even_on_error():
+    import torch.utils.deterministic as det
+
+    from reprobook.core import unfilled_allocations
+
+    before = det.fill_uninitialized_memory
+    with unfilled_allocations():
+        assert det.fill_uninitialized_memory is False
+    assert det.fill_uninitialized_memory == before
+    with pytest.raises(RuntimeError, match="boom"), unfilled_allocations():
+        raise RuntimeError("boom")
+    assert det.fill_uninitialized_memory == before

@@ -23,7 +23,7 @@ from .stats import (
     t_interval,
     worst_group_interval,
 )
-from .training import make_trainer, to_accelerator
+from .training import make_trainer, to_accelerator, unfilled_allocations
 
 __all__ = [
     "checkpoint_path",
@@ -47,6 +47,7 @@ __all__ = [
     "load_results",
     "load_values",
     "make_trainer",
+    "unfilled_allocations",
     "method_colors",
     "quiet_lightning",
     "resolve",

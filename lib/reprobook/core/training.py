@@ -211,3 +211,24 @@ def to_accelerator(module):
     import torch
 
     return module.to("cuda") if torch.cuda.is_available() else module
+
+
+@contextlib.contextmanager
+def unfilled_allocations() -> Iterator[None]:
+    """Inside this block, torch does not fill each new tensor's memory with NaN.
+
+    Lightning's ``deterministic=True`` (:func:`reprobook.core.make_trainer`) turns on
+    ``torch.use_deterministic_algorithms``, which by default also fills every fresh allocation
+    (``torch.utils.deterministic.fill_uninitialized_memory``) so that a kernel reading
+    uninitialised memory shows up. Code that reads no uninitialised memory computes the same
+    numbers without it (chapter 16's tests check its weights and samples bit for bit); on the CPU
+    the fill cost chapter 16 about 1-2 ms of a 25-30 ms training step and about 6% of a sampler
+    run. The previous setting comes back when the block ends, also on an error."""
+    import torch.utils.deterministic
+
+    before = torch.utils.deterministic.fill_uninitialized_memory
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = before

@@ -31,9 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from reprobook.core import checks
+from reprobook.core import checks, unfilled_allocations
 
-from ._runtime import unfilled_allocations
 from .paths import _check_means, _noisy_states, check_path, sample_levels
 from .warp import NoiseWarp
 

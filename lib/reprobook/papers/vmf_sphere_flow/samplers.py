@@ -44,9 +44,8 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from reprobook.core import checks
+from reprobook.core import checks, unfilled_allocations
 
-from ._runtime import unfilled_allocations
 from .fields import (
     T_CAP,
     PsiFn,
