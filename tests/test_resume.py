@@ -100,3 +100,17 @@ def test_the_checkpoint_key_ignores_comments_and_docstrings(tmp_path):
     b.write_text('def f(x):\n    """Another doc."""\n\n    return x + 1  # eq. 3\n')
     c.write_text('def f(x):\n    """Doc."""\n    return x + 2\n')
     assert checkpoints._code_of(a) == checkpoints._code_of(b) != checkpoints._code_of(c)
+
+
+def test_the_code_of_a_file_is_parsed_once_per_content(tmp_path, monkeypatch):
+    a = tmp_path / "a.py"
+    a.write_text("def f(x):\n    return x + 1\n")
+    first = checkpoints._code_of(a)
+    parsed = []
+    real = checkpoints._parse_code
+    monkeypatch.setattr(checkpoints, "_parse_code", lambda text: parsed.append(text) or real(text))
+    assert checkpoints._code_of(a) == first and parsed == []  # the same bytes: not parsed again
+    a.write_text("def f(x):\n    return x + 3\n")  # rewritten in place: parsed, a new tree
+    assert checkpoints._code_of(a) != first and len(parsed) == 1
+    a.write_text("def f(x):\n    return x + 1\n")  # back to the first bytes: the first tree
+    assert checkpoints._code_of(a) == first and len(parsed) == 1

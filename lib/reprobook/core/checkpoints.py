@@ -37,13 +37,30 @@ def checkpoints_dir(profile: str, slug: str) -> Path:
     return base / profile / slug
 
 
+# _code_of's result for each file content seen in this process (keyed by the content's SHA-256).
+# Parsing and dumping a chapter's package and the core takes about a second, and a notebook asks
+# for a checkpoint's key a dozen times; the bytes of a file decide its tree, so a file whose
+# bytes changed is parsed again.
+_CODE_CACHE: dict[bytes, bytes] = {}
+
+
 def _code_of(path: Path) -> bytes:
     """What a module computes, without what it says: its syntax tree with docstrings dropped
     (comments and layout never reach the tree), so that rewording a comment or a docstring, or
-    reformatting, keeps the chapter's trained models. A file that does not parse counts as is."""
+    reformatting, keeps the chapter's trained models. A file that does not parse counts as is.
+    The result is kept per file content (:data:`_CODE_CACHE`)."""
+    text = path.read_bytes()
+    content = hashlib.sha256(text).digest()
+    if content not in _CODE_CACHE:
+        _CODE_CACHE[content] = _parse_code(text)
+    return _CODE_CACHE[content]
+
+
+def _parse_code(text: bytes) -> bytes:
+    """The syntax tree of ``text`` without docstrings, dumped (``text`` itself if it does not
+    parse)."""
     import ast
 
-    text = path.read_bytes()
     try:
         tree = ast.parse(text)
     except SyntaxError:
