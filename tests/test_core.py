@@ -578,6 +578,18 @@ def test_load_or_train_trains_once_then_loads(tmp_path, monkeypatch):
     assert path.is_file() and path.parent == tmp_path / "reduced" / "spr_ldp"
 
 
+def test_side_by_side_uses_the_cores_only_at_the_reduced_profile(monkeypatch):
+    import operator
+
+    from reprobook.core import runtime
+
+    seen = []
+    monkeypatch.setattr(runtime, "parallel_map", lambda fn, items, workers: seen.append(workers))
+    core.side_by_side(operator.add, [(1, 2)], profile="reduced")
+    core.side_by_side(operator.add, [(1, 2)], profile="full")
+    assert seen == [None, 1]  # None: default_threads(), one process per core
+
+
 def test_parallel_map_keeps_order_and_matches_the_serial_map():
     import operator
 

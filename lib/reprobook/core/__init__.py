@@ -12,7 +12,13 @@ from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
 from .resources import Resources, read_resources
 from .rng import as_generator
-from .runtime import parallel_map, quiet_lightning, runtime_facts, seed_everything
+from .runtime import (
+    parallel_map,
+    quiet_lightning,
+    runtime_facts,
+    seed_everything,
+    side_by_side,
+)
 from .stats import (
     Interval,
     TInterval,
@@ -29,6 +35,7 @@ __all__ = [
     "checkpoint_path",
     "checkpoints_dir",
     "parallel_map",
+    "side_by_side",
     "load_or_train",
     "as_generator",
     "resolve_notebook",

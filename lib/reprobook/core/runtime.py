@@ -101,6 +101,14 @@ def parallel_map(
         return list(pool.map(_worker_call, [(fn, it) for it in items]))
 
 
+def side_by_side(fn: Callable[..., Any], items: Iterable[tuple], *, profile: str) -> list[Any]:
+    """:func:`parallel_map` with the house's choice of workers: at the reduced profile one
+    process per core (:func:`default_threads`, which is 1 where notebooks already run side by
+    side); at any other profile one after the other in this process, since there each training
+    takes the GPU. For the trainings a notebook needs that have no checkpoint yet."""
+    return parallel_map(fn, items, workers=None if profile == "reduced" else 1)
+
+
 def quiet_lightning() -> None:
     """Silence Lightning's start-up chatter (accelerator lines, tips, 'Seed set to') and the
     warnings that only describe this small-machine setting, so executed notebooks show only what

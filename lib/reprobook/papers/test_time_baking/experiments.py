@@ -175,14 +175,14 @@ def _train_job(variant: str, cfg, seed: int, profile: str) -> None:
 def train_all(variants, cfg, seeds, *, profile: str) -> dict:
     """Every ``variant`` at every seed, as :func:`trained`, keyed by (variant, seed). At the
     reduced profile the ones not cached yet are first trained side by side, one process per
-    core (``core.parallel_map``); the results are the same as one after the other, since each
+    core (``core.side_by_side``); the results are the same as one after the other, since each
     training seeds itself. At the full profile they train one after the other on the GPU."""
     jobs = [(v, int(s)) for v in variants for s in seeds]
     for v, _ in jobs:
         checks.choice(v, "variant", VARIANTS)
     todo = [(v, cfg, s, profile) for v, s in jobs if not core.checkpoint_path(
         SLUG, f"{v}-s{s}", profile=profile, key=_key(v, cfg, s)).is_file()]  # fmt: skip
-    core.parallel_map(_train_job, todo, workers=None if profile == "reduced" else 1)
+    core.side_by_side(_train_job, todo, profile=profile)
     return {(v, s): trained(v, cfg, s, profile=profile)[0] for v, s in jobs}
 
 

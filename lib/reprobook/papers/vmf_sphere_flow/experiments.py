@@ -1,6 +1,6 @@
 """The experiments shared by notebooks 3-6: the Markov-language data, trained networks cached
 between notebooks (:func:`reprobook.core.load_or_train`), a callback that scores a network while
-it trains, and the side-by-side runs (:func:`reprobook.core.parallel_map`) that train the
+it trains, and the side-by-side runs (:func:`reprobook.core.side_by_side`) that train the
 networks not cached yet and sample every network, one process per core at the reduced profile.
 Each training seeds itself and each sampler run draws from its own seeded generator, so a run
 in another process gives what it gives in the notebook's.
@@ -211,13 +211,11 @@ class ScoreDuringTraining(pl.Callback):
 
 def _side_by_side(fn: Callable, jobs: Mapping, first: set, profile: str) -> dict:
     """``{name: fn(*args)}`` for ``jobs`` ``{name: args}``, computed side by side at the reduced
-    profile (:func:`reprobook.core.parallel_map`, which runs them in this process where it is
+    profile (:func:`reprobook.core.side_by_side`, which runs them in this process where it is
     given one core) and one after the other otherwise. The jobs named in ``first`` (those that
     train a network, the longest) are started first."""
     names = sorted(jobs, key=lambda k: k not in first)  # stable: the trainings first
-    out = core.parallel_map(
-        fn, [jobs[k] for k in names], workers=None if profile == "reduced" else 1
-    )
+    out = core.side_by_side(fn, [jobs[k] for k in names], profile=profile)
     done = dict(zip(names, out))
     return {k: done[k] for k in jobs}
 
