@@ -849,3 +849,52 @@ def test_every_world_fine_tunes_from_the_claims_worlds_pretrained_model(tmp_path
         assert row["p_wrong"] == p and row["replicate"] == 0
         assert math.isfinite(row["leakage_ratio"]) and math.isfinite(row["ece_ratio"])
     assert math.isnan(out[0.0]["auroc_u_hat_vs_wrong"])
+
+
+def test_models_trained_side_by_side_are_those_trained_one_after_the_other(tmp_path, monkeypatch):
+    from reprobook.core import resolve_notebook
+    from reprobook.papers.tpc_alignment import config, train
+
+    tiny = dict(n_train=64, n_test=8, pretrain_steps=3, finetune_steps=3, batch_size=32)
+    cfg = resolve_notebook(config.PROFILES, "robustness", "reduced", **tiny)
+    base_train = train.datasets(cfg, 3)[0]  # the claims' world
+    world = train.datasets(cfg, 3, p_wrong=0.0)[0]  # the arms fine-tune in another world
+    arms = ("clip_ft", ("tpc", True))
+    monkeypatch.setenv("REPROBOOK_THREADS", "2")
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / "side"))
+    kw = dict(arms=arms, replicates=(0, 2), seed=3, profile="reduced")
+    assert train.train_side_by_side(cfg, base_train, world, **kw) == 6  # 2 pretrained + 4 arms
+    assert train.train_side_by_side(cfg, base_train, world, **kw) == 0  # all cached now
+
+    def models(folder):
+        monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / folder))
+        out = {}
+        for i in (0, 2):
+            base, out[(i, "base")] = train.pretrained(
+                cfg, base_train, seed=3 + i, profile="reduced"
+            )
+            out[i] = base
+            for arm, adv in (("clip_ft", False), ("tpc", True)):
+                m, out[(i, arm, "loaded")] = train.arm_model(
+                    cfg, base, world, arm, seed=3 + i, profile="reduced", adversarial=adv
+                )
+                out[(i, arm)] = m
+        return out
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers' (and the notebooks') one thread
+    try:
+        side, alone = models("side"), models("alone")
+    finally:
+        torch.set_num_threads(threads)
+    for i in (0, 2):
+        assert side[(i, "base")] and side[(i, "clip_ft", "loaded")] and side[(i, "tpc", "loaded")]
+        assert not alone[(i, "base")] and not alone[(i, "tpc", "loaded")]
+        for which in (i, (i, "clip_ft"), (i, "tpc")):
+            a, b = side[which].state_dict(), alone[which].state_dict()
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="unknown arm"):
+        train.train_side_by_side(cfg, base_train, arms=("clip",), seed=3, profile="reduced")
+    plain = resolve_notebook(config.PROFILES, "core_residual", "reduced", **tiny)
+    with pytest.raises(ValueError, match="adv_steps"):
+        train.train_side_by_side(plain, base_train, arms=(("tpc", True),), seed=3, profile="x")

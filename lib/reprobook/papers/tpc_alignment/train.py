@@ -21,8 +21,10 @@ key.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
-from reprobook.core import load_or_train, make_trainer
+from reprobook import core
+from reprobook.core import checks, load_or_train, make_trainer
 from reprobook.core.checkpoints import checkpoint_key
 
 from .data import ShapesCaptions, ShapesCaptionsDataModule
@@ -41,6 +43,7 @@ __all__ = [
     "datasets",
     "pretrained",
     "arm_model",
+    "train_side_by_side",
 ]
 
 SLUG = "tpc_alignment"
@@ -87,6 +90,31 @@ def _pretrain_key(
         "optim": optim,
         "seed": seed,
     }
+
+
+def _finetune_key(
+    base_key: str,
+    train: ShapesCaptions,
+    model: ModelConfig,
+    arm: str,
+    objective: TPCConfig,
+    optim: OptimConfig,
+    adv: AdvConfig | None,
+    seed: int,
+) -> tuple[str, dict]:
+    """The checkpoint name and key of a fine-tuning arm (``objective`` is the arm's own)."""
+    adversarial = adv is not None and adv.active
+    key = {
+        "base": base_key,
+        "arm": arm,
+        "data": train.spec,
+        "model": model,
+        "objective": objective,
+        "optim": optim,
+        "adv": adv if adversarial else None,
+        "seed": seed,
+    }
+    return f"ft-{arm}" + ("-adv" if adversarial else ""), key
 
 
 def pretrain(
@@ -146,17 +174,7 @@ def finetune(
     obj = arm_objective(arm, objective)
     stream = seed + FINETUNE_STREAM  # the views and batch order of this run (not pretraining's)
     adversarial = adv is not None and adv.active
-    name = f"ft-{arm}" + ("-adv" if adversarial else "")
-    key = {
-        "base": base_key,
-        "arm": arm,
-        "data": train.spec,
-        "model": base.model_cfg,
-        "objective": obj,
-        "optim": optim,
-        "adv": adv if adversarial else None,
-        "seed": seed,
-    }
+    name, key = _finetune_key(base_key, train, base.model_cfg, arm, obj, optim, adv, seed)
     # the weights only: the training curve belongs to the pretraining
     state = {k: v.detach().clone() for k, v in base.state_dict().items() if k != "curve"}
 
@@ -289,3 +307,74 @@ def arm_model(
         seed=seed,
         profile=profile,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# side by side: the models a notebook is about to load, trained one process per core
+# ---------------------------------------------------------------------------------------------
+
+
+def _pretrain_path(cfg, train: ShapesCaptions, seed: int, profile: str):
+    s = setup(cfg)
+    key = _pretrain_key(train, s.model, s.pretrain, cfg.tau0, seed)
+    return core.checkpoint_path(SLUG, "pretrain", profile=profile, key=key), key
+
+
+def _arm_path(cfg, base_key, train, arm, adversarial, seed, profile):
+    s = setup(cfg)
+    obj = arm_objective(arm, s.objective)
+    adv = s.adv if adversarial else None
+    name, key = _finetune_key(base_key, train, s.model, arm, obj, s.finetune, adv, seed)
+    return core.checkpoint_path(SLUG, name, profile=profile, key=key)
+
+
+def _fit_job(cfg, base_train, train, seed: int, arm: str | None, adversarial: bool, profile: str):
+    """One job of :func:`train_side_by_side` (run in a worker process): the pretrained model of
+    ``seed`` and, unless ``arm`` is None, the arm fine-tuned from it (each loaded if cached)."""
+    base, _ = pretrained(cfg, base_train, seed=seed, profile=profile)
+    if arm is not None:
+        arm_model(cfg, base, train, arm, seed=seed, profile=profile, adversarial=adversarial)
+
+
+def train_side_by_side(
+    cfg,
+    base_train: ShapesCaptions,
+    train: ShapesCaptions | None = None,
+    *,
+    arms: Iterable[str | tuple[str, bool]] = (),
+    replicates: Iterable[int] | None = None,
+    seed: int,
+    profile: str,
+) -> int:
+    """Train the models that :func:`pretrained` and :func:`arm_model` are about to load and
+    that have no checkpoint yet, side by side at the reduced profile (one process per core,
+    :func:`reprobook.core.side_by_side`; one after the other at the full profile or where
+    ``$REPROBOOK_THREADS`` is 1). Returns how many models it trained.
+
+    For each replicate ``i`` (default ``cfg.replicates``; seed ``seed + i``): the model
+    pretrained on ``base_train`` and every arm of ``arms`` fine-tuned from it on ``train``
+    (default ``base_train``). An arm is a name of :data:`ARMS` or ``(name, adversarial)``.
+    Every run seeds itself, so a model trained here has the weights that the notebook would
+    train one after the other (the tests check it bit for bit); the notebook then loads them.
+    Missing pretrainings go first, then the arms."""
+    train = base_train if train is None else train
+    replicates = tuple(cfg.replicates if replicates is None else replicates)
+    pairs = [(a, False) if isinstance(a, str) else (a[0], bool(a[1])) for a in arms]
+    for arm, adversarial in pairs:
+        if arm not in ARMS:
+            raise ValueError(f"unknown arm {arm!r}; the arms are {ARMS}")
+        if adversarial and setup(cfg).adv is None:
+            raise ValueError(f"arm ({arm!r}, adversarial) needs a configuration with adv_steps > 0")
+    bases, arm_jobs = [], []
+    for i in replicates:
+        checks.integer(i, "replicate", minimum=0)
+        path, key = _pretrain_path(cfg, base_train, seed + i, profile)
+        if not path.is_file():
+            bases.append((cfg, base_train, train, seed + i, None, False, profile))
+        base_key = checkpoint_key(SLUG, "pretrain", key)[0]
+        for arm, adversarial in pairs:
+            if not _arm_path(cfg, base_key, train, arm, adversarial, seed + i, profile).is_file():
+                arm_jobs.append((cfg, base_train, train, seed + i, arm, adversarial, profile))
+    core.side_by_side(_fit_job, bases, profile=profile)
+    core.side_by_side(_fit_job, arm_jobs, profile=profile)
+    return len(bases) + len(arm_jobs)
