@@ -898,3 +898,31 @@ def test_models_trained_side_by_side_are_those_trained_one_after_the_other(tmp_p
     plain = resolve_notebook(config.PROFILES, "core_residual", "reduced", **tiny)
     with pytest.raises(ValueError, match="adv_steps"):
         train.train_side_by_side(plain, base_train, arms=(("tpc", True),), seed=3, profile="x")
+
+
+def test_train_worlds_trains_every_model_world_scores_loads_and_nothing_twice(
+    tmp_path, monkeypatch
+):
+    from reprobook.core import resolve_notebook
+    from reprobook.papers.tpc_alignment import config, train, worlds
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    monkeypatch.setenv("REPROBOOK_THREADS", "1")  # in this process: the spy below sees it
+    tiny = dict(n_train=64, n_test=40, pretrain_steps=2, finetune_steps=2, batch_size=32)
+    cfg = resolve_notebook(
+        config.PROFILES, "worlds", "reduced", n_top=8, n_random=8, replicates=(0,), **tiny
+    )
+    kw = dict(seed=5, profile="reduced")
+    assert worlds.train_worlds(cfg, (0.0, 0.25), **kw) == 5  # 1 pretrained + 2 arms x 2 worlds
+    assert worlds.train_worlds(cfg, (0.0, 0.25), **kw) == 0
+    with pytest.raises(ValueError, match="worlds"):
+        worlds.train_worlds(cfg, (1.5,), **kw)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("world_scores trained a model that train_worlds should have")
+
+    monkeypatch.setattr(train, "fit", no_training)
+    for p in (0.0, 0.25):
+        row = worlds.world_scores(cfg, p, seed=5, replicate=0, profile="reduced")
+        assert row["p_wrong"] == p
+    assert len(list(tmp_path.rglob("*.pt"))) == 5

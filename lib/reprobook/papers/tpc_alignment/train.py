@@ -360,9 +360,7 @@ def train_side_by_side(
     train = base_train if train is None else train
     replicates = tuple(cfg.replicates if replicates is None else replicates)
     pairs = [(a, False) if isinstance(a, str) else (a[0], bool(a[1])) for a in arms]
-    for arm, adversarial in pairs:
-        if arm not in ARMS:
-            raise ValueError(f"unknown arm {arm!r}; the arms are {ARMS}")
+    for arm, adversarial in pairs:  # an unknown arm is refused by arm_objective (below)
         if adversarial and setup(cfg).adv is None:
             raise ValueError(f"arm ({arm!r}, adversarial) needs a configuration with adv_steps > 0")
     bases, arm_jobs = [], []

@@ -23,9 +23,12 @@ from reprobook.core import checks
 
 from . import diagnostics as D
 from .evaluate import calibration_ways, summary, test_set
-from .train import arm_model, datasets, pretrained
+from .train import arm_model, datasets, pretrained, train_side_by_side
 
-__all__ = ["contrast", "world_data", "world_scores"]
+__all__ = ["WORLD_ARMS", "contrast", "train_worlds", "world_data", "world_scores"]
+
+# the arms fine-tuned in every world (C2, C3 and C4 compare them)
+WORLD_ARMS: tuple[str, ...] = ("clip_ft", "tpc")
 
 
 def contrast(
@@ -64,6 +67,22 @@ def world_data(cfg, p_wrong: float, seed: int):
     return train, test, test_set(test)
 
 
+def train_worlds(cfg, worlds, *, seed: int, profile: str) -> int:
+    """Train what :func:`world_scores` will load for every world of ``worlds`` and every
+    replicate, where no checkpoint exists yet: the claims' world's pretrained models and the
+    :data:`WORLD_ARMS` fine-tuned from them on each world's data, side by side at the reduced
+    profile (:func:`~.train.train_side_by_side`). Returns how many models it trained."""
+    base_train = world_data(cfg, cfg.p_wrong, seed)[0]
+    trained = 0
+    for p in worlds:
+        checks.probability(p, "worlds")
+        train = world_data(cfg, p, seed)[0]
+        trained += train_side_by_side(
+            cfg, base_train, train, arms=WORLD_ARMS, seed=seed, profile=profile
+        )
+    return trained
+
+
 def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str) -> dict:
     """C2, C3 and C4's values, and what they are made of, in the world ``p_wrong`` for one
     replicate (pretraining and fine-tuning seed ``seed + replicate``, the notebook seed's data).
@@ -85,7 +104,7 @@ def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str
     measured = {"pretrained": summary(base, test_eval)[0]}
     scoring = dict(tau0=cfg.tau0, n_top=cfg.n_top, n_random=cfg.n_random, seed=seed + 3 + replicate)
     u_hat = error = None
-    for arm in ("clip_ft", "tpc"):
+    for arm in WORLD_ARMS:
         model, _ = arm_model(cfg, base, train, arm, seed=run_seed, profile=profile)
         measured[arm] = summary(model, test_eval)[0]
         ways, u = calibration_ways(
