@@ -200,7 +200,7 @@ _FULL_TRAINING = dict(
 # the machine's slower days put four notebooks over a minute; what 200 steps gave is kept in the
 # claims' revisions. Runs without a checkpoint train two at a time, one one-thread process per
 # core (train.train_side_by_side; starting the two processes costs about 10 s), which took the
-# notebooks from 50-70 s to 40-54 s. The full sweep of four worlds does not fit a reduced
+# notebooks from 50-70 s to 40-56 s. The full sweep of four worlds does not fit a reduced
 # notebook, so the reduced profile sweeps two.
 PROFILES: dict[str, dict[str, Any]] = {
     "diagnostic": {
