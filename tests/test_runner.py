@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import toy_notebook, write_nb
+from conftest import ROOT, toy_notebook, write_nb
 
-from reprobook import cli, ledger, runner
+from reprobook import cli, ledger, runner, slurm
 
 
 def statuses(summary: runner.RunSummary) -> dict[str, str]:
@@ -359,3 +361,203 @@ def test_overview_figure_and_ledger_page(toy_book: Path, monkeypatch) -> None:
     assert page.startswith("```{figure} ledger_overview.png")
     assert "{doc}`T1 </notebooks/01_toy/01_draw>`" in page and ":class: dropdown" in page
     assert "*Measured:* the draw." in page
+
+
+# ------------------------------------------------------------------ --dry-run and Slurm errors
+
+
+def without_slurm(tmp_path: Path, monkeypatch) -> Path:
+    """PATH reduced to one empty folder: no srun, sbatch, sinfo or squeue, as on a laptop.
+    Nothing these tests run needs another program; the folder is returned for fakes."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", str(folder))
+    assert shutil.which("srun") is None and shutil.which("sbatch") is None
+    return folder
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_dry_run_prints_the_batch_scripts_without_slurm(
+    toy_book: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    without_slurm(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(
+        "RESOURCES = {'full': Resources(gpus=1, cpus=8, mem_gb=32, hours=2)}\n"
+    )
+    argv = ["run", "toy", "--profile", "full", "--executor", "slurm", "--dry-run", "--no-progress"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    out = captured.out
+    assert "# chapter toy: 2 notebook(s); needs 1 GPU, 8 cores, 32 GiB, 2 h" in out
+    for line in (
+        "#!/bin/bash",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=32768M",
+        "#SBATCH --time=120",
+        "#SBATCH --job-name=reprobook-toy",
+    ):
+        assert line in out, line
+    assert "srun --unbuffered" in out  # the script submitit would hand to sbatch
+    assert not (toy_book / "_build").exists()  # a dry run writes nothing
+
+
+def test_dry_run_of_spr_ldp_at_full_needs_no_slurm(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The command of the issue, on the book itself: the script asks for what the chapter's
+    RESOURCES declare at the full profile (a GPU line exactly when it declares GPUs)."""
+    without_slurm(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPROBOOK_ROOT", str(ROOT))
+    argv = ["run", "spr_ldp", "--profile", "full", "--executor", "slurm", "--dry-run", "--force"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    needs = slurm.chapter_resources(ROOT, "spr_ldp", "full")
+    assert f"#SBATCH --cpus-per-task={needs.cpus}" in out
+    assert f"#SBATCH --time={int(round(needs.hours * 60))}" in out
+    assert "#SBATCH --job-name=reprobook-spr_ldp" in out
+    if needs.gpus:
+        assert f"#SBATCH --gpus-per-node={needs.gpus}" in out
+    else:
+        assert "--gpus" not in out
+
+
+def test_submitting_without_slurm_is_one_line_and_keeps_results(
+    toy_book: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    without_slurm(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    kept = toy_book / "_build" / "results" / "reduced" / "toy" / "01_draw.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("{}")
+    assert cli.main(["run", "--executor", "slurm", "--no-progress"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("reprobook run: Slurm's sbatch, srun, sinfo, squeue and scontrol are ")
+    assert "not on PATH on this machine; submitting needs a Slurm login node" in line
+    assert "(use --dry-run to print the scripts)" in line
+    assert kept.exists()  # refused before the results of the notebooks to run were removed
+    # nothing submitted, nothing to gather: no Slurm needed, and the last manifest is kept
+    assert cli.main(["run", "--collect"]) == 0
+    assert "no Slurm jobs to collect at profile reduced" in capsys.readouterr().out
+    assert not (toy_book / "_build" / "runs").exists()
+    assert not (toy_book / "_build" / "slurm").exists()
+    # gathering jobs submitted earlier without Slurm says what is missing, in one line
+    registry = toy_book / "_build" / "slurm" / "reduced" / "submitted.json"
+    registry.parent.mkdir(parents=True)
+    registry.write_text(json.dumps({"toy": {"job_id": "12", "stderr": "x.err"}}))
+    assert cli.main(["run", "--collect"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "not on PATH on this machine; collecting Slurm jobs needs a Slurm login node" in line
+
+
+def test_a_refusal_of_sbatch_is_one_line(toy_book: Path, tmp_path: Path, monkeypatch, capsys):
+    """Slurm installed, sbatch says no (a wrong account): its complaint, on one line."""
+    fakes = without_slurm(tmp_path, monkeypatch)
+    for name in ("srun", "sinfo", "squeue", "scontrol"):
+        (fakes / name).write_text("#!/bin/sh\nexit 0\n")
+    (fakes / "sbatch").write_text(
+        "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\n"
+        "exit 1\n"
+    )
+    for fake in fakes.iterdir():
+        fake.chmod(0o755)
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    assert cli.main(["run", "--executor", "slurm", "--account", "nolab", "--no-progress"]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        "reprobook run: sbatch refused the job of chapter toy: "
+        "sbatch: error: Batch job submission failed: Invalid account"
+    )
+    assert not (toy_book / "_build" / "slurm" / "reduced" / "submitted.json").exists()
+
+
+# ------------------------------------------------------------------ overrides and options checked
+
+
+def typed_book(root: Path) -> list:
+    """The toy book, its second notebook declaring one parameter of each kind."""
+    write_nb(
+        root / "notebooks" / "01_toy" / "02_count.ipynb",
+        toy_notebook(
+            "02_count",
+            "run.record('T2', 3)",
+            params="n: int | None = None  # an override\n"
+            "rate: float = 0.5  # a rate\n"
+            "flag: bool = False  # a switch\n"
+            "label: str = 'a'  # a name\n"
+            "sizes: list[int] | None = None  # a grid\n",
+        ),
+    )
+    return runner.select_chapters(root, None)
+
+
+def test_a_wrong_override_is_refused_before_any_folder_is_made(
+    toy_book: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
+    for extra in ([], ["--dry-run"], ["--executor", "slurm"]):
+        assert cli.main(["run", "-p", "seed=abc", "--no-progress", *extra]) == 2
+        assert one_line(capsys.readouterr().err) == (
+            "reprobook run: -p seed=abc: seed is declared 'seed: int' in "
+            "notebooks/01_toy/01_draw.ipynb; 'abc' is not an integer"
+        )
+    assert not (toy_book / "_build").exists()  # no _build/tagged/seedabc, nothing at all
+    assert not (tmp_path / "results").exists()
+
+
+def test_overrides_are_converted_to_the_declared_types(toy_book: Path) -> None:
+    chapters = typed_book(toy_book)
+    check = lambda **given: runner.check_overrides(toy_book, chapters, given)
+    assert check(seed="1") == {"seed": 1} and type(check(seed="1")["seed"]) is int
+    assert check(seed=" -2 ") == {"seed": -2}
+    for none in ("None", "none", "null", "~", None):
+        assert check(n=none) == {"n": None}, none
+    assert check(n="4") == {"n": 4}
+    assert check(rate="1e-3") == {"rate": 0.001} and check(rate=2) == {"rate": 2.0}
+    assert check(flag="true") == {"flag": True} and check(flag="False") == {"flag": False}
+    assert check(label="1") == {"label": "1"}  # text stays text for a str
+    assert check(sizes="[1, 2]") == {"sizes": [1, 2]} and check(sizes="none") == {"sizes": None}
+    where = "in notebooks/01_toy/02_count.ipynb; "
+    for given, message in (
+        (
+            {"rate": "x"},
+            "-p rate=x: rate is declared 'rate: float' " + where + "'x' is not a number",
+        ),
+        ({"seed": "1.5"}, "'1.5' is not an integer"),
+        ({"seed": "none"}, "'none' is not an integer"),  # None only where `| None` says so
+        ({"seed": True}, "-p seed=True: seed is declared 'seed: int'"),  # a bool is no integer
+        ({"n": "x"}, "'x' is not an integer or None"),
+        ({"flag": "yes"}, "'yes' is not true or false"),
+        ({"sizes": "[1, a]"}, "'[1, a]' is not a list[int] written like [1, 2] or None"),
+    ):
+        with pytest.raises(runner.RunError, match=re.escape(message)):
+            check(**given)
+
+    # the converted value is what the notebook gets, and what names the run's folder
+    quiet = dict(root=toy_book, progress=False, echo=lambda *_: None, dry_run=True)
+    summary = runner.run(overrides={"seed": "1", "n": "none"}, **quiet)
+    assert summary.tag == "seed1" and {j.status for j in summary.jobs} == {"pending"}
+    assert summary.jobs[1].params == {"profile": "reduced", "seed": 1, "n": None}
+    assert runner.run(overrides={"seed": "0"}, **quiet).tag == ""  # seed 0 is the default run
+    assert not (toy_book / "_build").exists()  # a local dry run executes nothing
+
+
+def test_numeric_options_out_of_range_are_refused(toy_book: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    for argv, message in (
+        (["--timeout", "-5"], "--timeout (seconds per notebook) must be a finite real number > 0"),
+        (["--timeout", "0"], "--timeout (seconds per notebook) must be a finite real number > 0"),
+        (["--timeout", "inf"], "--timeout (seconds per notebook) must be a finite real number"),
+        (["--jobs", "0"], "--jobs (chapters at once) must be an integer >= 1, got 0"),
+        (["--jobs", "-1", "--executor", "slurm", "--dry-run"], "must be an integer >= 1"),
+    ):
+        assert cli.main(["run", "--no-progress", *argv]) == 2, argv
+        assert message in one_line(capsys.readouterr().err), argv
+    with pytest.raises(runner.RunError, match="--timeout"):
+        runner.run(root=toy_book, timeout=-5, progress=False)
+    assert not (toy_book / "_build").exists()

@@ -60,19 +60,23 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from . import runner, slurm
+    from .core.paths import book_root
 
     try:
-        overrides = dict(runner.parse_override(p) for p in args.param)
+        # the values as typed: the runner converts each to the type its notebooks declare, and
+        # refuses a wrong one (and a --jobs or --timeout out of range) before anything runs
+        overrides = dict(runner.split_override(p) for p in args.param)
         tag = None if args.tag is None else _tag(args.tag)
         if args.collect:
+            root = book_root()
+            chapters = runner.select_chapters(root, args.chapters or None)
+            overrides = runner.check_overrides(root, chapters, overrides)
             summary = runner.collect_slurm(
-                profile=args.profile, tag=tag or runner.default_tag(overrides), wait=False
+                root, profile=args.profile, tag=tag or runner.default_tag(overrides), wait=False
             )
         else:
             options = None
             if args.executor == "slurm":
-                from .core.paths import book_root
-
                 options = slurm.load_options(
                     book_root(),
                     args.slurm_config,
@@ -213,18 +217,24 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="override a notebook parameter (refused if no chosen notebook has it)",
+        help="override a notebook parameter; refused before anything runs if no chosen "
+        "notebook has it, or if VALUE does not fit the type its parameters cell declares "
+        "(seed: int, n: int | None, ...)",
     )
     s.add_argument(
         "--jobs",
         "-j",
         type=int,
         default=2,
-        help="chapters executed at once (default 2); a chapter's notebooks run in order",
+        help="chapters executed at once, at least 1 (default 2); a chapter's notebooks run "
+        "in order",
     )
     s.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
     s.add_argument(
-        "--timeout", type=float, default=3600, help="seconds per notebook before it is stopped"
+        "--timeout",
+        type=float,
+        default=3600,
+        help="seconds per notebook before it is stopped, more than 0 (default 3600)",
     )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument(
@@ -256,7 +266,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--dry-run",
         action="store_true",
-        help="with --executor slurm: print the batch scripts, submit nothing",
+        help="execute and submit nothing: with --executor slurm, print each chapter's batch "
+        "script (no Slurm needed); else list the notebooks that would execute",
     )
     s.add_argument(
         "--tag",

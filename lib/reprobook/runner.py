@@ -7,7 +7,9 @@ Executed notebooks, claim results and a manifest (commit, versions, hardware, pe
 status, wall time and peak memory) go under ``_build/``. A failing notebook does not stop the
 others; its partial output and error are kept and the run fails at the end. Chapters run in
 parallel; the notebooks of one chapter run in order, so a notebook may use what an earlier one
-of its chapter wrote.
+of its chapter wrote. Before anything runs, and before any folder is made, each ``-p`` override is
+converted to the type its notebooks' parameters cells declare (``seed: int``) and the numeric
+options are checked against their ranges: a wrong value is one line, not a run of failures.
 
 A run with another seed (``-p seed=1``) or an explicit ``--tag`` keeps everything it writes
 (results, executed notebooks, state, manifest) under ``_build/tagged/<tag>/`` instead of
@@ -36,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from .core import checks
 from .core.chapters import Chapter, find_chapters, get_chapter
 from .core.paths import atomic_write_text, book_root, results_dir
 from .core.profiles import PROFILE_NAMES
@@ -75,41 +78,77 @@ class RunError(ValueError):
 # ----------------------------------------------------------------------------- parameters
 
 
-def notebook_parameters(path: Path) -> dict[str, str]:
-    """The names (and source text of the defaults) assigned in the cell tagged ``parameters``."""
+@dataclass(frozen=True)
+class Parameter:
+    """One line of a notebook's parameters cell, e.g. ``seed: int = 0  # the seed``. Its
+    annotation is the type an override of it must have: a run checks every ``-p`` against it
+    before anything executes, instead of letting three notebooks fail on ``seed = "abc"``."""
+
+    name: str
+    annotation: str  # source text, e.g. "int | None"; "" for a line without one
+    default: str  # source text of the default
+    notebook: Path
+
+    def declaration(self) -> str:
+        return f"{self.name}: {self.annotation}" if self.annotation else self.name
+
+
+def parameters_cell(path: Path) -> dict[str, Parameter]:
+    """The names assigned in the cell tagged ``parameters``, with annotations and defaults."""
     nb = json.loads(Path(path).read_text(encoding="utf-8"))
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get(
             "tags", []
         ):
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            params: dict[str, str] = {}
+            params: dict[str, Parameter] = {}
             for node in ast.parse(source).body:
                 if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                    params[node.target.id] = ast.unparse(node.value) if node.value else ""
+                    default = ast.unparse(node.value) if node.value else ""
+                    name = node.target.id
+                    params[name] = Parameter(name, ast.unparse(node.annotation), default, path)
                 elif isinstance(node, ast.Assign):
                     for target in node.targets:
                         if isinstance(target, ast.Name):
-                            params[target.id] = ast.unparse(node.value)
+                            default = ast.unparse(node.value)
+                            params[target.id] = Parameter(target.id, "", default, path)
             return params
     raise RunError(f"{path}: no code cell is tagged 'parameters'")
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with VALUE read as YAML (numbers, true/false, null, lists); ``None``,
-    ``True`` and ``False`` are read as Python spells them."""
+def notebook_parameters(path: Path) -> dict[str, str]:
+    """The names (and source text of the defaults) assigned in the cell tagged ``parameters``."""
+    return {name: p.default for name, p in parameters_cell(path).items()}
+
+
+def split_override(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as typed on the command line: the name, checked, and the value's text,
+    not yet converted. The run converts it to the type the notebooks declare for NAME
+    (:func:`check_overrides`), so that ``-p tag=1`` stays the text ``"1"`` for a ``str``."""
     if "=" not in text:
         raise RunError(f"override {text!r} is not NAME=VALUE")
     name, raw = text.split("=", 1)
     name = name.strip()
     if not name.isidentifier():
         raise RunError(f"override name {name!r} is not a Python identifier")
+    return name, raw
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with VALUE read as YAML (numbers, true/false, null, lists); ``None``,
+    ``True`` and ``False`` are read as Python spells them. A run uses this guess only for a
+    parameter whose type it cannot read from the parameters cell."""
+    name, raw = split_override(text)
+    return name, _guess(name, raw)
+
+
+def _guess(name: str, raw: str) -> Any:
     special = {"None": None, "True": True, "False": False}
     if raw in special:
-        return name, special[raw]
+        return special[raw]
     for number in (int, float):  # YAML 1.1 reads 1e-3 as a string
         try:
-            return name, number(raw)
+            return number(raw)
         except ValueError:
             pass
     try:
@@ -118,7 +157,174 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = raw
     if isinstance(value, (dict, set)):
         raise RunError(f"override {name}: mappings are not supported, got {raw!r}")
-    return name, value
+    return value
+
+
+# the types a parameters cell declares, and how a message names a value of each
+SCALARS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+NONE_TEXT = ("None", "none", "null", "~")  # what `-p n=...` may type for None where allowed
+
+
+class _Misfit(ValueError):
+    """A value that is not of a declared type."""
+
+
+def _alternatives(annotation: str) -> tuple[list[ast.expr], bool] | None:
+    """The types an annotation allows, and whether it allows None (``int | None``,
+    ``Optional[int]``, ``Union[int, str]``); None for an annotation that does not parse."""
+    try:
+        tree = ast.parse(annotation, mode="eval").body
+    except SyntaxError:
+        return None
+    found: list[ast.expr] = []
+
+    def walk(node: ast.expr) -> None:
+        head = ast.unparse(node.value) if isinstance(node, ast.Subscript) else ""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            walk(node.left)
+            walk(node.right)
+        elif head in ("Optional", "typing.Optional"):
+            walk(node.slice)
+            found.append(ast.Constant(None))
+        elif head in ("Union", "typing.Union"):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for part in parts:
+                walk(part)
+        else:
+            found.append(node)
+
+    walk(tree)
+    types = [t for t in found if ast.unparse(t) != "None"]
+    return types, len(types) < len(found)
+
+
+def _as_scalar(kind: str, value: Any) -> Any:
+    """``value`` as an ``int``, ``float``, ``bool`` or ``str``. Text is read strictly (an integer
+    literal, a number, true or false); a Python value must be of the type already (an ``int``
+    is taken for a ``float``, a ``bool`` for neither)."""
+    if isinstance(value, str) and kind != "str":
+        text = value.strip()
+        if kind == "int":
+            try:
+                return int(text, 10)  # "1.5", "1e3" and "abc" are not integer literals
+            except ValueError:
+                raise _Misfit(kind) from None
+        if kind == "float":
+            try:
+                return float(text)
+            except ValueError:
+                raise _Misfit(kind) from None
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise _Misfit(kind)
+    fits = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+    }[kind]
+    if not fits:
+        raise _Misfit(kind)
+    return float(value) if kind == "float" else value
+
+
+def _as_type(node: ast.expr, value: Any, name: str) -> Any:
+    """``value`` as one type of an annotation. ``list[T]`` takes ``[a, b]`` and converts each
+    item; a type the runner does not know (a notebook's own class, say) takes the value as it
+    comes, text read as YAML."""
+    kind = ast.unparse(node)
+    if kind in SCALARS:
+        return _as_scalar(kind, value)
+    head = ast.unparse(node.value) if isinstance(node, ast.Subscript) else kind
+    if head in ("list", "List", "typing.List"):
+        items = _guess(name, value) if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise _Misfit(kind)
+        if not isinstance(node, ast.Subscript):
+            return list(items)
+        try:
+            return [_as_type(node.slice, item, name) for item in items]
+        except _Misfit:
+            raise _Misfit(kind) from None
+    return _guess(name, value) if isinstance(value, str) else value
+
+
+def _allowed(kind: str) -> str:
+    if kind in SCALARS:
+        return SCALARS[kind]
+    if kind.startswith(("list", "List")):
+        return f"a {kind} written like [1, 2]"
+    return kind
+
+
+def convert_override(name: str, value: Any, param: Parameter, where: str | None = None) -> Any:
+    """``value`` as the type ``param`` declares, or :class:`RunError` saying what was wrong and
+    what is allowed (``where`` names the notebook in it). A string is text typed on the command
+    line and is converted (``"3"`` -> 3 for an ``int``); any other value must have the declared
+    type already. A parameter declared ``X | None`` also takes None (typed None, none, null or
+    ~). A parameter without an annotation takes the value as before: text read as YAML."""
+    parsed = _alternatives(param.annotation) if param.annotation else None
+    if parsed is None:
+        return _guess(name, value) if isinstance(value, str) else value
+    types, optional = parsed
+    if optional and (value is None or (isinstance(value, str) and value.strip() in NONE_TEXT)):
+        return None
+    for node in types:
+        try:
+            return _as_type(node, value, name)
+        except _Misfit:
+            continue
+    allowed = [_allowed(ast.unparse(t)) for t in types] + (["None"] if optional else [])
+    typed = value if isinstance(value, str) else repr(value)
+    raise RunError(
+        f"-p {name}={typed}: {name} is declared '{param.declaration()}' in "
+        f"{where or param.notebook}; {value!r} is not {' or '.join(allowed)}"
+    )
+
+
+def _declared(root: Path, chapters: list[Chapter]) -> list[tuple[Chapter, Path, dict]]:
+    """Each notebook of the chapters with its parameters cell (which must set ``profile``)."""
+    out = []
+    for ch in chapters:
+        for nb in ch.notebooks:
+            params = parameters_cell(nb)
+            if "profile" not in params:
+                raise RunError(f"{nb.relative_to(root)}: its parameters cell has no 'profile'")
+            out.append((ch, nb, params))
+    return out
+
+
+def check_overrides(
+    root: Path, chapters: list[Chapter], overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """The overrides converted to the types the chapters' parameters cells declare, or a
+    :class:`RunError` before anything runs or any folder is made: ``-p profile=...`` (the
+    profile is ``--profile``), a name no chosen notebook has, or a value of the wrong type
+    (checked against every notebook that declares the name)."""
+    return _check_overrides(root, _declared(root, chapters), overrides)
+
+
+def _check_overrides(
+    root: Path, declared: list[tuple], overrides: dict[str, Any]
+) -> dict[str, Any]:
+    if "profile" in overrides:
+        raise RunError("the profile is chosen with --profile reduced|full, not with -p profile=...")
+    accepted = {name for _, _, params in declared for name in params}
+    unknown = sorted(set(overrides) - accepted)
+    if unknown:
+        raise RunError(
+            f"no notebook of the chosen chapters has a parameter named {', '.join(unknown)}; "
+            f"their parameters: {', '.join(sorted(accepted))}"
+        )
+    out = {}
+    for name, value in overrides.items():
+        converted = []
+        for _, nb, params in declared:
+            if name in params:
+                where = str(nb.relative_to(root))
+                converted.append(convert_override(name, value, params[name], where))
+        out[name] = converted[0]
+    return out
 
 
 # ----------------------------------------------------------------------------- hashing
@@ -370,6 +576,18 @@ class RunSummary:
         return [j for j in self.jobs if j.status in ("ok", "failed")]
 
 
+def check_options(jobs: int = 2, timeout: float | None = 3600) -> None:
+    """The numeric options of a run, in range (``--jobs`` >= 1, ``--timeout`` > 0 seconds or
+    None for no limit), checked before anything runs: a timeout of -5 would stop every
+    notebook at once and report them all failed."""
+    try:
+        checks.integer(jobs, "--jobs (chapters at once)", minimum=1)
+        if timeout is not None:
+            checks.real(timeout, "--timeout (seconds per notebook)", above=0)
+    except checks.InputError as err:
+        raise RunError(str(err)) from None
+
+
 def plan(
     root: Path,
     chapters: list[Chapter],
@@ -379,26 +597,12 @@ def plan(
     tag: str = "",
 ) -> list[Job]:
     """The jobs of a run, each with its injected parameters and key, marked ``cached`` when
-    its last successful output is still valid. Refuses an override no notebook accepts."""
+    its last successful output is still valid. Refuses an override no notebook accepts, or
+    one whose value is not of the type the notebooks declare (:func:`check_overrides`)."""
     if profile not in PROFILE_NAMES:
         raise RunError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILE_NAMES)}")
-    accepted: set[str] = set()
-    per_notebook = []
-    for ch in chapters:
-        for nb in ch.notebooks:
-            names = notebook_parameters(nb)
-            if "profile" not in names:
-                raise RunError(f"{nb.relative_to(root)}: its parameters cell has no 'profile'")
-            accepted |= set(names)
-            per_notebook.append((ch, nb, names))
-    if "profile" in overrides:
-        raise RunError("the profile is chosen with --profile reduced|full, not with -p profile=...")
-    unknown = sorted(set(overrides) - accepted)
-    if unknown:
-        raise RunError(
-            f"no notebook of the chosen chapters has a parameter named {', '.join(unknown)}; "
-            f"their parameters: {', '.join(sorted(accepted))}"
-        )
+    per_notebook = _declared(root, chapters)
+    overrides = _check_overrides(root, per_notebook, overrides)
     state = load_state(root, profile, tag)
     jobs = []
     previous: dict[str, str] = {}  # chapter slug -> key of its last notebook so far
@@ -450,15 +654,17 @@ def run(
     """Execute the chosen chapters' notebooks (all chapters by default); see the module doc.
     ``tag`` (default: ``seedN`` for a seed other than 0) keeps the run's outputs apart.
     ``executor="slurm"`` submits one Slurm job per chapter instead (:mod:`reprobook.slurm`);
-    ``wait=False`` returns once they are submitted, ``dry_run`` prints their batch scripts."""
+    ``wait=False`` returns once they are submitted. ``dry_run`` executes and submits nothing:
+    it prints each Slurm job's batch script (no Slurm needed), or, run locally, the notebooks
+    that would execute. Every option and override is checked before anything runs."""
     if executor not in ("local", "slurm"):
         raise RunError(f"unknown executor {executor!r}; valid: local, slurm")
+    check_options(jobs=jobs, timeout=timeout)
     root = root or book_root()
-    if jobs < 1:
-        raise RunError(f"--jobs must be at least 1, got {jobs}")
-    overrides = overrides or {}
-    tag = check_tag(default_tag(overrides) if tag is None else tag)
     chapters = select_chapters(root, chapter_keys)
+    # converted before the tag is named from them: `-p seed=abc` never makes a `seedabc` folder
+    overrides = check_overrides(root, chapters, overrides or {})
+    tag = check_tag(default_tag(overrides) if tag is None else tag)
     todo = plan(root, chapters, profile, overrides, force, tag)
     summary = RunSummary(profile=profile, jobs=todo, tag=tag)
     pending = [j for j in todo if j.status == "pending"]
@@ -472,6 +678,12 @@ def run(
         return _run_slurm(
             root, summary, pending, timeout, slurm_options, wait, dry_run, progress, echo
         )
+    if dry_run:
+        for job in pending:
+            given = {k: v for k, v in job.params.items() if k != "profile"}
+            shown = " ".join(f"-p {k}={v!r}" for k, v in given.items())
+            echo(f"would execute {job.notebook}" + (f" with {shown}" if shown else ""))
+        return summary
     n_chapters = len({j.chapter for j in pending})
     env = kernel_env(root, profile, min(jobs, max(n_chapters, 1)), tag)
     results_of = lambda job: (
@@ -533,11 +745,16 @@ def _run_slurm(
     by_chapter: dict[str, list[Job]] = {}
     for job in pending:
         by_chapter.setdefault(job.chapter, []).append(job)
-    if dry_run:
-        for slug in by_chapter:
-            echo(f"# chapter {slug}: {len(by_chapter[slug])} notebook(s)")
+    if dry_run:  # needs no Slurm: a laptop prints what the cluster would be sent
+        for slug, jobs in by_chapter.items():
+            needs = slurm.chapter_resources(root, slug, profile).describe()
+            echo(f"# chapter {slug}: {len(jobs)} notebook(s); needs {needs}")
             echo(slurm.batch_script(root, folder, slug, profile, options))
+        if not by_chapter:
+            echo("nothing to submit: every notebook is unchanged since its last run (--force)")
         return summary
+    if by_chapter:  # before their results are removed below: without Slurm, nothing is lost
+        slurm.require_slurm()
     queued = {
         slug: e
         for slug, e in slurm._load_registry(folder).items()
@@ -582,6 +799,10 @@ def collect_slurm(
     root = root or book_root()
     folder = build_dir(root, tag) / "slurm" / profile
     got = slurm.collect(folder, wait=wait, echo=echo, progress=progress)
+    if summary is None and not (got.records or got.failures or got.pending):
+        # `--collect` with nothing submitted: the last run's manifest stays as it is
+        echo(f"no Slurm jobs to collect at profile {profile}" + (f", tag {tag}" if tag else ""))
+        return RunSummary(profile=profile, tag=tag)
     if summary is None:
         summary = RunSummary(profile=profile, tag=tag)
     by_nb = {j.notebook: j for j in summary.jobs}

@@ -16,9 +16,13 @@ database) and from the result file submitit writes when a job's function returns
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -98,10 +102,79 @@ def chapter_resources(root: Path, slug: str, profile: str) -> Resources:
     return read_resources(root / "lib" / "reprobook" / "papers" / slug / "config.py", profile)
 
 
-def _executor(folder: Path, slug: str, resources: Resources, options: SlurmOptions):
+# the commands a submission runs on this machine: submitit's sbatch (and its check for srun),
+# and the runner's sinfo, squeue and scontrol; following jobs needs only the last three
+SUBMIT_COMMANDS = ("sbatch", "srun", "sinfo", "squeue", "scontrol")
+FOLLOW_COMMANDS = ("sinfo", "squeue", "scontrol")
+LOGIN_NODE = "needs a Slurm login node"
+DRY_RUN_HINT = "(use --dry-run to print the scripts)"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """A message of submitit's or Slurm's on one line: the command line prints each error as
+    one line, never a traceback."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    joined = " / ".join(lines) or "no message"
+    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
+
+
+def _names(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def require_slurm(
+    doing: str = "submitting", hint: str = DRY_RUN_HINT, commands: tuple = SUBMIT_COMMANDS
+) -> None:
+    """Refuse, in one line that names what is missing, on a machine that cannot do it: one
+    where Slurm's ``commands`` are not on PATH (a laptop), or where ``sinfo`` cannot reach the
+    controller. Checked before anything is changed, so a refusal leaves the run as it was."""
+    missing = [c for c in commands if shutil.which(c) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise SlurmError(
+            f"Slurm's {_names(missing)} {verb} not on PATH on this machine; "
+            f"{doing} {LOGIN_NODE} {hint}".rstrip()
+        )
+    try:
+        subprocess.run(["sinfo", "-h"], check=True, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+        detail = _one_line(getattr(err, "stderr", "") or str(err), 200)
+        raise SlurmError(
+            f"Slurm cannot be reached (sinfo failed: {detail}); "
+            "is this a login node with SLURM_CONF set?"
+        ) from None
+
+
+@functools.cache
+def _script_only_executor() -> type:
+    """submitit's SlurmExecutor, able to write a batch script where Slurm is not installed.
+
+    ``SlurmExecutor.__init__`` refuses a machine without ``srun`` (it asks the executor's
+    ``affinity``). A dry run is what one types on a laptop before going to the cluster, so this
+    subclass reports itself available, and refuses to submit. The script is still the one
+    submitit writes, from the same parameters: what ``--dry-run`` prints is what ``sbatch``
+    would get.
+    """
     import submitit
 
-    ex = submitit.SlurmExecutor(folder=str(folder), python=shlex.quote(sys.executable))
+    class ScriptOnly(submitit.SlurmExecutor):
+        @classmethod
+        def affinity(cls) -> int:
+            return 2
+
+        def _internal_process_submissions(self, delayed_submissions):
+            raise SlurmError("a dry run writes batch scripts and submits nothing")
+
+    return ScriptOnly
+
+
+def _executor(
+    folder: Path, slug: str, resources: Resources, options: SlurmOptions, dry_run: bool = False
+):
+    """The submitit executor of one chapter's job: its resources at the profile and the
+    options of the cluster (``dry_run``: one that only writes the script)."""
+    import submitit
+
     params: dict[str, Any] = dict(
         job_name=f"reprobook-{slug}",
         time=max(1, int(round(resources.hours * 60))),
@@ -120,13 +193,28 @@ def _executor(folder: Path, slug: str, resources: Resources, options: SlurmOptio
         params["additional_parameters"] = dict(options.additional_parameters)
     if options.setup:
         params["setup"] = list(options.setup)
-    ex.update_parameters(**params)
+    kind = _script_only_executor() if dry_run else submitit.SlurmExecutor
+    try:
+        ex = kind(folder=str(folder), python=shlex.quote(sys.executable))
+    except RuntimeError as err:  # 'Could not detect "srun", are you indeed on a slurm cluster?'
+        raise SlurmError(
+            f"submitit found no Slurm on this machine ({_one_line(err)}); submitting "
+            f"{LOGIN_NODE} {DRY_RUN_HINT}"
+        ) from None
+    try:
+        ex.update_parameters(**params)
+    except ValueError as err:  # a parameter submitit does not know, or a malformed value
+        raise SlurmError(
+            f"chapter {slug}: submitit refused the job's parameters: {_one_line(err)}"
+        ) from None
     return ex
 
 
 def batch_script(root: Path, folder: Path, slug: str, profile: str, options: SlurmOptions) -> str:
-    """The sbatch script one chapter's job would be submitted with (``--dry-run`` prints it)."""
-    ex = _executor(folder, slug, chapter_resources(root, slug, profile), options)
+    """The sbatch script one chapter's job would be submitted with (``--dry-run`` prints it);
+    written by submitit's own template, on any machine, Slurm or not. Nothing is written to
+    ``folder``: it only names the logs in the script."""
+    ex = _executor(folder, slug, chapter_resources(root, slug, profile), options, dry_run=True)
     return ex._make_submission_file_text(ex._submitit_command_str, "dry-run")
 
 
@@ -175,17 +263,6 @@ def _load_registry(folder: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _check_slurm() -> None:
-    try:
-        subprocess.run(["sinfo", "-h"], check=True, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
-        detail = getattr(err, "stderr", "") or str(err)
-        raise SlurmError(
-            f"Slurm cannot be reached (sinfo failed: {detail.strip()[:200]}); "
-            "is this a login node with SLURM_CONF set?"
-        ) from None
-
-
 def submit(
     root: Path,
     profile: str,
@@ -196,41 +273,74 @@ def submit(
     folder: Path,
     echo: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Submit one job per chapter in ``by_chapter`` (chapter slug -> its pending runner jobs)."""
-    _check_slurm()
+    """Submit one job per chapter in ``by_chapter`` (chapter slug -> its pending runner jobs).
+    A refusal (sbatch's, or submitit's) is a one-line :class:`SlurmError`; the jobs submitted
+    before it are kept in the registry, so ``--collect`` still finds them."""
+    require_slurm()
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
+
     registry = _load_registry(folder)
-    for slug, jobs in by_chapter.items():
-        resources = chapter_resources(root, slug, profile)
-        ex = _executor(folder, slug, resources, options)
-        try:
-            sub = ex.submit(
-                chapter_job, str(root), profile, tag, [asdict(j) for j in jobs], timeout
+    try:
+        for slug, jobs in by_chapter.items():
+            resources = chapter_resources(root, slug, profile)
+            ex = _executor(folder, slug, resources, options)
+            said = io.StringIO()  # submitit prints sbatch's complaint itself: into the message
+            try:
+                with contextlib.redirect_stderr(said):
+                    sub = ex.submit(
+                        chapter_job, str(root), profile, tag, [asdict(j) for j in jobs], timeout
+                    )
+            except FailedJobError as err:  # sbatch ran and said no
+                why = _one_line(str(err) or said.getvalue())
+                raise SlurmError(f"sbatch refused the job of chapter {slug}: {why}") from None
+            except FailedSubmissionError as err:
+                raise SlurmError(
+                    f"chapter {slug}: sbatch's answer names no job id: {_one_line(err)}"
+                ) from None
+            except OSError as err:  # sbatch missing or not executable
+                raise SlurmError(
+                    f"chapter {slug}: Slurm's sbatch could not be run ({_one_line(err)}); "
+                    f"submitting {LOGIN_NODE} {DRY_RUN_HINT}"
+                ) from None
+            except Exception as err:  # submitit's own refusals (a pickle too large, say)
+                raise SlurmError(
+                    f"chapter {slug} could not be submitted: {type(err).__name__}: {_one_line(err)}"
+                ) from None
+            registry[slug] = {
+                "job_id": str(sub.job_id),
+                "notebooks": [j.notebook for j in jobs],
+                "keys": [j.key for j in jobs],
+                "resources": asdict(resources),
+                "stdout": str(sub.paths.stdout),
+                "stderr": str(sub.paths.stderr),
+                "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            echo(
+                f"submitted chapter {slug} as Slurm job {sub.job_id} ({resources.describe()}; "
+                f"{len(jobs)} notebook(s)); log: {sub.paths.stdout}"
             )
-        except Exception as err:  # submitit raises its own errors with sbatch's message
-            raise SlurmError(f"sbatch refused the job of chapter {slug}: {err}") from None
-        registry[slug] = {
-            "job_id": str(sub.job_id),
-            "notebooks": [j.notebook for j in jobs],
-            "keys": [j.key for j in jobs],
-            "resources": asdict(resources),
-            "stdout": str(sub.paths.stdout),
-            "stderr": str(sub.paths.stderr),
-            "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        echo(
-            f"submitted chapter {slug} as Slurm job {sub.job_id} ({resources.describe()}; "
-            f"{len(jobs)} notebook(s)); log: {sub.paths.stdout}"
-        )
-    atomic_write_text(_registry(folder), json.dumps(registry, indent=2) + "\n")
+    finally:
+        if registry:
+            atomic_write_text(_registry(folder), json.dumps(registry, indent=2) + "\n")
     return registry
 
 
 def job_state(job_id: str) -> str:
     """PENDING, RUNNING, COMPLETED, CANCELLED, FAILED, ... (GONE once Slurm has forgotten it)."""
-    q = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
-    if q.returncode == 0 and q.stdout.strip():
-        return q.stdout.split()[0]
-    s = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True)
+    try:
+        q = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+        )
+        if q.returncode == 0 and q.stdout.strip():
+            return q.stdout.split()[0]
+        s = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True
+        )
+    except OSError as err:  # squeue or scontrol missing: not a Slurm machine
+        raise SlurmError(
+            f"the state of Slurm job {job_id} cannot be read here ({_one_line(err)}); "
+            f"following Slurm jobs {LOGIN_NODE}"
+        ) from None
     for part in s.stdout.split():
         if part.startswith("JobState="):
             return part.split("=", 1)[1]
@@ -272,6 +382,8 @@ def collect(
     job that failed, was cancelled or was pre-empted, with its log. With ``wait``, poll until
     every job has left the queue (with a progress bar)."""
     registry = _load_registry(folder)
+    if registry:
+        require_slurm("collecting Slurm jobs", hint="", commands=FOLLOW_COMMANDS)
     out = Collected()
     remaining = dict(registry)
     bar = None
@@ -309,6 +421,7 @@ def collect(
     if bar is not None:
         bar.close()
     out.pending = sorted(remaining)
-    left = {k: v for k, v in registry.items() if k in remaining}
-    atomic_write_text(_registry(folder), json.dumps(left, indent=2) + "\n")
+    if registry:  # nothing submitted: no folder is made for an empty registry
+        left = {k: v for k, v in registry.items() if k in remaining}
+        atomic_write_text(_registry(folder), json.dumps(left, indent=2) + "\n")
     return out
