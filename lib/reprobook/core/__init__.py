@@ -7,6 +7,7 @@ from .checkpoints import checkpoint_path, checkpoints_dir, load_or_train
 from .checks import InputError
 from .claims import Run, load_records, load_results, load_values, start
 from .display import md, show_source
+from .numerics import Failures, jitter
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
@@ -32,6 +33,8 @@ from .stats import (
 from .training import make_trainer, to_accelerator, unfilled_allocations
 
 __all__ = [
+    "Failures",
+    "jitter",
     "checkpoint_path",
     "checkpoints_dir",
     "parallel_map",

@@ -281,19 +281,20 @@ def fit_binary_occupancy(
     (a label-switched mode, and a degenerate one with psi -> 0 and every detection false);
     the fit returns the mode it reaches from the start.
     A survey with no detections at all leaves alpha (and p10) identified by the prior only;
-    the posterior stays proper. Raises FitError when L-BFGS-B reports failure or H is not
-    positive definite.
+    the posterior stays proper. The optimisation goes through the fallback chain of
+    :func:`.fit.map_with_laplace` from this one start; raises FitError, naming every attempt's
+    reason, when no attempt reaches a mode.
     """
     false_positive = checks.boolean(false_positive, "false_positive")  # True: Royle–Link
     d, x, w = _check_binary(d, x, w)
     if init is None:
-        u0 = binary_default_init(d, false_positive=false_positive)
+        start = ("the default start", binary_default_init(d, false_positive=false_positive))
     else:
-        u0 = _check_params(init, false_positive)
+        start = ("the given start", _check_params(init, false_positive))
     t0 = time.perf_counter()
     u, cov, log_post, res = map_with_laplace(
         lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive),
-        u0,
+        [start],
         gtol=gtol,
         ftol=ftol,
         maxiter=maxiter,

@@ -2,8 +2,9 @@
 
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (abstract only); model of Rhinehart
 et al. (2022). Maximises log p(u | data) of :mod:`.likelihood` over the unconstrained vector u
-with L-BFGS-B and the closed-form gradient, then approximates (eq. `acorn-laplace` of
-notebooks/07_acorn_occupancy/index.md)
+with L-BFGS-B and the closed-form gradient (with a fallback chain: trust-region Newton, other
+starts, and a Newton polish that decides whether a mode was reached), then approximates (eq.
+`acorn-laplace` of notebooks/07_acorn_occupancy/index.md)
 
     p(u | data) ~= N(u_hat, H^{-1}),    H = -d^2 log p(u | data) / du du^T at u_hat,
 
@@ -17,9 +18,11 @@ quantities get delta-method standard errors (eq. `acorn-psi-bar`):
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.special import expit
 
@@ -37,12 +40,15 @@ __all__ = [
     "laplace_hessian",
     "numerical_hessian",
     "map_with_laplace",
+    "Attempt",
+    "XTOL",
     "psi_bar_with_se",
 ]
 
 
 class FitError(RuntimeError):
-    """The optimiser did not converge, or the Hessian at the mode is not positive definite."""
+    """No attempt of the fallback chain reached a mode (a point where the Newton step is below
+    XTOL and the Hessian of -log p is positive definite)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,9 +60,9 @@ class LaplaceFit:
     cov: np.ndarray  # Laplace covariance H^{-1}
     se: np.ndarray  # sqrt(diag cov)
     log_post: float  # log p(u_hat | data) (up to a constant)
-    converged: bool  # L-BFGS-B success flag
-    n_iter: int  # optimiser iterations
-    message: str  # optimiser message
+    converged: bool  # a mode was reached (a fit that reaches none raises FitError instead)
+    n_iter: int  # iterations of the optimiser that reached it, plus the Newton polish's steps
+    message: str  # which attempt of the fallback chain reached it, and the optimiser's message
     psi_bar: float  # mean occupancy probability over the surveyed sites
     psi_bar_se: float  # its delta-method standard error
     beta1: float  # habitat effect on logit psi
@@ -134,37 +140,152 @@ def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1
     )
 
 
-def map_with_laplace(value_and_grad, u0, *, gtol: float, ftol: float, maxiter: int):
-    """Maximise a log posterior given ``value_and_grad(u) -> (log p, gradient)`` by L-BFGS-B,
-    then the Laplace covariance H^{-1} at the mode (eq. `acorn-laplace` of
-    notebooks/07_acorn_occupancy/index.md). Returns (u_hat, cov, log p(u_hat), the
-    optimiser's result). Raises FitError when L-BFGS-B fails or H is not positive definite."""
+XTOL = 1e-7  # a point is the mode when its Newton step is at most this long (max over entries of u)
+_ASCENT_SLACK = 1e-9  # a Newton step may lose this much log posterior (relative) to rounding
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """How the mode was reached: ``success`` (always True on return), ``nit`` (iterations of the
+    optimiser that ended there, plus the Newton steps of the polish), ``message`` (which attempt
+    of the chain succeeded, or every attempt's reason when none did)."""
+
+    success: bool
+    nit: int
+    message: str
+
+
+def _as_starts(starts) -> list[tuple[str, np.ndarray]]:
+    """``starts`` as [(label, u0), ...]: one array is the single start "the given start"."""
+    if isinstance(starts, np.ndarray) or (
+        isinstance(starts, (list, tuple)) and starts and np.isscalar(starts[0])
+    ):
+        return [("the given start", np.asarray(starts, dtype=float))]
+    return [(str(label), np.asarray(u0, dtype=float)) for label, u0 in starts]
+
+
+def _newton_polish(value_and_grad, u, *, xtol: float, max_steps: int = 20):
+    """Newton's method on the log posterior from ``u``, the last link of every attempt.
+    Implements eq. `acorn-newton-check` of notebooks/07_acorn_occupancy/index.md.
+
+    Each step solves H d = g with H = -Hessian (:func:`numerical_hessian` of the exact
+    gradient) by Cholesky and moves to u + d; the point is the mode when |d|_inf <= ``xtol``
+    with H positive definite. Near the mode Newton's method converges quadratically, so
+    wherever an optimiser stopped within its tolerance of the mode the polish ends at the same
+    point to rounding, whatever the optimiser's own flag said. Returns (u, H, log p(u), steps)
+    or (None, reason) when H is not positive definite, a step does not ascend (beyond
+    rounding) or the steps do not settle.
+    """
+    lp, g = value_and_grad(u)
+    for steps in range(max_steps + 1):
+        if not (np.isfinite(lp) and np.all(np.isfinite(g))):
+            return None, "the log posterior or its gradient is not finite there"
+        H = numerical_hessian(lambda v: value_and_grad(v)[1], u)
+        try:
+            factor = cho_factor(H, lower=True)
+        except np.linalg.LinAlgError:
+            ev = np.linalg.eigvalsh(H)
+            return None, (
+                f"the Hessian there is not positive definite (smallest eigenvalue {ev[0]:.3g})"
+            )
+        d = cho_solve(factor, g)  # the Newton step H^{-1} g towards the mode
+        if np.max(np.abs(d)) <= xtol:
+            return u, H, float(lp), steps
+        if steps == max_steps:
+            break
+        lp_new, g_new = value_and_grad(u + d)
+        if not lp_new >= lp - _ASCENT_SLACK * max(1.0, abs(lp)):
+            return None, f"a Newton step of length {np.max(np.abs(d)):.3g} did not ascend"
+        u, lp, g = u + d, lp_new, g_new
+    return None, f"the Newton steps did not settle within {max_steps} steps"
+
+
+def _optimise(value_and_grad, u0, method: str, gtol: float, ftol: float, maxiter: int):
+    """One optimiser run minimising -log p from ``u0``: (end point, log p there, SciPy's
+    result), or a reason (str) when the optimiser raised, ran out of iterations or ended where
+    the log posterior is not finite. Its success flag is not trusted: the polish decides."""
 
     def fun(u):
         lp, g = value_and_grad(u)
         return -lp, -g
 
-    res = minimize(
-        fun,
-        u0,
-        jac=True,
-        method="L-BFGS-B",
-        options={"gtol": gtol, "ftol": ftol, "maxiter": maxiter, "maxcor": 20},
-    )
-    if not res.success:
-        raise FitError(f"L-BFGS-B did not converge after {res.nit} iterations: {res.message}")
-    u = np.asarray(res.x, dtype=float)
-    H = numerical_hessian(lambda v: value_and_grad(v)[1], u)
+    def hess(u):  # the Hessian of -log p, from the exact gradient
+        return numerical_hessian(lambda v: value_and_grad(v)[1], u)
+
+    if method == "L-BFGS-B":
+        extra, options = {}, {"gtol": gtol, "ftol": ftol, "maxiter": maxiter, "maxcor": 20}
+    else:  # trust-exact: Newton steps in a trust region, a ridge where H is indefinite
+        extra, options = {"hess": hess}, {"gtol": min(gtol, 1e-8), "maxiter": maxiter}
     try:
-        L = np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        ev = np.linalg.eigvalsh(H)
-        raise FitError(
-            f"Hessian at the mode is not positive definite (smallest eigenvalue {ev[0]:.3g}); "
-            "the mode may be a saddle or the model unidentified"
-        ) from None
-    Linv = np.linalg.inv(L)
-    return u, Linv.T @ Linv, float(-res.fun), res
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a failed run is judged by the polish
+            res = minimize(fun, u0, jac=True, method=method, options=options, **extra)
+    except (ValueError, np.linalg.LinAlgError) as err:
+        return f"{type(err).__name__}: {err}"
+    if not res.success and res.nit >= maxiter:
+        return f"did not converge after {res.nit} iterations: {res.message}"
+    end = np.asarray(res.x, dtype=float)
+    if not (np.all(np.isfinite(end)) and np.isfinite(res.fun)):
+        return f"ended where the log posterior is not finite ({res.message})"
+    return end, float(-res.fun), res
+
+
+def map_with_laplace(value_and_grad, starts, *, gtol: float, ftol: float, maxiter: int):
+    """Maximise a log posterior given ``value_and_grad(u) -> (log p, gradient)``, then the
+    Laplace covariance H^{-1} at the mode (eq. `acorn-laplace` of
+    notebooks/07_acorn_occupancy/index.md). Returns (u_hat, cov, log p(u_hat), Attempt).
+
+    Whether L-BFGS-B reports success near a flat optimum depends on the last bits of its line
+    search, and so on the BLAS and SIMD kernels of the machine: the same survey converged on one
+    CPU and ended in "ABNORMAL" on another. So no optimiser's own flag decides. The chain:
+
+    1. L-BFGS-B with the exact gradient (``gtol``, ``ftol``, ``maxiter``) from every start in
+       ``starts`` (an array, or [(label, u0), ...]: the warm start and the default one);
+    2. the Newton polish of :func:`_newton_polish` from the highest end point: a mode when the
+       Newton step is at most XTOL with H positive definite. Ends lower than a mode found
+       cannot win (a polish gains only rounding), so the answer is the highest mode reached;
+    3. where the polish fails, trust-region Newton (SciPy's "trust-exact", which adds a ridge
+       to a Hessian that is not positive definite) from where L-BFGS-B stopped, then the
+       polish again; then the next end.
+
+    The posterior can have several modes (with no reviews on bioacoustic surveys, one with no
+    occupied site, and one that reads the score mixture the other way round), so every start
+    runs: a warm start kept alone would follow a local mode from round to round. Raises
+    FitError naming every attempt's reason when no attempt reaches a mode.
+    """
+
+    reasons, ends = [], []  # ends: (log p, end point, label, method, result) of each run
+    for label, u0 in _as_starts(starts):
+        out = _optimise(value_and_grad, u0, "L-BFGS-B", gtol, ftol, maxiter)
+        if isinstance(out, str):
+            reasons.append(f"L-BFGS-B from {label}: {out}")
+        else:
+            ends.append((out[1], out[0], label, "L-BFGS-B", out[2]))
+    # polish the highest end first: the first mode found is the answer unless another run
+    # ended higher than it (a polish gains at most rounding, so ends below it cannot win)
+    done: set[int] = set()  # indices of the ends polished
+    while len(done) < len(ends):
+        i = max((j for j in range(len(ends)) if j not in done), key=lambda j: ends[j][0])
+        done.add(i)
+        _, end, label, method, res = ends[i]
+        name = "L-BFGS-B" if method == "L-BFGS-B" else "trust-region Newton"
+        with np.errstate(all="ignore"):
+            got = _newton_polish(value_and_grad, end, xtol=XTOL)
+        if got[0] is not None:
+            u, H, lp, steps = got
+            polish = f", then {steps} Newton step{'s' * (steps != 1)}" if steps else ""
+            message = f"{name} from {label} ({res.message}){polish}"
+            Linv = np.linalg.inv(np.linalg.cholesky(H))
+            return u, Linv.T @ Linv, lp, Attempt(True, int(res.nit) + steps, message)
+        reasons.append(f"{name} from {label} ({res.message}): {got[1]}")
+        if method == "L-BFGS-B":  # fall back on trust-region Newton from where it stopped
+            out = _optimise(value_and_grad, end, "trust-exact", gtol, ftol, maxiter)
+            where = f"where L-BFGS-B from {label} stopped"
+            if isinstance(out, str):
+                reasons.append(f"trust-region Newton from {where}: {out}")
+            else:
+                ends.append((out[1], out[0], where, "trust-exact", out[2]))
+    raise FitError("the MAP fit did not converge: " + "; ".join(reasons))
 
 
 def fit_map(
@@ -182,15 +303,24 @@ def fit_map(
     Implements eq. `acorn-laplace` of notebooks/07_acorn_occupancy/index.md for the likelihood
     of eq. `acorn-site-likelihood`.
 
-    ``ftol`` is tight (the default 2e-9 stops early enough to move beta1 by ~1e-3 between warm and
-    cold starts). Raises FitError when L-BFGS-B reports failure or H is not positive definite.
+    The starts are ``init`` (a warm start, the previous round's mode in the review loop) when
+    given, and the data-driven :func:`default_init`; both go through the fallback chain of
+    :func:`map_with_laplace` (L-BFGS-B from each, a Newton polish that decides, trust-region
+    Newton where it fails), which returns the highest mode reached. So whether a fit succeeds
+    does not hang on the rounding of one optimiser's line search, and a warm start cannot hold
+    the loop on a lower mode.
+    ``ftol`` is tight (the default 2e-9 stops early enough to move beta1 by ~1e-3 between warm
+    and cold starts); the polish then brings every start to the same mode to about XTOL.
+    Raises FitError, naming every attempt's reason, when no attempt reaches a mode.
     """
     reviewed, labels_c = _check_data(survey, reviewed, labels)
-    u0 = default_init(survey) if init is None else _check_params(init)
+    starts = [("the default start", default_init(survey))]
+    if init is not None:
+        starts.insert(0, ("the warm start", _check_params(init)))
     t0 = time.perf_counter()
     u, cov, log_post, res = map_with_laplace(
         lambda v: grad_log_posterior(v, survey, reviewed, labels_c),
-        u0,
+        starts,
         gtol=gtol,
         ftol=ftol,
         maxiter=maxiter,

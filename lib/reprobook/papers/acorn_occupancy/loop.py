@@ -42,6 +42,7 @@ __all__ = [
     "full_label_fit",
     "review_loop",
     "run_study",
+    "failed_surveys",
     "threshold_study",
     "threshold_summary",
     "csom_wins",
@@ -62,14 +63,13 @@ DELTA_PSI = 0.02  # tolerance on psi_bar
 
 
 def refit(survey: Survey, reviewed, labels, init=None) -> Fit | None:
-    """fit_map warm-started at ``init``; on failure once more from the default start; None when
-    both fail (the caller records the round as failed)."""
-    for start in (init, None) if init is not None else (None,):
-        try:
-            return fit_map(survey, reviewed, labels, init=start)
-        except FitError:
-            continue
-    return None
+    """fit_map from the warm start ``init`` and the default start (the highest mode of the
+    two, through the fallback chain of :func:`.fit.map_with_laplace`); None when no attempt
+    reaches a mode (the caller records the round as failed)."""
+    try:
+        return fit_map(survey, reviewed, labels, init=init)
+    except FitError:
+        return None
 
 
 def full_label_fit(survey: Survey) -> Fit:
@@ -85,9 +85,13 @@ def review_loop(
     batch: int,
     rng: np.random.Generator,
     n_draws: int = 512,
+    first_fit: Fit | None = None,
 ) -> pd.DataFrame:
     """Run one policy from zero reviews to ``budget`` reviews in rounds of ``batch``; ``n_draws``
-    is the number of Laplace draws of the policies that use them (ACORN's).
+    is the number of Laplace draws of the policies that use them (ACORN's). ``first_fit`` is
+    the fit with no reviews when the caller has it (it is the same for every policy); otherwise
+    it is made here. Raises FitError when that fit fails: every policy needs it, so the survey
+    cannot be run (:func:`run_study` records it as failed).
 
     One row per round (round 0 = no reviews): n_reviewed, beta1, beta1_se, psi_bar, psi_bar_se,
     fit_ok, positives (reviewed units found present), seconds (selection + refit).
@@ -100,13 +104,14 @@ def review_loop(
     reviewed = np.zeros(survey.s.shape, dtype=bool)
     labels = np.zeros(survey.s.shape, dtype=np.int64)
     t0 = time.perf_counter()
-    fit = refit(survey, reviewed, labels)
+    fit = refit(survey, reviewed, labels) if first_fit is None else first_fit
     if fit is None:
         raise FitError(
             f"the CSOM fit with no reviews failed for this survey ({survey.n_sites} sites); "
             "the policies need a starting fit"
         )
-    rows = [_row(0, fit, True, 0, time.perf_counter() - t0)]
+    seconds = time.perf_counter() - t0 if first_fit is None else fit.seconds
+    rows = [_row(0, fit, True, 0, seconds)]
     last = fit
     while reviewed.sum() < budget:
         t0 = time.perf_counter()
@@ -169,6 +174,11 @@ def run_study(
     Long table: rep, policy, the :func:`review_loop` columns, frac_reviewed, the references
     (beta1_full, psi_bar_full, beta1_true, psi_bar_true) and errors err_beta1, err_psi, err
     (combined, in tolerance units: eq. `acorn-error` of notebooks/07_acorn_occupancy/index.md).
+
+    A survey whose full-label fit or fit with no reviews fails (after every fallback of
+    :func:`.fit.fit_map`) cannot be compared: it is left out of the table for every policy, so
+    the comparison stays paired, and :func:`failed_surveys` reads {rep: reason} back from the
+    table (``attrs["failed_surveys"]``). One failed survey never stops a study.
     """
     with threadpool_limits(limits=1):  # the same floating-point sums (and picks) on any machine
         return _run_study(
@@ -191,10 +201,19 @@ def _run_study(
                 f"budget_fracs names {p!r}, which is not among the policies {list(policies)}"
             )
         checks.real(v, f"budget_fracs[{p!r}]", above=0, maximum=budget_frac)
-    frames = []
+    frames, failed = [], {}
     for j in range(int(reps)):
         survey = simulate(preset, np.random.default_rng([seed, j]))
-        ref = full_label_fit(survey)
+        none = np.zeros(survey.s.shape, dtype=bool)
+        try:
+            ref = full_label_fit(survey)
+        except FitError as err:
+            failed[j] = f"the full-label fit failed: {err}"
+            continue
+        first = refit(survey, none, np.zeros(survey.s.shape, dtype=np.int64))
+        if first is None:
+            failed[j] = "the fit with no reviews failed from every start"
+            continue
         batch = max(1, int(round(batch_frac * survey.s.size)))
         for p in policies:
             budget = int(round(budget_fracs.get(p, budget_frac) * survey.s.size))
@@ -205,6 +224,7 @@ def _run_study(
                 batch=batch,
                 rng=np.random.default_rng([seed, j, 1 + names.index(p)]),
                 n_draws=n_draws,
+                first_fit=first,
             )
             df.insert(0, "policy", p)
             df.insert(0, "rep", j)
@@ -212,11 +232,22 @@ def _run_study(
             df["beta1_full"], df["psi_bar_full"] = ref.beta1, ref.psi_bar
             df["beta1_true"], df["psi_bar_true"] = preset.beta[1], float(survey.psi.mean())
             frames.append(df)
+    if not frames:
+        raise FitError(
+            f"every one of the {int(reps)} surveys failed to fit; the first: {failed[0]}"
+        )
     out = pd.concat(frames, ignore_index=True)
     out["err_beta1"] = (out["beta1"] - out["beta1_full"]).abs()
     out["err_psi"] = (out["psi_bar"] - out["psi_bar_full"]).abs()
     out["err"] = np.maximum(out["err_beta1"] / DELTA_BETA, out["err_psi"] / DELTA_PSI)
+    out.attrs["failed_surveys"] = failed
     return out
+
+
+def failed_surveys(study: pd.DataFrame) -> dict[int, str]:
+    """{rep: reason} of the surveys :func:`run_study` left out because a fit failed after every
+    fallback (empty when none did)."""
+    return dict(study.attrs.get("failed_surveys", {}))
 
 
 def threshold_study(preset: Preset, *, reps: int, thresholds, seed: int) -> pd.DataFrame:
