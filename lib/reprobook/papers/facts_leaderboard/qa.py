@@ -169,12 +169,15 @@ def closed_book(
 def search_answers(items: list[Factoid], k1: float = 1.5, b: float = 0.75):
     """The search responder's answers and confidences: BM25 (Okapi, ``k1``, ``b``) over the
     content words of every factoid's docstring sentence; the answer is the top document's name
-    and the confidence ``(s1 - s2) / s1`` (0 when nothing scores)."""
+    and the confidence ``(s1 - s2) / s1`` (0 when nothing scores). Documents with equal scores
+    rank in index order (a stable sort): NumPy's default sort leaves the order of ties to its
+    SIMD kernels, which differ between CPUs, and about one question in fifteen has a tie at
+    the top."""
     index = BM25Okapi([content_words(f.passage) or ["_"] for f in items], k1=k1, b=b)
     answers, conf = [], np.empty(len(items))
     for i, f in enumerate(items):
         scores = index.get_scores(content_words(f.question))
-        top = np.argsort(scores)[::-1][:2]
+        top = np.argsort(-scores, kind="stable")[:2]  # the two best, ties by index
         s1, s2 = float(scores[top[0]]), float(scores[top[1]])
         answers.append(items[top[0]].answer)
         conf[i] = (s1 - s2) / s1 if s1 > 0 else 0.0
