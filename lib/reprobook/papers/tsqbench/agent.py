@@ -156,6 +156,8 @@ def inspector_margins(tools_a: dict, tools_b: dict, dimensions) -> dict[str, flo
     return out
 
 
+TIE_TOL = 1e-12  # |S| / sum |m_d| at or below this is a tie (rounding, not evidence)
+
 RECHECK = {  # auxiliary tool per dimension for the Adjudicator's recheck (higher is worse)
     "rare_pattern": lambda t: t["n_changepoints"],
     "trend": lambda t: t["adf_p"] - t["kpss_p"],
@@ -175,6 +177,10 @@ def adjudicate(
     when S > 0, A when S < 0, a tie when S = 0; the confidence is |S| / sum_d |m_d|. Dimensions
     with |m_d| < epsilon are replaced by their recheck margin when one is given (one pass).
 
+    Margins that cancel exactly can leave a sum of a few ulps of either sign, so S counts as 0
+    when |S| <= ``TIE_TOL`` sum_d |m_d| (a tie, confidence 0): a tie must not become a win for
+    A or for B by the rounding of the machine.
+
     Implements eq. `tsqbench-adjudicate` of notebooks/12_tsqbench/index.md."""
     epsilon = checks.real(epsilon, "epsilon", minimum=0)
     m = dict(margins)
@@ -185,6 +191,8 @@ def adjudicate(
             rechecked.append(d)
     total = sum(m.values())  # eq. tsqbench-adjudicate: S = sum_d m_d
     weight = sum(abs(v) for v in m.values())
+    if abs(total) <= TIE_TOL * weight:  # S = 0 up to rounding
+        total = 0.0
     winner = "tie" if total == 0 else ("B" if total > 0 else "A")
     conf = abs(total) / weight if weight > 0 else 0.0  # eq. tsqbench-adjudicate: |S| / sum |m_d|
     return {"winner": winner, "confidence": float(conf), "rechecked": rechecked}

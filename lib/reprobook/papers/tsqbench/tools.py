@@ -161,9 +161,15 @@ def seasonality(x, max_period: int | None = None) -> dict:
 
 
 def trend_sign(x) -> int:
-    """Sign of the least-squares slope (+1 rising, -1 falling, 0 flat)."""
+    """Sign of the least-squares slope (+1 rising, -1 falling, 0 flat). A slope whose change
+    over the series is within rounding of the series' size (|slope| n <= 1e-9 max |x|) counts
+    as flat: a constant or symmetric series has slope 0, which a least-squares solve returns
+    as a few ulps of either sign."""
     x = fill_missing(x)
-    return int(np.sign(np.polyfit(np.arange(x.size), x, 1)[0]))
+    slope = float(np.polyfit(np.arange(x.size), x, 1)[0])
+    if abs(slope) * x.size <= 1e-9 * float(np.abs(x).max()):
+        return 0
+    return int(np.sign(slope))
 
 
 def defect_statistics(x, *, changepoint: str = "binseg", detrend: str = "centered") -> dict:
