@@ -139,13 +139,38 @@ def _shrink(G: torch.Tensor, scale: float) -> torch.Tensor:
     return scale * G + (1 - scale) * torch.diag(torch.diagonal(G))
 
 
+def _right_solve(B: torch.Tensor, A: torch.Tensor, ridge: bool, remedy: str) -> torch.Tensor:
+    """B A^{-1} for a symmetric positive semi-definite A (d, d), by ``torch.linalg.solve``.
+
+    With a ridge (``ridge``: A >= gamma I, gamma a fixed share of A's mean diagonal) A is
+    well conditioned and nothing is checked. Without one, A may be singular (fewer calibration
+    rows than inputs, an input that is always zero), and then B A^{-1} is whatever the
+    machine's rounding makes of it: an A whose smallest eigenvalue is at most d eps times its
+    largest is refused with an error that names ``remedy``."""
+    if not ridge:
+        lam = torch.linalg.eigvalsh(A)  # ascending
+        if not lam[0] > A.shape[0] * torch.finfo(A.dtype).eps * lam[-1].abs():
+            raise checks.InputError(
+                f"the {A.shape[0]} x {A.shape[0]} Gram system is singular to working precision "
+                f"(eigenvalues from {float(lam[0]):.3g} to {float(lam[-1]):.3g}): {remedy}"
+            )
+    return torch.linalg.solve(A, B.T).T  # B A^{-1}, A symmetric
+
+
 def regmean_weight(weights: Sequence[torch.Tensor], grams: Sequence[torch.Tensor], scale=1.0):
     """RegMean for one linear layer: W* = (sum_i W_i G~_i)(sum_i G~_i)^{-1}, the minimiser of
-    sum_i ||W X_i - W_i X_i||^2 (G_i = X_i X_i^T, off-diagonals shrunk by ``scale``)."""
+    sum_i ||W X_i - W_i X_i||^2 (G_i = X_i X_i^T, off-diagonals shrunk by ``scale``).
+
+    With ``scale`` < 1 the shrunk Grams are positive definite when every input has some
+    energy (a positive diagonal); a singular system (``scale`` = 1 with fewer calibration
+    rows than inputs, or an input that is zero on every row) raises an error."""
     scale = checks.real(scale, "scale", minimum=0, maximum=1)
     Gs = [_shrink(G.double(), scale) for G in grams]
     num = sum(W.double() @ G for W, G in zip(weights, Gs))
-    W = torch.linalg.solve(sum(Gs), num.T).T  # num A^{-1} with A symmetric
+    A = sum(Gs)
+    diag = torch.diagonal(A)
+    ridge = scale < 1 and bool(diag.min() > 1e-12 * diag.max())  # (1 - scale) diag(G) holds
+    W = _right_solve(num, A, ridge, "use scale < 1, or more calibration samples")
     return W.to(weights[0].dtype)
 
 
@@ -166,6 +191,11 @@ def dcat_closed_form(W_T, W_S, G_m, G_t, lam: float, gamma: float) -> torch.Tens
     ||(W - W_T) X_m||^2 + lam ||(W - W_S) X_t||^2 + gamma ||W - W_T||^2:
     W* = [W_T (G_m + gamma I) + lam W_S G_t] (G_m + lam G_t + gamma I)^{-1}.
 
+    gamma > 0 bounds the condition number of the system by (trace + gamma) / gamma, so the
+    solve is accurate on any machine (about 1e6 with the notebooks' gamma); with gamma = 0
+    the Gram matrices are often singular (fewer calibration rows than inputs), and then a
+    system singular to working precision raises an error instead of returning noise.
+
     Implements eq. `dcat-merging-closed-form` of notebooks/14_dcat_merging/index.md.
     """
     lam = checks.real(lam, "lam", minimum=0)
@@ -174,7 +204,7 @@ def dcat_closed_form(W_T, W_S, G_m, G_t, lam: float, gamma: float) -> torch.Tens
     eye = torch.eye(G_m.shape[0], dtype=torch.float64)
     A = G_m + lam * G_t + gamma * eye  # (d_in, d_in): the objective's curvature
     B = W_T @ (G_m + gamma * eye) + lam * W_S @ G_t  # (d_out, d_in): its linear term
-    return torch.linalg.solve(A, B.T).T  # B A^{-1}, A symmetric
+    return _right_solve(B, A, gamma > 0, "give gamma > 0")  # B A^{-1}, A symmetric
 
 
 def dcat_b_closed_form(W_TA, W_S, G_m, C_tm, gamma: float) -> torch.Tensor:
@@ -189,7 +219,7 @@ def dcat_b_closed_form(W_TA, W_S, G_m, C_tm, gamma: float) -> torch.Tensor:
     W_TA, W_S, G_m, C_tm = (torch.as_tensor(a).double() for a in (W_TA, W_S, G_m, C_tm))
     A = G_m + gamma * torch.eye(G_m.shape[0], dtype=torch.float64)  # eq. variant-b: curvature
     B = W_S @ C_tm + gamma * W_TA  # Y_t X_m^T + gamma W_TA
-    return torch.linalg.solve(A, B.T).T
+    return _right_solve(B, A, True, "")  # gamma > 0: A >= gamma I
 
 
 def dcat(
