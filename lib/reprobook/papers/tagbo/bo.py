@@ -16,29 +16,42 @@ graph      eq. `tagbo-mix` with w = 1: the tier graph only
 tagbo      eq. `tagbo-mix` with w, beta (and lambda) learned
 ========== ==================================================================
 
-On a lookup pool the acquisition is maximised exhaustively (``optimize_acqf_discrete``) over
-the rows not yet evaluated, in an order shuffled by the run's seed so that ties are broken at
-random. Fits and argmaxes run on one BLAS thread (``threadpool_limits(1)``).
+On a lookup pool the acquisition is maximised exhaustively over the rows not yet evaluated, in
+an order shuffled by the run's seed so that ties are broken at random. Fits and argmaxes run on
+one BLAS thread (``threadpool_limits(1)``).
+
+Rounding. Whether a fit succeeds, and which row wins a tie, must not depend on the BLAS kernels
+of the reader's CPU. :func:`fit` retries a failed marginal-likelihood fit with a larger Cholesky
+jitter and, when every try fails, keeps the hyper-parameters it started from and says so
+(``model.fit_failure``; the benchmark loops count these). :func:`best_first` treats acquisition
+values that differ by rounding only (``TIE_TOL``, relative) as tied, so that a tie between rows
+the model cannot tell apart (levels it has not seen yet, say) goes to the shuffled order, not
+to the last bits of a sum.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 from botorch.acquisition.logei import qLogExpectedImprovement
+from botorch.exceptions.errors import ModelFittingError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import MixedSingleTaskGP, SingleTaskGP
 from botorch.models.transforms.outcome import Standardize
-from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.settings import cholesky_jitter
+from linear_operator.utils.errors import NotPSDError
 from threadpoolctl import threadpool_limits
 
-from reprobook.core import checks
+from reprobook.core import Failures, checks
 
 from .kernels import TaskAwareKernel, TierMean
 
@@ -47,6 +60,8 @@ __all__ = [
     "Space",
     "build_model",
     "fit",
+    "best_first",
+    "with_jitter",
     "carry_over",
     "initial_design",
     "propose_discrete",
@@ -56,6 +71,9 @@ __all__ = [
 
 METHODS = ("random", "overlap", "cocabo", "descriptor", "tier_mean", "graph", "tagbo")
 PRIOR_METHODS = ("tier_mean", "graph", "tagbo")  # the methods that read the tier prior
+TIE_TOL = 1e-9  # acquisition values this close (relative to max(1, |best|)) count as tied
+JITTERS = (None, 1e-6, 1e-4)  # Cholesky jitter of each try (None: gpytorch's own, 1e-8)
+NUMERICAL_ERRORS = (ModelFittingError, NotPSDError, torch.linalg.LinAlgError)
 
 
 @dataclass(frozen=True)
@@ -106,13 +124,65 @@ def carry_over(old, new):
     return new
 
 
+def with_jitter(attempt):
+    """``attempt()`` under each Cholesky jitter of ``JITTERS`` in turn, until one does not
+    raise a numerical error (a matrix not positive definite, a failed fit); the last error is
+    raised when every try fails."""
+    for i, jit in enumerate(JITTERS):
+        ctx = cholesky_jitter(double_value=jit) if jit else contextlib.nullcontext()
+        try:
+            with ctx:
+                return attempt()
+        except NUMERICAL_ERRORS:
+            if i == len(JITTERS) - 1:
+                raise
+
+
 def fit(model, maxiter: int = 50):
-    """Marginal-likelihood fit (L-BFGS-B through botorch, at most ``maxiter`` iterations)."""
+    """Marginal-likelihood fit (L-BFGS-B through botorch, at most ``maxiter`` iterations).
+
+    botorch retries a failed fit itself (resampling the hyper-parameters that have priors); a
+    fit that still fails, or ends on a non-finite hyper-parameter, is tried again from the same
+    start with a larger Cholesky jitter (:func:`with_jitter`). When every try fails the model
+    keeps the hyper-parameters it started from (the previous fit's, or the defaults) and
+    ``model.fit_failure`` holds the reason; it is None after a successful fit."""
+    start = copy.deepcopy(model.state_dict())
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": int(maxiter)}})
+
+    def attempt():
+        model.load_state_dict(start)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": int(maxiter)}})
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise ModelFittingError("the fit ended on a non-finite hyper-parameter")
+
+    try:
+        with_jitter(attempt)
+        model.fit_failure = None
+    except NUMERICAL_ERRORS as err:
+        model.load_state_dict(start)
+        model.fit_failure = f"{type(err).__name__}: {err}"
     return model.eval()
+
+
+def best_first(values, tol: float = TIE_TOL) -> np.ndarray:
+    """Indices of ``values`` from the largest down, where values within ``tol * max(1,
+    |largest|)`` of their neighbour in that order count as tied and keep their index order
+    (NaN counts as -inf). The first index is the argmax with rounding-level ties broken by
+    position, the first k the top k."""
+    v = checks.array(values, "values", finite=False).reshape(-1)
+    if v.size == 0:
+        raise checks.InputError("values must hold at least one number, got none")
+    tol = checks.real(tol, "tol", minimum=0)
+    v = np.where(np.isnan(v), -np.inf, v)
+    order = np.argsort(-v, kind="stable")  # largest first, ties in index order
+    s = v[order]
+    top = s[0] if np.isfinite(s[0]) else 0.0
+    with np.errstate(invalid="ignore"):
+        gap = s[:-1] - s[1:]  # >= 0; inf after a finite value, nan between two -inf
+    group = np.concatenate([[0], np.cumsum(gap > tol * max(1.0, abs(top)))])
+    return order[np.lexsort((order, group))]
 
 
 def initial_design(n_pool: int, n_init: int, seed: int, replicate: int) -> np.ndarray:
@@ -122,13 +192,15 @@ def initial_design(n_pool: int, n_init: int, seed: int, replicate: int) -> np.nd
 
 
 def propose_discrete(model, best_f: float, choices: torch.Tensor, rng) -> int:
-    """Index (into ``choices``) of the row that maximises qLogEI, ties broken at random."""
+    """Index (into ``choices``) of the row that maximises qLogEI, ties broken at random: the
+    rows are taken in an order shuffled by ``rng`` and the first of the rows tied at the top
+    (to rounding, :func:`best_first`) wins."""
     rng = checks.generator(rng)
     order = torch.as_tensor(rng.permutation(len(choices)))
     acq = qLogExpectedImprovement(model, best_f=best_f)
-    cand, _ = optimize_acqf_discrete(acq, q=1, choices=choices[order])
-    hit = torch.nonzero((choices[order] == cand).all(-1)).flatten()[0]
-    return int(order[hit])
+    with torch.no_grad():  # every row, in batches of 2048 (as botorch's discrete optimiser)
+        vals = torch.cat([acq(c.unsqueeze(-2)) for c in choices[order].split(2048)])
+    return int(order[best_first(vals.numpy())[0]])
 
 
 def run_lookup(
@@ -143,12 +215,16 @@ def run_lookup(
     replicate: int = 0,
     maxiter: int = 50,
     refit_every: int = 1,
+    failures: Failures | None = None,
 ) -> np.ndarray:
     """One BO run on a lookup pool: the yields in the order evaluated, (n_init + n_iter,).
 
     Hyper-parameters are fitted at the first step and every ``refit_every`` steps after,
     each fit starting from the previous one; in between the model takes the new data with
-    the last fitted hyper-parameters (the same schedule for every method)."""
+    the last fitted hyper-parameters (the same schedule for every method). A fit that fails
+    after every retry (:func:`fit`) leaves the model with its previous hyper-parameters, and a
+    proposal whose posterior cannot be factorised even with the largest jitter falls back to
+    a random unevaluated row; each is added to ``failures`` when one is given."""
     refit_every = checks.integer(refit_every, "refit_every", minimum=1)
     checks.choice(method, "method", METHODS)
     Xp = torch.as_tensor(np.asarray(X_pool, dtype=float))
@@ -168,7 +244,16 @@ def run_lookup(
             if model is not None:
                 new = carry_over(model, new)
             model = fit(new, maxiter) if step % refit_every == 0 else new.eval()
-            picked.append(int(rest[propose_discrete(model, float(Y.max()), Xp[rest], rng)]))
+            unit = f"replicate {replicate}, {method}, step {step}"
+            if getattr(model, "fit_failure", None) and failures is not None:
+                failures.add(unit + " (fit)", model.fit_failure)
+            try:
+                i = with_jitter(partial(propose_discrete, model, float(Y.max()), Xp[rest], rng))
+            except NUMERICAL_ERRORS as err:
+                i = int(rng.integers(len(rest)))
+                if failures is not None:
+                    failures.add(unit + " (proposal)", f"{type(err).__name__}: {err}")
+            picked.append(int(rest[i]))
     return y[np.array(picked)]
 
 

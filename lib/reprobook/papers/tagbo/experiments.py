@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from reprobook.core import checks
+from reprobook.core import Failures, checks
 
 from . import data, priors
 from .bo import METHODS, PRIOR_METHODS, Space, normalized_best, run_lookup
@@ -65,7 +65,8 @@ def lookup_benchmark(
     """Every method on every replicate; a prior method once per entry of ``priors_``. One row
     per run: replicate, substrate, method, prior, auc (mean normalised best over the BO
     steps), final (normalised best after the budget), curve (normalised best after each
-    evaluation)."""
+    evaluation), failures (how many of the run's fits and proposals failed after every retry,
+    see :func:`.bo.run_lookup`; 0 almost always) and failure_notes (their reasons)."""
     for m in methods:
         checks.choice(m, "method", METHODS)
     rows, cache = [], {}
@@ -78,13 +79,14 @@ def lookup_benchmark(
         for m in methods:
             for kind in priors_ if m in PRIOR_METHODS else [None]:
                 tiers = prior_for(pool, space, kind, seed, r) if kind is not None else None
-                trace = run_lookup(
-                    pool.X, pool.y, space, m, tiers, n_init, n_iter, seed, r, maxiter, refit_every
-                )
+                failed = Failures("steps")
+                trace = run_lookup(pool.X, pool.y, space, m, tiers, n_init, n_iter, seed, r,
+                                   maxiter, refit_every, failed)  # fmt: skip
                 curve = normalized_best(trace, pool.y.max())
                 rows.append(dict(replicate=r, substrate=sub, method=m, prior=kind,
                                  auc=float(curve[n_init:].mean()), final=float(curve[-1]),
-                                 curve=curve))  # fmt: skip
+                                 curve=curve, failures=failed.count,
+                                 failure_notes=failed.reasons))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -106,7 +108,8 @@ def paired(df: pd.DataFrame, a: dict, b: dict, column: str = "auc") -> np.ndarra
 
 def heldout_r2(pool: data.Pool, space: Space, method: str, tiers, train, maxiter: int = 50):
     """Fit ``method``'s GP on the rows ``train`` of ``pool`` and return (R^2 of its posterior
-    mean on the other rows, the fitted model)."""
+    mean on the other rows, the fitted model). A fit that fails after every retry keeps the
+    default hyper-parameters, and ``model.fit_failure`` says why (:func:`.bo.fit`)."""
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -154,8 +157,10 @@ def mll_over_w(model, grid) -> np.ndarray:
 def constrained_benchmark(methods, p_flip, rho, noise, n_init, n_iter, n_replicates, seed,
                           maxiter=50, refit_every=1, **acq_kw) -> pd.DataFrame:  # fmt: skip
     """Every method on every replicate of the synthetic task (replicate r draws the task from
-    (seed, r)). One row per run: replicate, method, auc, final, curve, and the largest
-    constraint violation of the points the method proposed (the initial rows excluded)."""
+    (seed, r)). One row per run: replicate, method, auc, final, curve, the largest
+    constraint violation of the points the method proposed (the initial rows excluded), and
+    failures / failure_notes: the fits, SLSQP runs and proposals of the run that failed after
+    every retry (see :func:`.synthetic.run_constrained`; 0 almost always)."""
     from . import synthetic
 
     rows = []
@@ -164,11 +169,13 @@ def constrained_benchmark(methods, p_flip, rho, noise, n_init, n_iter, n_replica
         rng = np.random.default_rng([seed, r, 7, int(round(1000 * p_flip))])
         tiers = [priors.corrupt_tiers(priors.true_tiers(e), p_flip, rng) for e in task.effects]
         for m in methods:
+            failed = Failures("steps")
             X, f = synthetic.run_constrained(task, m, tiers, n_init, n_iter, seed, r, maxiter,
-                                             refit_every, **acq_kw)  # fmt: skip
+                                             refit_every, failed, **acq_kw)  # fmt: skip
             curve = np.maximum.accumulate(f) / task.optimum
             viol = synthetic.violation(X[n_init:], task.sizes)
             rows.append(dict(replicate=r, method=m, prior=p_flip if m in PRIOR_METHODS else None,
                              auc=float(curve[n_init:].mean()), final=float(curve[-1]),
-                             curve=curve, violation=float(viol.max()), X=X[n_init:]))  # fmt: skip
+                             curve=curve, violation=float(viol.max()), X=X[n_init:],
+                             failures=failed.count, failure_notes=failed.reasons))  # fmt: skip
     return pd.DataFrame(rows)

@@ -42,17 +42,28 @@ def marginal_means(X, y, n_levels: int, column: int) -> np.ndarray:
     )
 
 
+TIE_TOL = 1e-9  # scores this close (relative to the largest |score|) count as tied
+
+
 def true_tiers(scores) -> np.ndarray:
     """o_l = 1 + floor(T rank(l) / L), T = 3: the tertiles of the levels' scores, ranks from 0
     (ties broken by the level's index); 1 is the lowest tier.
+
+    Scores that differ by rounding only (within ``TIE_TOL`` of the largest |score|, next to
+    each other in sorted order) count as tied, so that two levels with the same score in
+    exact arithmetic rank by index on every machine.
 
     Implements eq. `tagbo-tiers` of notebooks/09_tagbo/index.md.
     """
     s = checks.array(scores, "scores", ndim=1)
     if s.size == 0 or not np.all(np.isfinite(s)):
         raise checks.InputError("scores must be a non-empty array of finite numbers")
+    order = np.argsort(s, kind="stable")
+    tied = np.diff(s[order]) <= TIE_TOL * max(np.abs(s).max(), np.finfo(float).tiny)
+    group = np.empty(s.size, dtype=int)
+    group[order] = np.concatenate([[0], np.cumsum(~tied)])  # equal scores share a group
     rank = np.empty(s.size, dtype=int)
-    rank[np.argsort(s, kind="stable")] = np.arange(s.size)  # rank 0 = lowest score
+    rank[np.lexsort((np.arange(s.size), group))] = np.arange(s.size)  # rank 0 = lowest score
     return 1 + (N_TIERS * rank) // s.size  # eq. tagbo-tiers
 
 
@@ -75,13 +86,29 @@ def corrupt_tiers(tiers, p_flip: float, rng) -> np.ndarray:
 
 def parroting_tiers(desc_gram) -> np.ndarray:
     """Tertiles of the leading eigenvector of the doubly centred descriptor Gram: a prior
-    that only restates the descriptors."""
+    that only restates the descriptors.
+
+    The eigenvector's sign is fixed by its largest entry (in magnitude; the first such level
+    when several are equal to rounding), which is made positive. Its entries sum to zero (the
+    centred Gram maps the ones vector to zero), so the sign of their sum would be rounding
+    noise. A leading eigenvalue tied with the next to rounding has no leading eigenvector to
+    speak of: that raises an error."""
     K = checks.array(desc_gram, "desc_gram", ndim=2)
     n = K.shape[0]
+    if K.shape != (n, n) or n < 2 or not np.allclose(K, K.T):
+        raise checks.InputError(
+            f"desc_gram must be a symmetric (L, L) matrix with L >= 2, got shape {K.shape}"
+        )
     H = np.eye(n) - 1.0 / n  # centring
-    _, V = np.linalg.eigh(H @ K @ H)
+    lam, V = np.linalg.eigh(H @ K @ H)
+    if lam[-1] - lam[-2] <= 1e-9 * max(abs(lam[-1]), 1e-300):
+        raise checks.InputError(
+            f"the centred descriptor Gram has a repeated leading eigenvalue ({lam[-1]:.6g}): "
+            "its leading eigenvector, and so the parroting tiers, are not defined"
+        )
     v = V[:, -1]
-    v = v * np.sign(v.sum() or 1.0)  # a fixed sign
+    big = np.abs(v) >= np.abs(v).max() * (1 - 1e-9)  # the largest entries, to rounding
+    v = v * np.sign(v[np.argmax(big)])  # the first of them made positive
     return true_tiers(v)
 
 

@@ -13,7 +13,9 @@ coordinate correlates ``rho`` (0.3) with z, so descriptors are only partly infor
 The acquisition is maximised under the equality constraint with botorch's
 ``optimize_acqf``: a screen of every categorical combination on random feasible points
 picks the ``top_k`` combinations, and SLSQP (botorch's choice under constraints) refines the
-continuous part of each (eq. `tagbo-constrained`).
+continuous part of each (eq. `tagbo-constrained`). Should SLSQP fail (an error, or a
+result off the constraints), the combination keeps its best screened point, which is feasible
+by construction; screened values tied to rounding rank by position (:func:`.bo.best_first`).
 """
 
 from __future__ import annotations
@@ -21,17 +23,29 @@ from __future__ import annotations
 import itertools
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 from botorch.acquisition.logei import qLogExpectedImprovement
+from botorch.exceptions.errors import BotorchError
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from threadpoolctl import threadpool_limits
 
-from reprobook.core import checks
+from reprobook.core import Failures, checks
 
-from .bo import METHODS, Space, build_model, carry_over, fit
+from .bo import (
+    METHODS,
+    NUMERICAL_ERRORS,
+    TIE_TOL,
+    Space,
+    best_first,
+    build_model,
+    carry_over,
+    fit,
+    with_jitter,
+)
 from .similarity import rbf_gram
 
 __all__ = [
@@ -46,6 +60,7 @@ __all__ = [
 CAT_DIMS = (0, 1, 2)
 FRACTION_DIMS = (3, 4, 5)
 CONT_DIMS = (3, 4, 5, 6)  # fractions, then temperature
+FEASIBLE = 1e-9  # the largest violation an SLSQP result may have before it is replaced
 
 
 @dataclass(frozen=True)
@@ -122,13 +137,35 @@ def violation(X, sizes) -> np.ndarray:
     return np.maximum(np.maximum(cat, simplex), box)
 
 
-def propose_constrained(model, best_f, task, rng, n_screen=16, top_k=1, restarts=1, mc=64):
+def _slsqp(acq, bounds, eq, fixed, ic, sizes):
+    """botorch's SLSQP from the initial conditions ``ic`` with the levels ``fixed``: the best
+    candidate and its value. Raises BotorchError when the result is more than ``FEASIBLE`` off
+    the constraints or its value is not finite (RuntimeError comes from botorch itself on a
+    NaN or a failed Cholesky)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cand, val = optimize_acqf(
+            acq, bounds, q=1, num_restarts=len(ic), equality_constraints=eq,
+            fixed_features=fixed, batch_initial_conditions=ic,
+        )  # fmt: skip
+    x, v = cand.detach().numpy()[0], float(val)
+    off = float(violation(x[None], sizes)[0])
+    if not (np.isfinite(v) and off <= FEASIBLE):
+        raise BotorchError(f"SLSQP ended {off:.1e} off the constraints (value {v})")
+    return x, v
+
+
+def propose_constrained(
+    model, best_f, task, rng, n_screen=16, top_k=1, restarts=1, mc=64, failures=None
+):
     """The next row: qLogEI maximised over the levels and the constrained continuous part,
     eq. `tagbo-constrained`. A screen of every combination of levels on ``n_screen`` random
     feasible (u, t) keeps the ``top_k`` combinations; for each, SLSQP (botorch's
     ``optimize_acqf`` with the equality constraint and the levels fixed) starts from its
-    ``restarts`` best screened points; the best candidate wins. qLogEI uses ``mc``
-    quasi-Monte Carlo samples."""
+    ``restarts`` best screened points; the best candidate wins (ties to rounding: the first).
+    qLogEI uses ``mc`` quasi-Monte Carlo samples. An SLSQP run that raises, or returns a
+    point more than ``FEASIBLE`` off the constraints, is replaced by the combination's best
+    screened point (feasible by construction) and added to ``failures`` when given."""
     sampler = SobolQMCNormalSampler(sample_shape=torch.Size([mc]), seed=int(rng.integers(2**31)))
     acq = qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
     combos = np.array(list(itertools.product(*[range(L) for L in task.sizes])), dtype=float)
@@ -136,31 +173,36 @@ def propose_constrained(model, best_f, task, rng, n_screen=16, top_k=1, restarts
     grid = np.hstack([np.repeat(combos, n_screen, 0), np.tile(S, (len(combos), 1))])
     with torch.no_grad():
         a = acq(torch.as_tensor(grid).unsqueeze(1)).reshape(len(combos), n_screen)
-    keep = torch.topk(a.amax(1), min(top_k, len(combos))).indices
+    keep = best_first(a.amax(1).numpy())[: min(top_k, len(combos))]
     bounds = torch.tensor(
         [[0.0] * 7, [L - 1.0 for L in task.sizes] + [1.0] * 4], dtype=torch.float64
     )
     eq = [(torch.tensor(FRACTION_DIMS), torch.ones(3, dtype=torch.float64), 1.0)]  # sum u = 1
     best, best_val = None, -np.inf
     for k in keep.tolist():
-        starts = torch.topk(a[k], min(restarts, n_screen)).indices.numpy()
+        starts = best_first(a[k].numpy())[: min(restarts, n_screen)]
         ic = torch.as_tensor(grid[k * n_screen + starts]).unsqueeze(1)  # (restarts, 1, 7)
         fixed = {d: float(combos[k, i]) for i, d in enumerate(CAT_DIMS)}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cand, val = optimize_acqf(
-                acq, bounds, q=1, num_restarts=len(starts), equality_constraints=eq,
-                fixed_features=fixed, batch_initial_conditions=ic,
-            )  # fmt: skip
-        if float(val) > best_val:
-            best, best_val = cand.detach().numpy()[0], float(val)
+        try:
+            x, v = _slsqp(acq, bounds, eq, fixed, ic, task.sizes)  # eq. tagbo-constrained
+        except (BotorchError, RuntimeError) as err:  # SLSQP failed: keep the screened point
+            x, v = grid[k * n_screen + starts[0]].copy(), float(a[k, starts[0]])
+            if failures is not None:
+                failures.add(f"combination {k}", f"{type(err).__name__}: {err}")
+        margin = TIE_TOL * max(1.0, abs(best_val)) if np.isfinite(best_val) else 0.0
+        if best is None or v > best_val + margin:  # a rounding-level gain does not count
+            best, best_val = x, v
     return best
 
 
 def run_constrained(task, method, tiers=None, n_init=5, n_iter=10, seed=0, replicate=0,
-                    maxiter=50, refit_every=1, **acq_kw):  # fmt: skip
+                    maxiter=50, refit_every=1, failures=None, **acq_kw):  # fmt: skip
     """One BO run on the task: the evaluated rows (n_init + n_iter, 7) and their noiseless
-    values. The initial rows are shared by every method in (seed, replicate)."""
+    values. The initial rows are shared by every method in (seed, replicate). A fit that fails
+    after every retry keeps the previous hyper-parameters, an SLSQP failure its combination's
+    best screened point, and a proposal that fails even with the largest Cholesky jitter
+    falls back to a random feasible row; each is added to ``failures`` (a
+    :class:`reprobook.core.Failures`) when one is given."""
     checks.choice(method, "method", METHODS)
     X = sample_feasible(task, n_init, np.random.default_rng([seed, replicate, 0]))
     rng = np.random.default_rng([seed, replicate, 1 + METHODS.index(method)])
@@ -176,7 +218,19 @@ def run_constrained(task, method, tiers=None, n_init=5, n_iter=10, seed=0, repli
                 new = build_model(method, Xt, Y, space, tiers)
                 new = carry_over(model, new) if model is not None else new
                 model = fit(new, maxiter) if step % refit_every == 0 else new.eval()
-                x = propose_constrained(model, float(y.max()), task, rng, **acq_kw)
+                unit = f"replicate {replicate}, {method}, step {step}"
+                if getattr(model, "fit_failure", None) and failures is not None:
+                    failures.add(unit + " (fit)", model.fit_failure)
+                slsqp = Failures("SLSQP runs")
+                try:
+                    x = with_jitter(partial(propose_constrained, model, float(y.max()), task,
+                                            rng, failures=slsqp, **acq_kw))  # fmt: skip
+                except NUMERICAL_ERRORS as err:
+                    x = sample_feasible(task, 1, rng)[0]
+                    slsqp.add("proposal", f"{type(err).__name__}: {err}")
+                if failures is not None:
+                    for what, reason in slsqp.reasons.items():
+                        failures.add(f"{unit} ({what})", reason)
             X = np.vstack([X, x])
             y = np.append(y, task.f(x[None])[0] + task.noise * noise_rng.normal())
     return X, task.f(X)
