@@ -434,6 +434,38 @@ def test_new_intervals_match_scipy_and_check_input() -> None:
     assert core.as_interval(core.t_interval([1.0, 2.0], level=0.9)).method == "Student-t 90% over 2"
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_bootstrap_interval_does_not_depend_on_rounding(seed) -> None:
+    # Values equal up to rounding (here moved by 1e-12 relative, about what another machine's
+    # sums differ by) must give the interval of the exactly equal values. Without the snap of
+    # near-ties this fails twice: [2, 2, 2, 2] skips the all-equal case and goes to BCa, and
+    # the median below gets the bound 2 instead of 5 for some seeds, because BCa's bias
+    # correction counts the resampled medians that fall below the estimate.
+    same = core.bootstrap_interval(core.jitter(np.full(4, 2.0), seed))
+    assert same.method.endswith("(all equal)") and same.low == same.estimate == same.high
+    assert same.estimate == pytest.approx(2.0, rel=1e-11)
+    ties = np.array([1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 5.0])
+    exact = core.bootstrap_interval(ties, statistic=np.median)
+    moved = core.bootstrap_interval(core.jitter(ties, seed), statistic=np.median)
+    assert exact[:3] == (2.0, 1.0, 5.0)
+    assert moved[:3] == pytest.approx(exact[:3], rel=1e-9)
+    x = np.random.default_rng(seed).normal(1.0, 1.0, size=50)  # no near-ties: untouched
+    assert np.array_equal(core.stats.snap_near_ties(x), x)
+    assert core.bootstrap_interval(core.jitter(x, seed))[:3] == pytest.approx(
+        core.bootstrap_interval(x)[:3], rel=1e-9
+    )
+
+
+def test_snap_near_ties_moves_each_value_by_at_most_the_tolerance() -> None:
+    v = np.array([3.0, 1.0, 1.0 + 4e-10, 1.0 + 8e-10, 1.0 + 5e-9, -3.0 + 1e-9])
+    snapped = core.stats.snap_near_ties(v, rtol=1e-9)  # tolerance 3e-9: runs anchored at the
+    assert snapped.tolist() == [3.0, 1.0, 1.0, 1.0, 1.0 + 5e-9, -3.0 + 1e-9]  # run's smallest
+    assert np.max(np.abs(snapped - v)) <= 3e-9
+    assert core.stats.snap_near_ties([1.0]).tolist() == [1.0]
+    with pytest.raises(ValueError, match="rtol"):
+        core.stats.snap_near_ties(v, rtol=-1.0)
+
+
 def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "r.json"
     paths.atomic_write_text(target, "old")

@@ -76,15 +76,49 @@ def proportion_interval(successes: int, n: int, level: float = 0.95) -> Interval
     )
 
 
+TIE_RTOL = 1e-9  # values closer than this, relative to the largest |value|, are one value
+
+
+def snap_near_ties(values, rtol: float = TIE_RTOL) -> np.ndarray:
+    """``values`` (1-D) with every run of sorted values that lie within ``rtol * max|v|`` of the
+    run's smallest value set equal to that smallest value; values further apart are untouched.
+
+    Two values that differ only by rounding (a sum taken in another order, another machine's
+    BLAS) are then exactly equal, so a statistic that compares them (the bootstrap's
+    bias correction counts the replicates below the estimate; a median picks one of them) does
+    not decide on the last bits. Each value moves by at most ``rtol * max|v|``."""
+    v = np.array(values, dtype=float).reshape(-1)
+    rtol = checks.real(rtol, "rtol", minimum=0, maximum=1e-3)
+    if v.size < 2:
+        return v
+    tol = rtol * float(np.max(np.abs(v)))
+    order = np.argsort(v, kind="stable")
+    s = v[order]
+    start = s[0]  # the smallest value of the current run
+    for i in range(1, s.size):
+        if s[i] - start <= tol:
+            s[i] = start
+        else:
+            start = s[i]
+    v[order] = s
+    return v
+
+
 def bootstrap_interval(
     values, statistic=np.mean, level: float = 0.95, n_resamples: int = 2000, seed: int = 0
 ) -> Interval:
     """The BCa bootstrap interval of ``statistic`` over independent ``values`` (SciPy's
-    ``stats.bootstrap``, seeded, so the same values give the same interval). Where all values
-    are equal the interval is that value."""
-    v = _checked(values, level)
+    ``stats.bootstrap``, seeded, so the same values give the same interval).
+
+    Values within ``TIE_RTOL`` (relative to the largest |value|) of each other are first made
+    equal (:func:`snap_near_ties`): BCa's bias correction counts the resampled statistics that
+    fall below the estimate, so values equal up to rounding would otherwise let the last bits
+    move a bound (a median over values with ties: [1, 5] or [1, 2] depending on them). The
+    estimate is the statistic of those values. Where all values are equal within that
+    tolerance the interval is that value."""
+    v = snap_near_ties(_checked(values, level))
     est = float(statistic(v))
-    if np.all(v == v[0]):
+    if np.all(v == v[0]):  # exact after the snap: every value within the tolerance of the first
         return Interval(
             est, est, est, f"bootstrap {level:.0%} over {v.size} (all equal)", int(v.size)
         )

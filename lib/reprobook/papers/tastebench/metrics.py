@@ -26,6 +26,7 @@ from reprobook.core import checks
 
 __all__ = [
     "TIE_TOL",
+    "BCA_RTOL",
     "METRICS",
     "Groups",
     "groups_from_frame",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 TIE_TOL = 1e-10  # two scores closer than this are tied (the release's convention)
+BCA_RTOL = 1e-9  # bootstrap values closer than this, relative to their size, are equal
 METRICS = (
     "pairwise_accuracy",
     "spearman",
@@ -266,6 +268,11 @@ def bca_interval(estimate: float, boot, jack, level: float = 0.95) -> tuple[floa
     z0 = Phi^-1(share of replicates below the estimate), acceleration a from the jackknife's
     skewness, and the percentile interval at the adjusted levels. With z0 = 0 and a = 0 it is
     the percentile interval.
+
+    Values within ``BCA_RTOL`` of the largest |value| count as equal: a replicate that equals
+    the estimate up to rounding is not below it (the metrics sit on a lattice, so hundreds of
+    replicates can equal the estimate, each summed in its own order), and a jackknife whose
+    values differ only by rounding has no acceleration.
     """
     boot = checks.array(boot, "boot", ndim=1)
     jack = checks.array(jack, "jack", ndim=1)
@@ -273,12 +280,15 @@ def bca_interval(estimate: float, boot, jack, level: float = 0.95) -> tuple[floa
     checks.real(level, "level", above=0, below=1)
     if boot.size < 2 or jack.size < 2:
         raise checks.InputError("boot and jack must hold at least 2 values each")
-    share = np.mean(boot < estimate)
+    scale = max(abs(estimate), float(np.max(np.abs(boot))), float(np.max(np.abs(jack))))
+    tol = BCA_RTOL * scale  # differences below this are rounding, not order
+    share = np.mean(boot < estimate - tol)  # replicates clearly below the estimate
     share = np.clip(share, 0.5 / boot.size, 1 - 0.5 / boot.size)  # keeps z0 finite
     z0 = special.ndtri(share)  # eq. bca: bias correction
     d = jack.mean() - jack
     den = 6.0 * np.sum(d**2) ** 1.5
-    a = np.sum(d**3) / den if den > 0 else 0.0  # eq. bca: acceleration
+    spread = float(np.max(np.abs(d)))  # 0 up to rounding: no skewness to correct
+    a = np.sum(d**3) / den if spread > tol else 0.0  # eq. bca: acceleration
     z = special.ndtri(np.array([(1 - level) / 2, (1 + level) / 2]))
     adj = special.ndtr(z0 + (z0 + z) / (1 - a * (z0 + z)))  # eq. bca: adjusted levels
     low, high = np.quantile(boot, adj)
