@@ -32,7 +32,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import optimize
 
-from reprobook.core import checks
+from reprobook.core import Failures, checks
 
 from .data import MARGINALS, Problem, massart_problem, positive_rate
 
@@ -84,19 +84,29 @@ def _sign(s: np.ndarray) -> np.ndarray:
     return np.where(s >= 0, 1, -1)
 
 
-def best_threshold(scores: ArrayLike, y: ArrayLike) -> tuple[float, float]:
+SCORE_TIE_RTOL = 1e-9  # sorted scores closer than this (times max(1, max |s|)) are tied
+
+
+def best_threshold(
+    scores: ArrayLike, y: ArrayLike, rtol: float = SCORE_TIE_RTOL
+) -> tuple[float, float]:
     """theta minimising the training error of sign(s - theta): (theta, error).
 
     The threshold theta-hat of eq. `massart-l1` of notebooks/05_testable_massart/index.md.
 
     Sort the scores; cutting before position k predicts -1 for the k smallest and +1 for the rest,
     with err(k) = (#{y = +1 among the k smallest} + #{y = -1 among the others}) / n, computed for
-    every k at once by cumulative sums. Only cuts between distinct scores (and k = 0, n) are
-    allowed, so tied scores get one label. theta is the midpoint of the cut's neighbours
-    (-inf for k = 0, +inf for k = n); the smallest error wins, the first such cut on ties.
+    every k at once by cumulative sums. Only cuts between neighbours more than
+    ``rtol * max(1, max |s|)`` apart (and k = 0, n) are allowed, so tied scores get one label,
+    and so do scores equal up to the LP solver's rounding: an L1 fit that is the constant in
+    exact arithmetic comes back from HiGHS with coefficients of order 1e-11, and its scores
+    would otherwise be cut by their rounding noise (a hypothesis that changes with the last
+    bits of the data). theta is the midpoint of the cut's neighbours (-inf for k = 0, +inf for
+    k = n); the smallest error wins, the first such cut on ties.
     """
     s = np.asarray(scores, dtype=float)
     y = np.asarray(y)
+    rtol = checks.real(rtol, "rtol", minimum=0)
     n = s.size
     order = np.argsort(s, kind="stable")
     s_sorted = s[order]
@@ -105,7 +115,8 @@ def best_threshold(scores: ArrayLike, y: ArrayLike) -> tuple[float, float]:
     neg_above = (n - np.arange(n + 1)) - (pos_below[-1] - pos_below)  # -1 labels among the rest
     errs = pos_below + neg_above
     valid = np.ones(n + 1, dtype=bool)
-    valid[1:n] = s_sorted[1:] > s_sorted[:-1]
+    tol = rtol * max(1.0, float(np.max(np.abs(s)))) if n else 0.0
+    valid[1:n] = s_sorted[1:] - s_sorted[:-1] > tol
     errs = np.where(valid, errs, n + 1)
     k = int(np.argmin(errs))
     if k == 0:
@@ -159,6 +170,42 @@ class ChowHalfspace:
         return _sign(self.decision_function(X) - self.theta_)
 
 
+# the LPs l1_regression tries for each solver, in order, until one reports an optimum: the
+# chosen formulation first, then the other formulation, then the dual by the interior-point
+# method. All minimise the same weighted L1 loss.
+L1_FALLBACKS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sklearn": (("sklearn", "highs"), ("dual", "highs"), ("dual", "highs-ipm")),
+    "dual": (("dual", "highs"), ("sklearn", "highs"), ("dual", "highs-ipm")),
+}
+
+
+def _l1_fit(form: str, method: str, F: np.ndarray, y: np.ndarray, w) -> np.ndarray:
+    """One attempt at the LP of :func:`l1_regression`; RuntimeError when HiGHS reports no
+    optimum (scikit-learn only warns then, and returns whatever HiGHS left)."""
+    if form == "sklearn":
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.linear_model import QuantileRegressor
+
+        model = QuantileRegressor(quantile=0.5, alpha=0.0, solver=method, fit_intercept=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)  # no optimum: an error here
+            try:
+                coef = model.fit(F, y, sample_weight=w).coef_
+            except (ConvergenceWarning, TypeError) as err:  # TypeError: HiGHS left no x
+                raise RuntimeError(
+                    f"the L1 regression LP (primal, {method}) failed: {err}"
+                ) from err
+        return np.asarray(coef, dtype=float)
+    m = F.shape[1]
+    bounds: Any = (-1.0, 1.0) if w is None else np.column_stack([-w, w])
+    res = optimize.linprog(-y, A_eq=F.T, b_eq=np.zeros(m), bounds=bounds, method=method)
+    if res.status != 0 or res.eqlin is None:
+        raise RuntimeError(f"the L1 regression LP (dual, {method}) failed: {res.message}")
+    return -np.asarray(res.eqlin.marginals, dtype=float)
+
+
 def l1_regression(
     F: ArrayLike, y: ArrayLike, solver: str = "sklearn", sample_weight: ArrayLike | None = None
 ) -> np.ndarray:
@@ -173,6 +220,9 @@ def l1_regression(
       -s_i <= b_i <= s_i (n variables, m equations); c is read off the equality constraints'
       multipliers (c = -marginals in SciPy's sign convention). Same optimum, several times faster.
     The minimiser need not be unique; the two solvers may return different optimal vertices.
+    When HiGHS reports no optimum, the same loss is minimised by the next entry of
+    ``L1_FALLBACKS[solver]`` (the other formulation, then the dual by the interior-point
+    method); RuntimeError, with every attempt's reason, when none reports one.
     """
     solver = checks.choice(solver, "solver", L1_SOLVERS)
     F = checks.array(F, "F", ndim=2, what="(n, m)")
@@ -181,22 +231,13 @@ def l1_regression(
         sample_weight = checks.array(sample_weight, "sample_weight", shape=y.shape)
         if np.any(sample_weight < 0):
             raise checks.InputError("sample_weight must be non-negative")
-    if solver == "sklearn":
-        from sklearn.linear_model import QuantileRegressor
-
-        model = QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs", fit_intercept=False)
-        return np.asarray(model.fit(F, y, sample_weight=sample_weight).coef_, dtype=float)
-    if solver == "dual":
-        m = F.shape[1]
-        if sample_weight is None:
-            bounds: Any = (-1.0, 1.0)
-        else:
-            bounds = np.column_stack([-sample_weight, sample_weight])
-        res = optimize.linprog(-y, A_eq=F.T, b_eq=np.zeros(m), bounds=bounds, method="highs")
-        if res.status != 0:
-            raise RuntimeError(f"the L1 regression LP (dual) failed: {res.message}")
-        return -np.asarray(res.eqlin.marginals, dtype=float)
-    raise AssertionError(solver)  # pragma: no cover - checks.choice above
+    reasons = []
+    for form, method in L1_FALLBACKS[solver]:
+        try:
+            return _l1_fit(form, method, F, y, sample_weight)
+        except RuntimeError as err:
+            reasons.append(str(err))
+    raise RuntimeError("every L1 regression LP failed: " + "; ".join(reasons))
 
 
 class L1PolynomialRegression:
@@ -413,6 +454,7 @@ def learner_study(
     solver: str,
     seeds: int,
     seed: int,
+    failures: Failures | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tester-learner (eq. `massart-tester-learner` of notebooks/05_testable_massart/index.md)
     beside L1 regression of each degree, the Chow halfspace and the constant, on Gaussian Massart
@@ -424,7 +466,10 @@ def learner_study(
     Returns ``(results, outcomes)``: results has one row per (seed, noise, t, learner) with
     gamma, the excess error on the test problem and opt (the tester-learner only where the
     tester accepted); outcomes one row per problem with the tester's verdict, the hypothesis
-    kind (``which``) and the statistic.
+    kind (``which``) and the statistic. A problem on which an L1 fit fails with every LP of
+    :func:`l1_regression` is left out of results, its outcome's ``which`` is "failed", and it
+    is added to ``failures`` (a :class:`reprobook.core.Failures`) when one is given: one
+    problem never stops the study.
     """
     seeds = checks.integer(seeds, "seeds", minimum=1)
     rows, outcomes = [], []
@@ -434,9 +479,23 @@ def learner_study(
             for t in thresholds:
                 train = massart_problem(n, d, t, noise, rng)
                 test = massart_problem(n_test, d, t, noise, rng, w=train.w)
-                out = TesterLearner(tester, degree=max(degrees), eps=eps, solver=solver).run(
-                    train.X, train.y
-                )
+                learners: dict[str, Any] = {
+                    f"L1 degree {k}": L1PolynomialRegression(k, solver=solver) for k in degrees
+                }
+                learners["Chow halfspace"] = ChowHalfspace()
+                learners["constant"] = ConstantHypothesis()
+                try:
+                    out = TesterLearner(tester, degree=max(degrees), eps=eps, solver=solver).run(
+                        train.X, train.y
+                    )
+                    fitted = [(name, h.fit(train.X, train.y)) for name, h in learners.items()]
+                except RuntimeError as err:  # every L1 LP failed: counted, not scored
+                    if failures is not None:
+                        failures.add(f"seed {r}, {noise_name}, t = {t:g}", err)
+                    statistic = float(tester.statistic(train.X))
+                    accepted = bool(tester.accepts(train.X))
+                    out = Outcome(accepted, statistic, math.nan, None, "failed")
+                    fitted = []
                 outcomes.append(
                     dict(
                         seed=r,
@@ -447,13 +506,7 @@ def learner_study(
                         statistic=out.statistic,
                     )
                 )
-                learners: dict[str, Any] = {
-                    f"L1 degree {k}": L1PolynomialRegression(k, solver=solver) for k in degrees
-                }
-                learners["Chow halfspace"] = ChowHalfspace()
-                learners["constant"] = ConstantHypothesis()
-                fitted = [(name, h.fit(train.X, train.y)) for name, h in learners.items()]
-                if out.accepted:
+                if out.accepted and fitted:
                     fitted.append(("tester-learner", out.hypothesis))
                 for name, h in fitted:
                     rows.append(
@@ -484,26 +537,39 @@ def soundness_study(
     reps: int,
     rng: np.random.Generator,
     marginals=MARGINALS,
+    failures: Failures | None = None,
 ) -> pd.DataFrame:
     """The tester-learner on Massart data whose marginal need not be Gaussian: for each marginal
     and repetition (drawn from ``rng`` in that order), a training and a test problem, the
     tester's verdict and statistic, and the excess error the degree-``degree`` L1 learner would
     have had had its output been trusted anyway. One row per run: marginal, accepted, statistic,
-    excess_if_trusted."""
+    excess_if_trusted (NaN where every LP of :func:`l1_regression` failed on the run; the run
+    is then added to ``failures`` when one is given)."""
     reps = checks.integer(reps, "reps", minimum=1)
     rows = []
     for name in marginals:
-        for _ in range(reps):
+        for i in range(reps):
             train = massart_problem(n, d, t, noise, rng, marginal=name)
             test = massart_problem(n_test, d, t, noise, rng, marginal=name, w=train.w)
-            out = TesterLearner(tester, degree=degree, eps=eps, solver=solver).run(train.X, train.y)
-            h = L1PolynomialRegression(degree, solver=solver).fit(train.X, train.y)
+            try:
+                out = TesterLearner(tester, degree=degree, eps=eps, solver=solver).run(
+                    train.X, train.y
+                )
+                accepted, statistic = out.accepted, out.statistic
+                h = L1PolynomialRegression(degree, solver=solver).fit(train.X, train.y)
+                excess = excess_error(h, test)
+            except RuntimeError as err:  # every L1 LP failed: the run's excess is unknown
+                if failures is not None:
+                    failures.add(f"soundness run {i} on {name}", err)
+                accepted = bool(tester.accepts(train.X))
+                statistic = float(tester.statistic(train.X))
+                excess = math.nan
             rows.append(
                 dict(
                     marginal=name,
-                    accepted=out.accepted,
-                    statistic=out.statistic,
-                    excess_if_trusted=excess_error(h, test),
+                    accepted=accepted,
+                    statistic=statistic,
+                    excess_if_trusted=excess,
                 )
             )
     return pd.DataFrame(rows)

@@ -199,6 +199,14 @@ def _far_scale(z: np.ndarray, R: float, degree: int) -> np.ndarray:
 
 
 LP_METHOD = "highs-ipm"  # HiGHS's interior-point method (with crossover); see _solve_side
+# what _solve_side tries, in order, until HiGHS reports an optimum: the interior-point method,
+# then the dual simplex (on the scaled rows it agreed with the closed form), then the
+# interior-point method without presolve. Each solves the same LP.
+LP_FALLBACKS: tuple[tuple[str, dict], ...] = (
+    (LP_METHOD, {}),
+    ("highs-ds", {}),
+    (LP_METHOD, {"presolve": False}),
+)
 
 
 def _solve_side(V: np.ndarray, f: np.ndarray, upper: bool, t: float, degree: int) -> np.ndarray:
@@ -211,19 +219,26 @@ def _solve_side(V: np.ndarray, f: np.ndarray, upper: bool, t: float, degree: int
     [-R, R] at degree 16, HiGHS's dual simplex returned a non-optimal vertex as optimal (the case
     in :func:`_far_scale`) and, with the far rows scaled, gave up on some refined LPs (status
     "unknown"); the interior-point method solved both, and every LP of the chapter's table, to
-    the closed form within 2e-7 relative."""
+    the closed form within 2e-7 relative. Should it not report an optimum (a machine's rounding
+    can tip an LP this close to the edge), the same LP goes to the methods after it in
+    ``LP_FALLBACKS``; RuntimeError, naming every attempt, when none reports one."""
     k1 = V.shape[1]  # k + 1 Hermite coefficients c_0..c_k
     cost = np.zeros(k1)  # the objective touches c_0 = E[p] only
     cost[0] = 1.0 if upper else -1.0  # eq. massart-sandwich-lp: min c_up[0], or max c_lo[0]
     A, b = (-V, -f) if upper else (V, f)  # p_up(z) >= f(z), or p_lo(z) <= f(z), for z in Z
-    res = linprog(cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, method=LP_METHOD)  # HiGHS
-    if res.status != 0 or res.x is None:  # no optimum: say where, and what to try
-        side = "upper" if upper else "lower"  # which polynomial failed
-        raise RuntimeError(
-            f"sandwich LP for the {side} polynomial failed at t={t}, degree={degree}: "
-            f"status {res.status} ({res.message}); try fewer grid_points or a smaller degree"
+    tried = []  # the method and status of each attempt that found no optimum
+    for method, options in LP_FALLBACKS:  # the same LP, solved another way if need be
+        res = linprog(  # eq. massart-sandwich-lp, one side, by HiGHS
+            cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, method=method, options=options
         )
-    return np.asarray(res.x, dtype=np.float64)  # the coefficients of p_up or p_lo
+        if res.status == 0 and res.x is not None:  # an optimum: its coefficients
+            return np.asarray(res.x, dtype=np.float64)  # the coefficients of p_up or p_lo
+        tried.append(f"{method}{' ' + str(options) if options else ''}: status {res.status}")
+    side = "upper" if upper else "lower"  # no method found an optimum: say where, and what
+    raise RuntimeError(
+        f"sandwich LP for the {side} polynomial failed at t={t}, degree={degree} "
+        f"({'; '.join(tried)}); try fewer grid_points or a smaller degree"
+    )
 
 
 def _local_minima(slack: np.ndarray, tol: float) -> np.ndarray:
