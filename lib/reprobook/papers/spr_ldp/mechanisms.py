@@ -86,6 +86,8 @@ __all__ = [
     "BUDGET_LP_MAX_K",
     "ALL_PARTITIONS_MAX_K",
     "CONTIGUOUS_MAX_K",
+    "LP_FALLBACKS",
+    "TIE_RTOL",
 ]
 
 #: Largest eps accepted: e^eps must stay a finite float64 with room for sums.
@@ -101,6 +103,11 @@ ALL_PARTITIONS_MAX_K = 8
 CONTIGUOUS_MAX_K = 20
 
 _SUM_TOL = 1e-9
+#: Values of the DP closer than this, relative to the best, are tied (the smallest l wins).
+TIE_RTOL = 1e-12
+#: The HiGHS methods an LP of this module is given to, in order, until one reports an optimum
+#: (or, for the restricted LPs, infeasibility): each solves the same LP.
+LP_FALLBACKS = ("highs", "highs-ipm", "highs-ds")
 
 
 # --- results ----------------------------------------------------------------------------------
@@ -147,6 +154,8 @@ class LPResult:
         message: the solver's message.
         n_columns: number of LP variables (staircase columns considered).
         n_lps: number of LPs (or candidate vertices) examined.
+        n_failed: of those, the LPs for which no method of ``LP_FALLBACKS`` reported an
+            optimum or infeasibility (left out of the best value; 0 when none).
     """
 
     value: float
@@ -157,6 +166,7 @@ class LPResult:
     message: str
     n_columns: int
     n_lps: int = 1
+    n_failed: int = 0
 
 
 # --- input checks -----------------------------------------------------------------------------
@@ -411,7 +421,8 @@ def optimal_mechanism(
     Sort-Partition-Randomize dynamic program, O(ell k^2) time and O(k^2 + ell k) memory:
     sort, fill the block gains G and the layers F (:func:`dp_tables`, steps 1-3), then
 
-    4. l* = argmax_l F[l][k] / Z_l with Z_l = e^eps + l - 1 (the smallest l on ties), and
+    4. l* = argmax_l F[l][k] / Z_l with Z_l = e^eps + l - 1 (the smallest l on ties: values
+       within ``TIE_RTOL`` of the best, relative, are ties, so rounding never picks l*), and
        backtrack the cuts of the best partition into l* blocks.
 
     ``max_outputs=None`` means ell = k (the unrestricted optimum); larger values are clipped to
@@ -424,7 +435,9 @@ def optimal_mechanism(
     """
     t = dp_tables(p0, p1, eps, divergence, max_outputs)  # eq. spr-dp: sort, gains, layers
     k = t.order.size
-    l_star = int(np.argmax(t.value_by_blocks)) + 1  # eq. spr-dp: best l (the smallest on ties)
+    best = float(np.max(t.value_by_blocks))  # eq. spr-dp: the optimum over l
+    tied = t.value_by_blocks >= best - TIE_RTOL * abs(best)  # values equal up to rounding
+    l_star = int(np.flatnonzero(tied)[0]) + 1  # the smallest l among them
     cuts = [k]  # backtrack from the end of the sorted alphabet
     for l in range(l_star, 0, -1):
         cuts.append(int(t.parent[l, cuts[-1]]))  # where the l-th block starts
@@ -521,7 +534,9 @@ def staircase_lp(
 
     which is what is passed to HiGHS (``scipy.optimize.linprog(method="highs")``), with
     feasibility and optimality tolerances ``tol``. The objective is scaled to max |mu| = 1 for
-    the solve and scaled back. 2^k - 1 columns (the full set is dropped); k <= 20.
+    the solve and scaled back. 2^k - 1 columns (the full set is dropped); k <= 20. When HiGHS
+    reports no optimum, the LP goes to the next method of ``LP_FALLBACKS``; when none reports
+    one, the result has a non-zero ``status``, value NaN and every attempt in ``message``.
     """
     p0, p1 = _check_pair(p0, p1)
     eps = _check_eps(eps)
@@ -545,17 +560,16 @@ def staircase_lp(
     A_eq = sp.vstack([A_top, A_last]).tocsc()
     b_eq = np.concatenate([np.ones(k), [0.0]])
     cost = np.concatenate([-mu / scale, [0.0]])
-    res = linprog(
-        cost,
-        A_eq=A_eq,
-        b_eq=b_eq,
-        bounds=(0, None),
-        method="highs",
-        options={"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol},
-    )
-    if res.status != 0:
+    options = {"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol}
+    tried = []
+    for method in LP_FALLBACKS:  # the same LP, by the next method when one reports no optimum
+        res = linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method=method, options=options)
+        if res.status == 0:
+            break
+        tried.append(f"{method}: status {res.status} ({res.message})")
+    else:
         return LPResult(
-            math.nan, np.zeros((k, 0)), [], np.zeros(0), int(res.status), str(res.message), n
+            math.nan, np.zeros((k, 0)), [], np.zeros(0), int(res.status), "; ".join(tried), n
         )
     theta = res.x[:n]
     used = np.flatnonzero(theta > 1e-12)
@@ -609,8 +623,10 @@ def staircase_lp_budget(
     equivalent ways to compute it:
 
     * ``method="linprog"`` - literally: C(2^k - 1, ell) small LPs with k equations and ell
-      unknowns, each solved by ``linprog(method="highs")`` (infeasible ones skipped). Every
-      choice of fewer columns is contained in a choice of ell, so this is "at most ell".
+      unknowns, each solved by ``linprog(method="highs")`` (infeasible ones skipped; one for
+      which no method of ``LP_FALLBACKS`` reports an optimum or infeasibility is counted in
+      ``n_failed`` and left out). Every choice of fewer columns is contained in a choice of
+      ell, so this is "at most ell".
     * ``method="vertices"`` (default, much faster) - the optimum of each small LP is at a vertex
       of its polytope, i.e. at a basic feasible solution whose support T has |T| <= ell linearly
       independent columns; enumerate those once (:func:`_restricted_vertices`) and take the
@@ -642,7 +658,7 @@ def staircase_lp_budget(
     n = bits.shape[0]
     mu = _column_utilities(bits, p0, p1, eps, div)  # (n,)
 
-    best_val, best_T, best_theta, n_lps = -math.inf, None, None, 0
+    best_val, best_T, best_theta, n_lps, n_failed = -math.inf, None, None, 0, 0
     if method == "vertices":
         supports, weights = _restricted_vertices(k, eps, ell)
         n_lps = len(supports)
@@ -655,8 +671,14 @@ def staircase_lp_budget(
         for T in itertools.combinations(range(n), ell):
             T = np.array(T)
             n_lps += 1
-            res = linprog(-mu[T], A_eq=cols[:, T], b_eq=ones, bounds=(0, None), method="highs")
-            if res.status != 0:
+            for method in LP_FALLBACKS:  # the same small LP, by the next method if need be
+                res = linprog(-mu[T], A_eq=cols[:, T], b_eq=ones, bounds=(0, None), method=method)
+                if res.status in (0, 2):  # an optimum, or no mechanism with these columns
+                    break
+            if res.status == 2:
+                continue
+            if res.status != 0:  # no method reported either: counted, left out of the best
+                n_failed += 1
                 continue
             val = float(mu[T] @ res.x)
             if val > best_val:
@@ -665,9 +687,10 @@ def staircase_lp_budget(
     best_T, best_theta = best_T[keep], best_theta[keep]
     Q = cols[:, best_T] * best_theta[None, :]  # (k, m)
     subsets = [tuple(int(x) for x in np.flatnonzero(bits[s])) for s in best_T]
-    return LPResult(
-        best_val, Q, subsets, best_theta, 0, f"best of {n_lps} restricted problems", n, n_lps
+    message = f"best of {n_lps} restricted problems" + (
+        f" ({n_failed} failed with every method and left out)" if n_failed else ""
     )
+    return LPResult(best_val, Q, subsets, best_theta, 0, message, n, n_lps, n_failed)
 
 
 # --- brute force over partitions ---------------------------------------------------------------
