@@ -161,11 +161,16 @@ def per_batch_shortfall(theta, thetas, alphas, X, tol: float = 1e-12) -> BatchSh
         shortfall(X) = max_i max(alpha_i - A_i(theta, X), 0);   violated(X) = shortfall(X) > tol
 
     The s(X) of eq. `am-shortfall-slope` of notebooks/02_angular_mean/index.md: per-batch IP
-    (eq. `am-ip`) holds on X exactly when shortfall(X) = 0. X: (m, d) or (B, m, d).
+    (eq. `am-ip`) holds on X exactly when shortfall(X) = 0. X: (m, d) or (B, m, d). A
+    shortfall of at most ``tol`` is set to 0: A_i is a count over the pairs, so a type whose
+    share is reached exactly can be short by a rounding error of the normalised share, and
+    the log-log fit of the slope (which leaves out sizes without a shortfall) must not take
+    that for a shortfall of 1e-17.
     """
     _, a = check_profile(thetas, alphas)
     A = per_batch_agreement(theta, thetas, X)
     short = np.max(np.maximum(a - A, 0.0), axis=-1)
+    short = np.where(short > tol, short, 0.0)  # rounding is not a shortfall
     return BatchShortfall(shortfall=short, violated=short > tol, agreement=A)
 
 
