@@ -38,4 +38,7 @@ def test_failures_count_and_note():
     assert f.count == 2 and f.units == [3, 7]
     assert f.note(40) == "2 of 40 surveys failed and are left out (first: 3: no mode)"
     with pytest.raises(InputError, match="total"):
-        f.note(-1)
+        f.note(1)  # fewer cases than failures
+    f.add(3, "again")  # the same case failing twice is two failures
+    assert f.count == 3 and f.units == [3, 7, 3]
+    assert f.reasons == {3: "no mode", 7: "singular", "3 #2": "again"}

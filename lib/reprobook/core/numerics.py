@@ -21,7 +21,7 @@ import numpy as np
 
 from . import checks
 
-__all__ = ["jitter", "Failures"]
+__all__ = ["jitter", "Failures", "tie_groups"]
 
 
 def jitter(values, seed, *, rel: float = 1e-12) -> np.ndarray:
@@ -41,35 +41,67 @@ def jitter(values, seed, *, rel: float = 1e-12) -> np.ndarray:
     return arr * (1.0 + rel * rng.uniform(-1.0, 1.0, size=arr.shape))
 
 
+def tie_groups(descending, width: float) -> np.ndarray:
+    """Group labels (0, 1, ...) of values sorted from the largest down: a group is the first
+    value not yet grouped and every later value within ``width`` of it, so values that differ
+    by rounding share a group and can be ordered by something stable (their index). Anchoring
+    at the group's first value keeps a dense run of values, each within ``width`` of its
+    neighbour, from chaining into one tie far wider than ``width``. -inf values tie with each
+    other; ``width`` must be >= 0."""
+    v = np.asarray(descending, dtype=float).reshape(-1)
+    width = checks.real(width, "width", minimum=0)
+    if np.any(v[1:] > v[:-1]):
+        raise checks.InputError("descending must be sorted from the largest down")
+    group, g, anchor = np.empty(v.size, dtype=int), 0, v[0] if v.size else 0.0
+    for i, x in enumerate(v):
+        if not x >= anchor - width:  # past the group's reach: a new group starts here
+            g, anchor = g + 1, x
+        group[i] = g
+    return group
+
+
 @dataclass
 class Failures:
     """The replicates whose numerical routine failed after every fallback, and why.
 
-    ``add(unit, reason)`` records one; ``count`` and ``units`` read them back; ``note(total)``
-    is the sentence a claim's record carries ("2 of 40 surveys failed: ...", or "" when none).
+    ``add(unit, reason)`` records one (a unit added twice counts twice: two failures of the
+    same case are two failures); ``count`` and ``units`` read them back, ``reasons`` as
+    {unit: reason} (a repeated unit numbered "#2", "#3", ...); ``note(total)`` is the sentence
+    a claim's record carries ("2 of 40 surveys failed ...", or "" when none).
     """
 
     what: str = "replicates"  # the unit's name in the note: "surveys", "seeds", ...
-    reasons: dict = field(default_factory=dict)  # unit -> the error's message
+    entries: list = field(default_factory=list)  # (unit, the error's message), in order
 
     def add(self, unit, reason) -> None:
-        self.reasons[unit] = str(reason)
+        self.entries.append((unit, str(reason)))
 
     @property
     def count(self) -> int:
-        return len(self.reasons)
+        return len(self.entries)
 
     @property
     def units(self) -> list:
-        return list(self.reasons)
+        return [unit for unit, _ in self.entries]
+
+    @property
+    def reasons(self) -> dict:
+        out: dict = {}
+        for unit, reason in self.entries:
+            key, n = unit, 1
+            while key in out:
+                n += 1
+                key = f"{unit} #{n}"
+            out[key] = reason
+        return out
 
     def note(self, total: int) -> str:
         """One sentence for a claim's details: how many of ``total`` failed, and the first
         reason; empty when none failed."""
-        total = checks.integer(total, "total", minimum=0)
-        if not self.reasons:
+        total = checks.integer(total, "total", minimum=self.count)
+        if not self.entries:
             return ""
-        first_unit, first = next(iter(self.reasons.items()))
+        first_unit, first = self.entries[0]
         return (
             f"{self.count} of {total} {self.what} failed and are left out "
             f"(first: {first_unit}: {first})"
