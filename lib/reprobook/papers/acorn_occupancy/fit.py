@@ -142,6 +142,9 @@ def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1
 
 XTOL = 1e-7  # a point is the mode when its Newton step is at most this long (max over entries of u)
 _ASCENT_SLACK = 1e-9  # a Newton step may lose this much log posterior (relative) to rounding
+_SAME_BASIN = 1e-4  # an optimiser's end this close (max over u) to a mode found is that mode
+_SAME_POINT = 1e-6  # two polished modes this close are one
+_TIED_LP = 1e-9  # modes whose log p differ by less (relative) are tied
 
 
 @dataclass(frozen=True)
@@ -156,12 +159,19 @@ class Attempt:
 
 
 def _as_starts(starts) -> list[tuple[str, np.ndarray]]:
-    """``starts`` as [(label, u0), ...]: one array is the single start "the given start"."""
-    if isinstance(starts, np.ndarray) or (
-        isinstance(starts, (list, tuple)) and starts and np.isscalar(starts[0])
-    ):
+    """``starts`` as [(label, u0), ...]: a NumPy array is the single start "the given start";
+    anything else must be a non-empty sequence of (label, u0) pairs."""
+    if isinstance(starts, np.ndarray):
         return [("the given start", np.asarray(starts, dtype=float))]
-    return [(str(label), np.asarray(u0, dtype=float)) for label, u0 in starts]
+    pairs = list(starts)
+    if not pairs or not all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in pairs
+    ):
+        raise checks.InputError(
+            "starts must be one array of parameters or a non-empty list of (label, array) "
+            f"pairs, got {type(starts).__name__} {starts!r:.80}"
+        )
+    return [(label, np.asarray(u0, dtype=float)) for label, u0 in pairs]
 
 
 def _newton_polish(value_and_grad, u, *, xtol: float, max_steps: int = 20):
@@ -181,6 +191,8 @@ def _newton_polish(value_and_grad, u, *, xtol: float, max_steps: int = 20):
         if not (np.isfinite(lp) and np.all(np.isfinite(g))):
             return None, "the log posterior or its gradient is not finite there"
         H = numerical_hessian(lambda v: value_and_grad(v)[1], u)
+        if not np.all(np.isfinite(H)):
+            return None, "the Hessian there is not finite"
         try:
             factor = cho_factor(H, lower=True)
         except np.linalg.LinAlgError:
@@ -239,14 +251,18 @@ def map_with_laplace(value_and_grad, starts, *, gtol: float, ftol: float, maxite
     search, and so on the BLAS and SIMD kernels of the machine: the same survey converged on one
     CPU and ended in "ABNORMAL" on another. So no optimiser's own flag decides. The chain:
 
-    1. L-BFGS-B with the exact gradient (``gtol``, ``ftol``, ``maxiter``) from every start in
-       ``starts`` (an array, or [(label, u0), ...]: the warm start and the default one);
-    2. the Newton polish of :func:`_newton_polish` from the highest end point: a mode when the
-       Newton step is at most XTOL with H positive definite. Ends lower than a mode found
-       cannot win (a polish gains only rounding), so the answer is the highest mode reached;
-    3. where the polish fails, trust-region Newton (SciPy's "trust-exact", which adds a ridge
-       to a Hessian that is not positive definite) from where L-BFGS-B stopped, then the
-       polish again; then the next end.
+    1. from every start in ``starts`` (an array, or [(label, u0), ...]: the warm start and the
+       default one), L-BFGS-B with the exact gradient (``gtol``, ``ftol``, ``maxiter``);
+    2. the Newton polish of :func:`_newton_polish` from where it stopped: a mode when the
+       Newton step is at most XTOL with H positive definite (an end within 1e-4 of a mode
+       already found is that mode, and is not polished again);
+    3. where L-BFGS-B itself fails (an iteration limit, an error) or the polish fails,
+       trust-region Newton (SciPy's "trust-exact", which adds a ridge to a Hessian that is
+       not positive definite) from that point, then the polish again.
+
+    Of the modes reached, the one with the highest log posterior is returned; modes whose log
+    posteriors differ by less than 1e-9 (relative) are tied, and the earliest start's wins,
+    so that no machine's rounding chooses between them.
 
     The posterior can have several modes (with no reviews on bioacoustic surveys, one with no
     occupied site, and one that reads the score mixture the other way round), so every start
@@ -254,38 +270,49 @@ def map_with_laplace(value_and_grad, starts, *, gtol: float, ftol: float, maxite
     FitError naming every attempt's reason when no attempt reaches a mode.
     """
 
-    reasons, ends = [], []  # ends: (log p, end point, label, method, result) of each run
+    reasons: list[str] = []
+    modes: list[tuple] = []  # (log p, u, H, message, iterations), in the order of the starts
     for label, u0 in _as_starts(starts):
-        out = _optimise(value_and_grad, u0, "L-BFGS-B", gtol, ftol, maxiter)
-        if isinstance(out, str):
-            reasons.append(f"L-BFGS-B from {label}: {out}")
-        else:
-            ends.append((out[1], out[0], label, "L-BFGS-B", out[2]))
-    # polish the highest end first: the first mode found is the answer unless another run
-    # ended higher than it (a polish gains at most rounding, so ends below it cannot win)
-    done: set[int] = set()  # indices of the ends polished
-    while len(done) < len(ends):
-        i = max((j for j in range(len(ends)) if j not in done), key=lambda j: ends[j][0])
-        done.add(i)
-        _, end, label, method, res = ends[i]
-        name = "L-BFGS-B" if method == "L-BFGS-B" else "trust-region Newton"
+        _reach_mode(value_and_grad, label, u0, (gtol, ftol, maxiter), modes, reasons)
+    if not modes:
+        raise FitError("the MAP fit did not converge: " + "; ".join(reasons))
+    top = max(m[0] for m in modes)
+    # modes whose log p is within rounding of the top count as tied: the earliest start's wins,
+    # so that the choice between them does not depend on the machine
+    tied = [m for m in modes if m[0] >= top - _TIED_LP * max(1.0, abs(top))]
+    lp, u, H, message, nit = tied[0]
+    others = [m for m in tied[1:] if np.max(np.abs(m[1] - u)) > _SAME_POINT]
+    if others:
+        message += f" (tied to rounding with {len(others)} other mode(s); the first start's kept)"
+    Linv = np.linalg.inv(np.linalg.cholesky(H))
+    return u, Linv.T @ Linv, lp, Attempt(True, nit, message)
+
+
+def _reach_mode(value_and_grad, label, u0, tolerances, modes: list, reasons: list) -> None:
+    """One start's chain (L-BFGS-B, the polish, trust-region Newton, the polish), appending
+    the mode it reaches to ``modes`` (unless it is one already there) or its reasons to
+    ``reasons``."""
+    gtol, ftol, maxiter = tolerances
+    point, where = u0, label
+    for method, name in (("L-BFGS-B", "L-BFGS-B"), ("trust-exact", "trust-region Newton")):
+        out = _optimise(value_and_grad, point, method, gtol, ftol, maxiter)
+        if isinstance(out, str):  # the run itself failed: the next method starts where it did
+            reasons.append(f"{name} from {where}: {out}")
+            continue
+        end, _, res = out
+        if any(np.max(np.abs(end - m[1])) <= _SAME_BASIN for m in modes):
+            return  # the end of a run that reached a known mode: that mode, polished already
         with np.errstate(all="ignore"):
             got = _newton_polish(value_and_grad, end, xtol=XTOL)
         if got[0] is not None:
             u, H, lp, steps = got
-            polish = f", then {steps} Newton step{'s' * (steps != 1)}" if steps else ""
-            message = f"{name} from {label} ({res.message}){polish}"
-            Linv = np.linalg.inv(np.linalg.cholesky(H))
-            return u, Linv.T @ Linv, lp, Attempt(True, int(res.nit) + steps, message)
-        reasons.append(f"{name} from {label} ({res.message}): {got[1]}")
-        if method == "L-BFGS-B":  # fall back on trust-region Newton from where it stopped
-            out = _optimise(value_and_grad, end, "trust-exact", gtol, ftol, maxiter)
-            where = f"where L-BFGS-B from {label} stopped"
-            if isinstance(out, str):
-                reasons.append(f"trust-region Newton from {where}: {out}")
-            else:
-                ends.append((out[1], out[0], where, "trust-exact", out[2]))
-    raise FitError("the MAP fit did not converge: " + "; ".join(reasons))
+            if not any(np.max(np.abs(u - m[1])) <= _SAME_POINT for m in modes):
+                polish = f", then {steps} Newton step{'s' * (steps != 1)}" if steps else ""
+                message = f"{name} from {where} ({res.message}){polish}"
+                modes.append((lp, u, H, message, int(res.nit) + steps))
+            return
+        reasons.append(f"{name} from {where} ({res.message}): {got[1]}")
+        point, where = end, f"where L-BFGS-B from {label} stopped"
 
 
 def fit_map(

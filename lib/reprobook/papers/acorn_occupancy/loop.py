@@ -210,9 +210,10 @@ def _run_study(
         except FitError as err:
             failed[j] = f"the full-label fit failed: {err}"
             continue
-        first = refit(survey, none, np.zeros(survey.s.shape, dtype=np.int64))
-        if first is None:
-            failed[j] = "the fit with no reviews failed from every start"
+        try:
+            first = fit_map(survey, none, np.zeros(survey.s.shape, dtype=np.int64))
+        except FitError as err:
+            failed[j] = f"the fit with no reviews failed: {err}"
             continue
         batch = max(1, int(round(batch_frac * survey.s.size)))
         for p in policies:
@@ -233,6 +234,8 @@ def _run_study(
             df["beta1_true"], df["psi_bar_true"] = preset.beta[1], float(survey.psi.mean())
             frames.append(df)
     if not frames:
+        if not policies:
+            raise checks.InputError("policies is empty: name at least one of " + str(names))
         raise FitError(
             f"every one of the {int(reps)} surveys failed to fit; the first: {failed[0]}"
         )
