@@ -197,14 +197,30 @@ def test_parroting_tiers_refuse_a_repeated_leading_eigenvalue():
 
 
 def test_true_tiers_treat_rounding_level_differences_as_ties():
-    s = np.array([0.3, 0.1, 0.2, 0.3 * (1 + 1e-15), 0.25, 0.05])
-    exact = np.array([0.3, 0.1, 0.2, 0.3, 0.25, 0.05])
-    np.testing.assert_array_equal(priors.true_tiers(s), priors.true_tiers(exact))
-    np.testing.assert_array_equal(priors.true_tiers(exact), [3, 1, 2, 3, 2, 1])
+    # The tied pair 0.2 sits on the boundary between tiers 1 and 2, so its order decides a
+    # tier: exact comparison (the old rule) puts level 2 in tier 1 when its score is 1e-15
+    # lower, and follows the jitter's sign on the jittered copies.
+    exact = np.array([0.1, 0.2, 0.2, 0.3, 0.4, 0.5])
+    want = [1, 1, 2, 2, 3, 3]
+    np.testing.assert_array_equal(priors.true_tiers(exact), want)
+    np.testing.assert_array_equal(priors.true_tiers(exact * [1, 1, 1 - 1e-15, 1, 1, 1]), want)
     for seed in SEEDS:
-        np.testing.assert_array_equal(
-            priors.true_tiers(core.jitter(exact, seed)), [3, 1, 2, 3, 2, 1]
-        )
+        np.testing.assert_array_equal(priors.true_tiers(core.jitter(exact, seed)), want)
+
+
+def test_a_dense_run_of_values_does_not_chain_into_one_tie():
+    # 100 values 5e-10 apart (each within the 1e-9 tie width of its neighbour, but 5e-8 from
+    # end to end): the pick is within the tie width of the largest (the first index among
+    # those, 97), not index 0 of a chained run.
+    v = 1.0 + 5e-10 * np.arange(100)
+    assert bo.best_first(v)[0] == 97  # 97, 98 and 99 lie within 1e-9 of the largest
+    groups = core.tie_groups(v[::-1], 1e-9)
+    assert groups.max() >= 30  # runs of at most three values, never one long tie
+    # scores falling 6e-10 apart: neighbours tie (pairs, ordered by index), but a chained tie
+    # would order all nine by index and reverse the tiers
+    tiers = priors.true_tiers(1.0 + 6e-10 * np.arange(9)[::-1])
+    assert tiers[0] == 3 and tiers[-1] == 1
+    assert np.abs(tiers - np.array([3, 3, 3, 2, 2, 2, 1, 1, 1])).max() <= 1
 
 
 @pytest.mark.parametrize("tiers", [[1, 1, 1, 2, 2, 3], [2, 2, 2, 2, 1]])

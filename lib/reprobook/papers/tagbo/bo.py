@@ -36,7 +36,6 @@ import copy
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 import torch
@@ -51,7 +50,7 @@ from gpytorch.settings import cholesky_jitter
 from linear_operator.utils.errors import NotPSDError
 from threadpoolctl import threadpool_limits
 
-from reprobook.core import Failures, checks
+from reprobook.core import Failures, checks, tie_groups
 
 from .kernels import TaskAwareKernel, TierMean
 
@@ -62,6 +61,7 @@ __all__ = [
     "fit",
     "best_first",
     "with_jitter",
+    "replay",
     "carry_over",
     "initial_design",
     "propose_discrete",
@@ -138,6 +138,20 @@ def with_jitter(attempt):
                 raise
 
 
+def replay(rng, propose, *args, **kwargs):
+    """A callable for :func:`with_jitter` that calls ``propose(*args, rng, **kwargs)`` with
+    ``rng`` reset, on every call, to its state now: a retry under a larger jitter draws the
+    same random numbers as the first try, so the rest of the run's stream does not depend on
+    whether a retry happened."""
+    state = rng.bit_generator.state
+
+    def attempt():
+        rng.bit_generator.state = state
+        return propose(*args, rng, **kwargs)
+
+    return attempt
+
+
 def fit(model, maxiter: int = 50):
     """Marginal-likelihood fit (L-BFGS-B through botorch, at most ``maxiter`` iterations).
 
@@ -168,9 +182,9 @@ def fit(model, maxiter: int = 50):
 
 def best_first(values, tol: float = TIE_TOL) -> np.ndarray:
     """Indices of ``values`` from the largest down, where values within ``tol * max(1,
-    |largest|)`` of their neighbour in that order count as tied and keep their index order
-    (NaN counts as -inf). The first index is the argmax with rounding-level ties broken by
-    position, the first k the top k."""
+    |largest|)`` of the first value of their run count as tied and keep their index order
+    (:func:`reprobook.core.tie_groups`; NaN counts as -inf). The first index is the argmax
+    with rounding-level ties broken by position, the first k the top k."""
     v = checks.array(values, "values", finite=False).reshape(-1)
     if v.size == 0:
         raise checks.InputError("values must hold at least one number, got none")
@@ -179,10 +193,7 @@ def best_first(values, tol: float = TIE_TOL) -> np.ndarray:
     order = np.argsort(-v, kind="stable")  # largest first, ties in index order
     s = v[order]
     top = s[0] if np.isfinite(s[0]) else 0.0
-    with np.errstate(invalid="ignore"):
-        gap = s[:-1] - s[1:]  # >= 0; inf after a finite value, nan between two -inf
-    group = np.concatenate([[0], np.cumsum(gap > tol * max(1.0, abs(top)))])
-    return order[np.lexsort((order, group))]
+    return order[np.lexsort((order, tie_groups(s, tol * max(1.0, abs(top)))))]
 
 
 def initial_design(n_pool: int, n_init: int, seed: int, replicate: int) -> np.ndarray:
@@ -247,8 +258,8 @@ def run_lookup(
             unit = f"replicate {replicate}, {method}, step {step}"
             if getattr(model, "fit_failure", None) and failures is not None:
                 failures.add(unit + " (fit)", model.fit_failure)
-            try:
-                i = with_jitter(partial(propose_discrete, model, float(Y.max()), Xp[rest], rng))
+            try:  # a retry replays the step's draws (replay), so it changes only the jitter
+                i = with_jitter(replay(rng, propose_discrete, model, float(Y.max()), Xp[rest]))
             except NUMERICAL_ERRORS as err:
                 i = int(rng.integers(len(rest)))
                 if failures is not None:

@@ -65,8 +65,9 @@ def lookup_benchmark(
     """Every method on every replicate; a prior method once per entry of ``priors_``. One row
     per run: replicate, substrate, method, prior, auc (mean normalised best over the BO
     steps), final (normalised best after the budget), curve (normalised best after each
-    evaluation), failures (how many of the run's fits and proposals failed after every retry,
-    see :func:`.bo.run_lookup`; 0 almost always) and failure_notes (their reasons)."""
+    evaluation), failures (how many of the run's steps had a fit or a proposal that failed
+    after every retry, see :func:`.bo.run_lookup`; 0 almost always) and failure_notes (each
+    failure's reason)."""
     for m in methods:
         checks.choice(m, "method", METHODS)
     rows, cache = [], {}
@@ -85,7 +86,7 @@ def lookup_benchmark(
                 curve = normalized_best(trace, pool.y.max())
                 rows.append(dict(replicate=r, substrate=sub, method=m, prior=kind,
                                  auc=float(curve[n_init:].mean()), final=float(curve[-1]),
-                                 curve=curve, failures=failed.count,
+                                 curve=curve, failures=_steps(failed),
                                  failure_notes=failed.reasons))  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -154,13 +155,20 @@ def mll_over_w(model, grid) -> np.ndarray:
     return np.array(out)
 
 
+def _steps(failed: Failures) -> int:
+    """How many distinct steps of a run needed a fallback (a step whose fit and proposal
+    both did counts once): the units are "replicate r, method, step s (what)"."""
+    return len({unit.rsplit(" (", 1)[0] for unit in failed.units})
+
+
 def constrained_benchmark(methods, p_flip, rho, noise, n_init, n_iter, n_replicates, seed,
                           maxiter=50, refit_every=1, **acq_kw) -> pd.DataFrame:  # fmt: skip
     """Every method on every replicate of the synthetic task (replicate r draws the task from
     (seed, r)). One row per run: replicate, method, auc, final, curve, the largest
     constraint violation of the points the method proposed (the initial rows excluded), and
-    failures / failure_notes: the fits, SLSQP runs and proposals of the run that failed after
-    every retry (see :func:`.synthetic.run_constrained`; 0 almost always)."""
+    failures / failure_notes: how many of the run's steps had a fit, an SLSQP run or a
+    proposal that failed after every retry (see :func:`.synthetic.run_constrained`; 0 almost
+    always), and each failure's reason."""
     from . import synthetic
 
     rows = []
@@ -177,5 +185,5 @@ def constrained_benchmark(methods, p_flip, rho, noise, n_init, n_iter, n_replica
             rows.append(dict(replicate=r, method=m, prior=p_flip if m in PRIOR_METHODS else None,
                              auc=float(curve[n_init:].mean()), final=float(curve[-1]),
                              curve=curve, violation=float(viol.max()), X=X[n_init:],
-                             failures=failed.count, failure_notes=failed.reasons))  # fmt: skip
+                             failures=_steps(failed), failure_notes=failed.reasons))  # fmt: skip
     return pd.DataFrame(rows)

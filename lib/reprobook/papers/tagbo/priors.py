@@ -18,7 +18,7 @@ import importlib.util
 
 import numpy as np
 
-from reprobook.core import checks
+from reprobook.core import checks, tie_groups
 
 __all__ = [
     "marginal_means",
@@ -49,19 +49,19 @@ def true_tiers(scores) -> np.ndarray:
     """o_l = 1 + floor(T rank(l) / L), T = 3: the tertiles of the levels' scores, ranks from 0
     (ties broken by the level's index); 1 is the lowest tier.
 
-    Scores that differ by rounding only (within ``TIE_TOL`` of the largest |score|, next to
-    each other in sorted order) count as tied, so that two levels with the same score in
-    exact arithmetic rank by index on every machine.
+    Scores that differ by rounding only (within ``TIE_TOL`` times the largest |score| of the
+    first score of their run, :func:`reprobook.core.tie_groups`) count as tied, so that two
+    levels with the same score in exact arithmetic rank by index on every machine.
 
     Implements eq. `tagbo-tiers` of notebooks/09_tagbo/index.md.
     """
     s = checks.array(scores, "scores", ndim=1)
     if s.size == 0 or not np.all(np.isfinite(s)):
         raise checks.InputError("scores must be a non-empty array of finite numbers")
-    order = np.argsort(s, kind="stable")
-    tied = np.diff(s[order]) <= TIE_TOL * max(np.abs(s).max(), np.finfo(float).tiny)
+    order = np.argsort(-s, kind="stable")  # largest first
+    width = TIE_TOL * max(np.abs(s).max(), np.finfo(float).tiny)
     group = np.empty(s.size, dtype=int)
-    group[order] = np.concatenate([[0], np.cumsum(~tied)])  # equal scores share a group
+    group[order] = -tie_groups(s[order], width)  # equal scores share a group; low = lowest
     rank = np.empty(s.size, dtype=int)
     rank[np.lexsort((np.arange(s.size), group))] = np.arange(s.size)  # rank 0 = lowest score
     return 1 + (N_TIERS * rank) // s.size  # eq. tagbo-tiers

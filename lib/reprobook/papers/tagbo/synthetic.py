@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import warnings
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 import torch
@@ -44,6 +43,7 @@ from .bo import (
     build_model,
     carry_over,
     fit,
+    replay,
     with_jitter,
 )
 from .similarity import rbf_gram
@@ -195,6 +195,13 @@ def propose_constrained(
     return best
 
 
+def _propose_logged(tries: list, model, best_f, task, rng, **acq_kw):
+    """:func:`propose_constrained` with a fresh record of its SLSQP failures appended to
+    ``tries`` (the last try's record is the one that counts)."""
+    tries.append(Failures("SLSQP runs"))
+    return propose_constrained(model, best_f, task, rng, failures=tries[-1], **acq_kw)
+
+
 def run_constrained(task, method, tiers=None, n_init=5, n_iter=10, seed=0, replicate=0,
                     maxiter=50, refit_every=1, failures=None, **acq_kw):  # fmt: skip
     """One BO run on the task: the evaluated rows (n_init + n_iter, 7) and their noiseless
@@ -221,12 +228,15 @@ def run_constrained(task, method, tiers=None, n_init=5, n_iter=10, seed=0, repli
                 unit = f"replicate {replicate}, {method}, step {step}"
                 if getattr(model, "fit_failure", None) and failures is not None:
                     failures.add(unit + " (fit)", model.fit_failure)
-                slsqp = Failures("SLSQP runs")
-                try:
-                    x = with_jitter(partial(propose_constrained, model, float(y.max()), task,
-                                            rng, failures=slsqp, **acq_kw))  # fmt: skip
+                tries: list[Failures] = []  # one per try; an abandoned try's runs do not count
+                try:  # a retry replays the step's draws (replay), so it changes only the jitter
+                    x = with_jitter(
+                        replay(rng, _propose_logged, tries, model, float(y.max()), task, **acq_kw)
+                    )
+                    slsqp = tries[-1]
                 except NUMERICAL_ERRORS as err:
                     x = sample_feasible(task, 1, rng)[0]
+                    slsqp = Failures("SLSQP runs")
                     slsqp.add("proposal", f"{type(err).__name__}: {err}")
                 if failures is not None:
                     for what, reason in slsqp.reasons.items():
