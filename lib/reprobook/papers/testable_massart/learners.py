@@ -32,7 +32,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import optimize
 
-from reprobook.core import Failures, checks
+from reprobook.core import Failures, checks, tie_groups
 
 from .data import MARGINALS, Problem, massart_problem, positive_rate
 
@@ -96,8 +96,10 @@ def best_threshold(
 
     Sort the scores; cutting before position k predicts -1 for the k smallest and +1 for the rest,
     with err(k) = (#{y = +1 among the k smallest} + #{y = -1 among the others}) / n, computed for
-    every k at once by cumulative sums. Only cuts between neighbours more than
-    ``rtol * max(1, max |s|)`` apart (and k = 0, n) are allowed, so tied scores get one label,
+    every k at once by cumulative sums. Scores within ``rtol * max(1, max |s|)`` of the smallest
+    score of their run are one run (:func:`reprobook.core.tie_groups`, so a dense run of
+    near-equal scores does not chain into one), and only cuts between runs (and k = 0, n) are
+    allowed, so tied scores get one label,
     and so do scores equal up to the LP solver's rounding: an L1 fit that is the constant in
     exact arithmetic comes back from HiGHS with coefficients of order 1e-11, and its scores
     would otherwise be cut by their rounding noise (a hypothesis that changes with the last
@@ -116,7 +118,8 @@ def best_threshold(
     errs = pos_below + neg_above
     valid = np.ones(n + 1, dtype=bool)
     tol = rtol * max(1.0, float(np.max(np.abs(s)))) if n else 0.0
-    valid[1:n] = s_sorted[1:] - s_sorted[:-1] > tol
+    groups = tie_groups(-s_sorted, tol)  # runs within tol of their smallest score
+    valid[1:n] = groups[1:] != groups[:-1]  # cuts only between runs
     errs = np.where(valid, errs, n + 1)
     k = int(np.argmin(errs))
     if k == 0:
