@@ -561,3 +561,29 @@ def test_numeric_options_out_of_range_are_refused(toy_book: Path, monkeypatch, c
     with pytest.raises(runner.RunError, match="--timeout"):
         runner.run(root=toy_book, timeout=-5, progress=False)
     assert not (toy_book / "_build").exists()
+
+
+def test_a_missing_package_or_a_broken_parameters_cell_is_one_line(
+    toy_book: Path, monkeypatch, capsys
+) -> None:
+    """A bare install without submitit, or a parameters cell that is not Python: one line on
+    stderr and exit 2, never a traceback."""
+    from reprobook import runner
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+
+    def no_submitit(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'submitit'", name="submitit")
+
+    monkeypatch.setattr(runner, "run", no_submitit)
+    assert cli.main(["run", "--no-progress"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("reprobook run: submitit is not installed; install the book's")
+
+    def broken(*args, **kwargs):
+        raise SyntaxError("invalid syntax", ("01_draw.ipynb", 2, 1, "seed: int = = 0"))
+
+    monkeypatch.setattr(runner, "run", broken)
+    assert cli.main(["run", "--no-progress"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "a parameters cell does not parse (01_draw.ipynb, line 2): invalid syntax" in line

@@ -101,6 +101,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (runner.RunError, slurm.SlurmError, ValueError) as err:
         print(f"reprobook run: {err}", file=sys.stderr)
         return 2
+    except ImportError as err:  # submitit or papermill missing from a bare install
+        print(
+            f"reprobook run: {err.name or err} is not installed; install the book's locked "
+            "environment (make env, or pip install -r requirements.lock)",
+            file=sys.stderr,
+        )
+        return 2
+    except SyntaxError as err:  # a notebook's parameters cell that is not Python
+        print(
+            f"reprobook run: a parameters cell does not parse ({err.filename or 'a notebook'}, "
+            f"line {err.lineno}): {err.msg}",
+            file=sys.stderr,
+        )
+        return 2
     if args.dry_run:
         return 0
     print(runner.format_summary(summary))

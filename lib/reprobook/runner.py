@@ -766,12 +766,14 @@ def _run_slurm(
             "not submitted again"
         )
         del by_chapter[slug]
-    for (
-        job
-    ) in pending:  # a notebook that runs again starts from no results: nothing stale survives it
-        (
-            tag_results_dir(root, tag) / profile / job.chapter / f"{Path(job.notebook).stem}.json"
-        ).unlink(missing_ok=True)
+    # a notebook that runs again starts from no results: nothing stale survives it (only in the
+    # chapters submitted now: a queued or running job still owns its chapter's results)
+    for job in pending:
+        if job.chapter in by_chapter:
+            stem = Path(job.notebook).stem
+            (tag_results_dir(root, tag) / profile / job.chapter / f"{stem}.json").unlink(
+                missing_ok=True
+            )
     if by_chapter:
         slurm.submit(root, profile, tag, by_chapter, timeout, options, folder, echo)
     if not wait:
