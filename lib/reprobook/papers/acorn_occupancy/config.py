@@ -100,15 +100,12 @@ class RobustnessConfig:
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (kernel start
-# included). The first version, on an idle 2-core CPU: scores_or_thresholds 12 s (700 fits in
-# about 6 s), which_to_review 43-48 s (6 surveys x 6 policies), does_it_hold_up 42-48 s (two NUTS
-# runs of 8 s and 10 s with compilation, the two regimes about 19 s). This version could only be
-# timed on the same machine shared with other runs (load average near 11): 74, 293 and 241 s
-# there, where the first version took 77, 254 and 325 s in the same conditions; scaled by those
-# ratios, about 12, 52 and 35 s on idle cores. CPU time in the same runs: 1,050 fits in 15.5 s;
-# 20 surveys x 5 policies in 74 s; 2 regimes x 20 surveys x 3 policies in 40 s (CPU time ran
-# about 1.6 to 1.9 times its idle value there); scaled by CPU time, about 16, 50 and 50 s. The
-# full profile's (M, N, K) draw arrays are 400 MB each at M = 1,000 and 50,000 units.
+# included), cold, the chapter alone on 2 cores (2026-12-05): scores_or_thresholds 15 s,
+# which_to_review 62 s, does_it_hold_up 53 s. Every refit since runs L-BFGS-B from the previous
+# round's mode and from the default start (the MAP is the higher of the two modes): 20 surveys
+# x 5 policies took 56-58 s against 43 s with the warm start alone, in the same hour. The
+# fit with no reviews is made once per survey, not once per policy. The full profile's
+# (M, N, K) draw arrays are 400 MB each at M = 1,000 and 50,000 units.
 _FULL_SIZE = dict(n_sites=500, n_units=100)
 PROFILES: dict[str, dict[str, Any]] = {
     "scores_or_thresholds": {

@@ -28,7 +28,13 @@ from scipy.special import expit
 
 from reprobook.core import checks
 
-from .likelihood import PARAM_NAMES, _check_data, _check_params, grad_log_posterior
+from .likelihood import (
+    PARAM_NAMES,
+    _check_data,
+    _check_params,
+    _value_and_grad,
+    grad_log_posterior,
+)
 from .simulate import Survey
 
 __all__ = [
@@ -142,6 +148,7 @@ def laplace_hessian(params, survey: Survey, reviewed, labels, *, step: float = 1
 
 XTOL = 1e-7  # a point is the mode when its Newton step is at most this long (max over entries of u)
 _ASCENT_SLACK = 1e-9  # a Newton step may lose this much log posterior (relative) to rounding
+_KEEP_H = 1e-4  # after a Newton step shorter than this the Hessian is reused (it moves ~1e-4)
 _SAME_BASIN = 1e-4  # an optimiser's end this close (max over u) to a mode found is that mode
 _SAME_POINT = 1e-6  # two polished modes this close are one
 _TIED_LP = 1e-9  # modes whose log p differ by less (relative) are tied
@@ -180,26 +187,31 @@ def _newton_polish(value_and_grad, u, *, xtol: float, max_steps: int = 20):
 
     Each step solves H d = g with H = -Hessian (:func:`numerical_hessian` of the exact
     gradient) by Cholesky and moves to u + d; the point is the mode when |d|_inf <= ``xtol``
-    with H positive definite. Near the mode Newton's method converges quadratically, so
-    wherever an optimiser stopped within its tolerance of the mode the polish ends at the same
-    point to rounding, whatever the optimiser's own flag said. Returns (u, H, log p(u), steps)
-    or (None, reason) when H is not positive definite, a step does not ascend (beyond
+    with H positive definite. After a step shorter than 1e-4 the same H is used again (it
+    changes by about that much, and the steps still shrink fast); the Laplace covariance is
+    the inverse of the last H computed, within 1e-4 of the mode. Near the mode Newton's
+    method converges quadratically, so wherever an optimiser stopped within its tolerance of
+    the mode the polish ends at the same point to rounding, whatever the optimiser's own flag
+    said. Returns (u, H, log p(u), steps) or (None, reason) when H is not positive definite,
+    a step does not ascend (beyond
     rounding) or the steps do not settle.
     """
     lp, g = value_and_grad(u)
+    H = factor = None
     for steps in range(max_steps + 1):
         if not (np.isfinite(lp) and np.all(np.isfinite(g))):
             return None, "the log posterior or its gradient is not finite there"
-        H = numerical_hessian(lambda v: value_and_grad(v)[1], u)
-        if not np.all(np.isfinite(H)):
-            return None, "the Hessian there is not finite"
-        try:
-            factor = cho_factor(H, lower=True)
-        except np.linalg.LinAlgError:
-            ev = np.linalg.eigvalsh(H)
-            return None, (
-                f"the Hessian there is not positive definite (smallest eigenvalue {ev[0]:.3g})"
-            )
+        if factor is None:  # a new Hessian; kept after a step shorter than _KEEP_H
+            H = numerical_hessian(lambda v: value_and_grad(v)[1], u)
+            if not np.all(np.isfinite(H)):
+                return None, "the Hessian there is not finite"
+            try:
+                factor = cho_factor(H, lower=True)
+            except np.linalg.LinAlgError:
+                ev = np.linalg.eigvalsh(H)
+                return None, (
+                    f"the Hessian there is not positive definite (smallest eigenvalue {ev[0]:.3g})"
+                )
         d = cho_solve(factor, g)  # the Newton step H^{-1} g towards the mode
         if np.max(np.abs(d)) <= xtol:
             return u, H, float(lp), steps
@@ -208,6 +220,8 @@ def _newton_polish(value_and_grad, u, *, xtol: float, max_steps: int = 20):
         lp_new, g_new = value_and_grad(u + d)
         if not lp_new >= lp - _ASCENT_SLACK * max(1.0, abs(lp)):
             return None, f"a Newton step of length {np.max(np.abs(d)):.3g} did not ascend"
+        if np.max(np.abs(d)) > _KEEP_H:
+            factor = None  # far enough that the Hessian is computed again
         u, lp, g = u + d, lp_new, g_new
     return None, f"the Newton steps did not settle within {max_steps} steps"
 
@@ -346,7 +360,7 @@ def fit_map(
         starts.insert(0, ("the warm start", _check_params(init)))
     t0 = time.perf_counter()
     u, cov, log_post, res = map_with_laplace(
-        lambda v: grad_log_posterior(v, survey, reviewed, labels_c),
+        lambda v: _value_and_grad(v, survey, reviewed, labels_c),  # data checked above
         starts,
         gtol=gtol,
         ftol=ftol,

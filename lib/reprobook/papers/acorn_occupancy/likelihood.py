@@ -384,6 +384,12 @@ def grad_log_posterior(params, survey: Survey, reviewed, labels) -> tuple[float,
     """
     u = _check_params(params)
     r, y = _check_data(survey, reviewed, labels)
+    return _value_and_grad(u, survey, r, y)
+
+
+def _value_and_grad(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
+    """:func:`grad_log_posterior` without its input checks, for an optimiser that calls it a
+    hundred times on data checked once (u finite (8,), r and y checked by ``_check_data``)."""
     p = _parts(u, survey, r, y)
     lse = np.logaddexp(p["A"], p["B"])
     rz = np.exp(p["A"] - lse)  # (N,)
@@ -411,4 +417,4 @@ def grad_log_posterior(params, survey: Survey, reviewed, labels) -> tuple[float,
     g[6] += -mu1 / PRIOR_SD_MU**2 * np.exp(u[6]) + 1.0
     g[5] += -(p["s0"] ** 2) / PRIOR_SD_SIGMA**2 + 1.0
     g[7] += -(p["s1"] ** 2) / PRIOR_SD_SIGMA**2 + 1.0
-    return float(lse.sum()) + log_prior(u), g
+    return float(lse.sum()) + float(_log_prior_xp(np, u)), g
