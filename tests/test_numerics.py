@@ -42,3 +42,35 @@ def test_failures_count_and_note():
     f.add(3, "again")  # the same case failing twice is two failures
     assert f.count == 3 and f.units == [3, 7, 3]
     assert f.reasons == {3: "no mode", 7: "singular", "3 #2": "again"}
+
+
+def test_linprog_chain_tries_each_method_until_one_is_accepted():
+    from scipy.optimize import OptimizeResult, linprog
+
+    from reprobook.core import linprog_chain
+
+    calls = []
+
+    def flaky(c, method, options, **lp):  # the first method fails, as on an unlucky machine
+        calls.append((method, dict(options)))
+        if method == "highs-ds":
+            return OptimizeResult(status=4, x=None, message="numerical difficulties")
+        return linprog(c, method=method, options=options, **lp)
+
+    # min x + y s.t. x + 2y >= 2, x, y >= 0: optimum 1 at (0, 1)
+    lp = dict(A_ub=[[-1.0, -2.0]], b_ub=[-2.0], bounds=(0, None))
+    methods = ["highs-ds", ("highs-ipm", {"presolve": False})]
+    res, tried = linprog_chain([1.0, 1.0], methods, options={"disp": False}, solve=flaky, **lp)
+    assert res.status == 0 and res.fun == pytest.approx(1.0)
+    assert [label for label, _ in tried] == ["highs-ds"] and tried[0][1].status == 4
+    assert calls == [
+        ("highs-ds", {"disp": False}),
+        ("highs-ipm", {"disp": False, "presolve": False}),
+    ]
+    res, tried = linprog_chain([1.0, 1.0], ["highs-ds"], solve=flaky, **lp)
+    assert res.status == 4 and len(tried) == 1  # none accepted: the caller sees the status
+    infeasible = dict(A_ub=[[1.0, 1.0]], b_ub=[-1.0], bounds=(0, None))
+    res, tried = linprog_chain([1.0, 1.0], ["highs", "highs-ipm"], accept=(0, 2), **infeasible)
+    assert res.status == 2 and tried == []  # infeasibility accepted at the first method
+    with pytest.raises(InputError, match="methods is empty"):
+        linprog_chain([1.0], [], **lp)

@@ -7,7 +7,7 @@ from .checkpoints import checkpoint_path, checkpoints_dir, load_or_train
 from .checks import InputError
 from .claims import Run, load_records, load_results, load_values, start
 from .display import md, show_source
-from .numerics import Failures, jitter, tie_groups
+from .numerics import Failures, jitter, linprog_chain, tie_groups
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
@@ -35,6 +35,7 @@ from .training import make_trainer, to_accelerator, unfilled_allocations
 __all__ = [
     "Failures",
     "jitter",
+    "linprog_chain",
     "tie_groups",
     "checkpoint_path",
     "checkpoints_dir",

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import checks
 
-__all__ = ["jitter", "Failures", "tie_groups"]
+__all__ = ["jitter", "Failures", "tie_groups", "linprog_chain"]
 
 
 def jitter(values, seed, *, rel: float = 1e-12) -> np.ndarray:
@@ -58,6 +58,33 @@ def tie_groups(descending, width: float) -> np.ndarray:
             g, anchor = g + 1, x
         group[i] = g
     return group
+
+
+def linprog_chain(c, methods, *, accept=(0,), options=None, solve=None, **lp):
+    """``scipy.optimize.linprog(c, **lp)`` by each of ``methods`` in turn until one ends with a
+    status in ``accept`` (0: an optimum; a caller may also accept 2, infeasible): the same LP,
+    solved another way when a method reports no optimum, which a machine's rounding can tip.
+
+    ``methods`` holds method names ("highs", "highs-ipm", "highs-ds") or (name, options)
+    pairs; ``options`` go to every method, a pair's own options on top. ``solve`` is the
+    linprog to call (default SciPy's; a chapter passes the name it imported, so its tests can
+    stand a failing solver in for it). Returns (the last result, [(label, result)] of each
+    method that was not accepted, the label the method with its own options); the caller
+    reads ``res.status`` to see whether any was.
+    """
+    if solve is None:
+        from scipy.optimize import linprog as solve
+    if not methods:
+        raise checks.InputError("methods is empty: name at least one linprog method")
+    tried, res = [], None
+    for entry in methods:
+        method, own = (entry, {}) if isinstance(entry, str) else entry
+        merged = {**(options or {}), **own}
+        res = solve(c, method=method, options=merged, **lp)
+        if res.status in accept:
+            break
+        tried.append((f"{method}{' ' + str(own) if own else ''}", res))
+    return res, tried
 
 
 @dataclass

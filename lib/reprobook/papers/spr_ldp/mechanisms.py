@@ -60,7 +60,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 from scipy.optimize import linprog
 
-from reprobook.core import checks
+from reprobook.core import checks, linprog_chain
 
 from .divergences import Divergence, f_divergence, get_divergence
 
@@ -561,15 +561,19 @@ def staircase_lp(
     b_eq = np.concatenate([np.ones(k), [0.0]])
     cost = np.concatenate([-mu / scale, [0.0]])
     options = {"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol}
-    tried = []
-    for method in LP_FALLBACKS:  # the same LP, by the next method when one reports no optimum
-        res = linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method=method, options=options)
-        if res.status == 0:
-            break
-        tried.append(f"{method}: status {res.status} ({res.message})")
-    else:
+    # the same LP, by the next method of LP_FALLBACKS when one reports no optimum
+    res, tried = linprog_chain(
+        cost, LP_FALLBACKS, options=options, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), solve=linprog
+    )
+    if res.status != 0:
         return LPResult(
-            math.nan, np.zeros((k, 0)), [], np.zeros(0), int(res.status), "; ".join(tried), n
+            math.nan,
+            np.zeros((k, 0)),
+            [],
+            np.zeros(0),
+            int(res.status),
+            "; ".join(f"{label}: status {r.status} ({r.message})" for label, r in tried),
+            n,
         )
     theta = res.x[:n]
     used = np.flatnonzero(theta > 1e-12)
@@ -671,10 +675,15 @@ def staircase_lp_budget(
         for T in itertools.combinations(range(n), ell):
             T = np.array(T)
             n_lps += 1
-            for method in LP_FALLBACKS:  # the same small LP, by the next method if need be
-                res = linprog(-mu[T], A_eq=cols[:, T], b_eq=ones, bounds=(0, None), method=method)
-                if res.status in (0, 2):  # an optimum, or no mechanism with these columns
-                    break
+            res, _ = linprog_chain(  # an optimum, or no mechanism with these columns (2)
+                -mu[T],
+                LP_FALLBACKS,
+                accept=(0, 2),
+                A_eq=cols[:, T],
+                b_eq=ones,
+                bounds=(0, None),
+                solve=linprog,
+            )
             if res.status == 2:
                 continue
             if res.status != 0:  # no method reported either: counted, left out of the best

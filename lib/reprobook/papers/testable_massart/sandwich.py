@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import linprog
 from scipy.stats import norm
 
-from reprobook.core import checks
+from reprobook.core import checks, linprog_chain
 
 from .hermite import hermite_1d
 
@@ -226,18 +226,16 @@ def _solve_side(V: np.ndarray, f: np.ndarray, upper: bool, t: float, degree: int
     cost = np.zeros(k1)  # the objective touches c_0 = E[p] only
     cost[0] = 1.0 if upper else -1.0  # eq. massart-sandwich-lp: min c_up[0], or max c_lo[0]
     A, b = (-V, -f) if upper else (V, f)  # p_up(z) >= f(z), or p_lo(z) <= f(z), for z in Z
-    tried = []  # the method and status of each attempt that found no optimum
-    for method, options in LP_FALLBACKS:  # the same LP, solved another way if need be
-        res = linprog(  # eq. massart-sandwich-lp, one side, by HiGHS
-            cost, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, method=method, options=options
-        )
-        if res.status == 0 and res.x is not None:  # an optimum: its coefficients
-            return np.asarray(res.x, dtype=np.float64)  # the coefficients of p_up or p_lo
-        tried.append(f"{method}{' ' + str(options) if options else ''}: status {res.status}")
+    res, tried = linprog_chain(  # eq. massart-sandwich-lp, one side, by HiGHS
+        cost, LP_FALLBACKS, A_ub=A, b_ub=b, bounds=[(None, None)] * k1, solve=linprog
+    )
+    if res.status == 0 and res.x is not None:  # an optimum: its coefficients
+        return np.asarray(res.x, dtype=np.float64)  # the coefficients of p_up or p_lo
     side = "upper" if upper else "lower"  # no method found an optimum: say where, and what
     raise RuntimeError(
         f"sandwich LP for the {side} polynomial failed at t={t}, degree={degree} "
-        f"({'; '.join(tried)}); try fewer grid_points or a smaller degree"
+        f"({'; '.join(f'{label}: status {r.status}' for label, r in tried)}); "
+        "try fewer grid_points or a smaller degree"
     )
 
 
