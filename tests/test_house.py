@@ -13,7 +13,6 @@ a new chapter copying an old one copies the rules too:
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from reprobook import runner
 from reprobook.core import find_chapters
 from reprobook.core.chapters import VERDICT_LABELS, VERDICT_MEANINGS, VERDICTS
 
@@ -120,11 +120,11 @@ def test_each_chapter_shows_its_method_on_a_page(chapter):
 
 
 def _parameters(nb: Path) -> set[str]:
-    for cell in _cells(nb):
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            tree = ast.parse(_source(cell))
-            return {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
-    return set()
+    """The names a run accepts as ``-p`` overrides (the runner's own reading of the cell)."""
+    try:
+        return set(runner.parameters_cell(nb))
+    except runner.RunError:  # no parameters cell
+        return set()
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
