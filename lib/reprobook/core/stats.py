@@ -13,6 +13,7 @@ import numpy as np
 from scipy import stats
 
 from . import checks
+from .numerics import tie_groups
 
 
 class TInterval(NamedTuple):
@@ -93,14 +94,10 @@ def snap_near_ties(values, rtol: float = TIE_RTOL) -> np.ndarray:
         return v
     tol = rtol * float(np.max(np.abs(v)))
     order = np.argsort(v, kind="stable")
-    s = v[order]
-    start = s[0]  # the smallest value of the current run
-    for i in range(1, s.size):
-        if s[i] - start <= tol:
-            s[i] = start
-        else:
-            start = s[i]
-    v[order] = s
+    s = v[order]  # ascending; -s is descending, so each run is anchored at its smallest value
+    group = tie_groups(-s, tol)
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])  # where each run starts
+    v[order] = s[first][group]  # every value of a run set to the run's smallest
     return v
 
 
