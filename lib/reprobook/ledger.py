@@ -14,8 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .core.chapters import VERDICT_LABELS, Claim, find_chapters, recorded_verdict
-from .core.claims import format_estimate, load_records
+from .core.chapters import (
+    BASIS_MEANINGS,
+    VERDICT_LABELS,
+    Claim,
+    find_chapters,
+    recorded_verdict,
+    unit_verdicts,
+)
+from .core.claims import format_estimate, load_records, verdict_label
 from .core.paths import book_root
 
 EVIDENCE_SHORT = {"exact": "exact", "statistical": "stat.", "illustration": "illus."}
@@ -47,7 +54,12 @@ def collect(
         for c in ch.claims:
             rec = records.get(c.id, {})
             value, interval = rec.get("value"), rec.get("interval")
-            verdict, problems = recorded_verdict(c, value, profile, interval)
+            verdict, problems = recorded_verdict(c, value, profile, interval, rec.get("units"))
+            units = rec.get("units") or {}
+            try:
+                by_unit = unit_verdicts(c, units, profile) if units else {}
+            except ValueError:
+                by_unit = {}
             facts = rec.get("facts", {})
             rows.append(
                 {
@@ -59,14 +71,24 @@ def collect(
                     "metric": c.metric,
                     "paper_value": c.paper_value,
                     "source": c.source,
+                    "basis": c.basis,
+                    "group": c.group,
                     "evidence": c.evidence,
                     "papers": c.is_papers,
                     "note": c.note,
+                    "note_first": first_sentence(c.note),
                     "revisions": revision_text(c),
                     "value": value,
                     "interval": interval,
                     "interval_method": rec.get("interval_method"),
                     "verdict": verdict,
+                    "verdict_label": verdict_label(verdict, c),
+                    "units": {
+                        name: {**u, "verdict": by_unit.get(name)} for name, u in units.items()
+                    },
+                    "replicates": c.replicates,
+                    "aggregate": c.aggregate,
+                    "baseline": c.baseline,
                     "profile": profile,
                     "has_partial": "partial" in c.check_for(profile),
                     "seed": rec.get("seed"),
@@ -81,6 +103,18 @@ def collect(
     return rows
 
 
+def first_sentence(text: str) -> str:
+    """The note's first sentence (up to the first full stop followed by a space)."""
+    text = " ".join(str(text or "").split())
+    for i, ch in enumerate(text):
+        if ch in ".!?" and (i + 1 == len(text) or text[i + 1] == " "):
+            # not the full stop of an abbreviation or a number such as "e.g." or "0.5"
+            if text[max(0, i - 3) : i + 1].lower().endswith(("e.g.", "i.e.", "vs.", "cf.")):
+                continue
+            return text[: i + 1]
+    return text
+
+
 def value_cell(value: Any, interval: Any = None) -> str:
     return format_estimate(value, interval) if value is not None else ""
 
@@ -91,7 +125,7 @@ def row_value(row: dict[str, Any]) -> str:
 
 def verdict_cell(row: dict[str, Any]) -> str:
     """The verdict's label, marked when the check was revised or the result is stale."""
-    text = VERDICT_LABELS[row["verdict"]]
+    text = row.get("verdict_label") or VERDICT_LABELS[row["verdict"]]
     if row.get("revisions"):
         text += " (revised check)"
     if row.get("stale"):
@@ -123,7 +157,18 @@ def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> 
         return json.dumps(rows, indent=2)
     if fmt == "compact":
         return render_compact(rows, width)
-    headers = ["chapter", "claim", "statement", "paper", "ours", "verdict", "src", "evid.", "run"]
+    headers = [
+        "chapter",
+        "claim",
+        "statement",
+        "paper",
+        "ours",
+        "verdict",
+        "rests on",
+        "evid.",
+        "run",
+        "note",
+    ]
     body = [
         [
             r["chapter"],
@@ -132,9 +177,10 @@ def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> 
             r["paper_value"],
             row_value(r),
             verdict_cell(r),
-            r["source"],
+            r["basis"],
             EVIDENCE_SHORT[r["evidence"]],
             run_cell(r),
+            r["note_first"],
         ]
         for r in rows
     ]
@@ -147,7 +193,7 @@ def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> 
             body,
             headers=headers,
             tablefmt="simple",
-            maxcolwidths=[16, None, 30, 14, 22, 16, 10, None, 14],
+            maxcolwidths=[16, None, 30, 14, 22, 16, 14, None, 14, 40],
         )
         return text + "\n\n" + headline(rows)
     raise ValueError(
@@ -162,30 +208,80 @@ def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+TESTED = ("reproduced", "partial", "inconclusive", "not_reproduced")
+#: how the headline names each group of the paper's claims
+GROUP_WORDS = {
+    "papers_terms": "on the paper's terms",
+    "reconstruction": "only on our reconstruction",
+}
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _verdict_counts(rows: list[dict[str, Any]]) -> str:
+    c = counts(rows)
+    return ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in c.items() if n) or "none"
+
+
+def group_counts(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The paper's claims that a value decided, by what they rest on: group -> verdict -> n.
+    Groups: ``papers_terms`` (the paper's release, or its method on its kind of data) and
+    ``reconstruction`` (our reconstruction only)."""
+    out: dict[str, dict[str, int]] = {}
+    for g in GROUP_WORDS:
+        mine = [r for r in rows if r["papers"] and r["group"] == g and r["verdict"] in TESTED]
+        out[g] = {v: n for v, n in counts(mine).items() if n}
+    return out
+
+
 def headline(rows: list[dict[str, Any]]) -> str:
-    """'Of the paper's 5 claims: 3 reproduced, 1 inconclusive, 1 not reproduced; 1 extension,
-    1 illustration.' The paper's claims are counted apart from our extensions and from
-    illustrations, which cannot decide a claim."""
+    """'Of the paper's 9 claims, 6 were tested: 4 on the paper's terms (3 reproduced, 1 not
+    reproduced) and 2 only on our reconstruction (2 inconclusive); 1 is illustrated, not
+    tested; 2 need the full profile.' Only evidence that could have gone against the paper
+    counts as tested: a claim whose direction our simulation or our code sets is an
+    illustration, and our extensions are counted apart from the paper's claims."""
     papers = [r for r in rows if r["papers"]]
-    c = counts(papers)
-    parts = ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in c.items() if n) or "none"
-    text = f"Of the paper's {len(papers)} claim{'s' if len(papers) != 1 else ''}: {parts}"
+    tested = []
+    for g, words in GROUP_WORDS.items():
+        mine = [r for r in papers if r["group"] == g and r["verdict"] in TESTED]
+        if mine:
+            tested.append(f"{len(mine)} {words} ({_verdict_counts(mine)})")
+    n_tested = sum(r["verdict"] in TESTED and r["group"] in GROUP_WORDS for r in papers)
+    text = f"Of the paper's {_plural(len(papers), 'claim')}, "
+    if tested:
+        text += f"{n_tested} {'was' if n_tested == 1 else 'were'} tested: " + " and ".join(tested)
+    else:
+        text += "none was tested"
+    rest = []
+    shown = [
+        r
+        for r in papers
+        if (r["verdict"] == "illustrated" or r["group"] == "illustration")
+        and r["verdict"] not in ("needs_full", "not_checkable", "not_run")
+    ]
+    if shown:
+        rest.append(f"{len(shown)} {'is' if len(shown) == 1 else 'are'} illustrated, not tested")
+    for v, one, many in (
+        ("needs_full", "needs the full profile", "need the full profile"),
+        ("not_checkable", "is not checkable here", "are not checkable here"),
+        ("not_run", "was not run", "were not run"),
+    ):
+        n = sum(r["verdict"] == v for r in papers)
+        if n:
+            rest.append(f"{n} {one if n == 1 else many}")
+    text += ("; " + "; ".join(rest) if rest else "") + "."
     extras = []
-    n_ext = sum(r["source"] == "extension" for r in rows)
-    n_ill = sum(r["evidence"] == "illustration" and r["source"] != "extension" for r in rows)
-    if n_ext:
-        ext_c = counts([r for r in rows if r["source"] == "extension"])
-        extras.append(
-            f"{n_ext} extension{'s' if n_ext != 1 else ''} of ours ("
-            + ", ".join(f"{n} {VERDICT_LABELS[v]}" for v, n in ext_c.items() if n)
-            + ")"
-        )
-    if n_ill:
-        extras.append(f"{n_ill} illustration{'s' if n_ill != 1 else ''}")
+    ext = [r for r in rows if not r["papers"]]
+    if ext:
+        extras.append(f"{_plural(len(ext), 'extension')} of ours ({_verdict_counts(ext)})")
     n_stale = sum(bool(r.get("stale")) for r in rows)
     if n_stale:
-        extras.append(f"{n_stale} STALE result{'s' if n_stale != 1 else ''}")
-    return text + ("; " + "; ".join(extras) if extras else "") + "."
+        extras.append(_plural(n_stale, "STALE result"))
+    if extras:
+        text += " Also " + "; ".join(extras) + "."
+    return text
 
 
 # ----------------------------------------------------------------------------- comparing runs
@@ -214,7 +310,9 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> list[
     for a in rows_a:
         b = b_by.get((a["chapter"], a["claim"]))
         vb = b["verdict"] if b else "not_run"
-        flip = is_flip(a["verdict"], vb, a.get("has_partial", True))
+        # a claim measured in one run only is not a change of verdict: it is counted apart
+        one_side = (a["verdict"] == "not_run") != (vb == "not_run")
+        flip = not one_side and is_flip(a["verdict"], vb, a.get("has_partial", True))
         out.append(
             {
                 "chapter": a["chapter"],
@@ -224,7 +322,8 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> list[
                 "value_a": row_value(a),
                 "value_b": row_value(b) if b else "",
                 "flip": flip,
-                "soft": a["verdict"] != vb and not flip,
+                "soft": a["verdict"] != vb and not flip and not one_side,
+                "one_side": one_side,
             }
         )
     return out
@@ -241,7 +340,9 @@ def render_compare(pairs: list[dict[str, Any]], name_a: str, name_b: str) -> str
             p["value_a"],
             VERDICT_LABELS[p["verdict_b"]],
             p["value_b"],
-            "FLIP" if p["flip"] else ("~" if p["soft"] else ""),
+            "FLIP"
+            if p["flip"]
+            else ("~" if p["soft"] else ("one side" if p.get("one_side") else "")),
         ]
         for p in pairs
     ]
@@ -261,10 +362,14 @@ def render_compare(pairs: list[dict[str, Any]], name_a: str, name_b: str) -> str
     )
     n_flip = sum(p["flip"] for p in pairs)
     n_soft = sum(p["soft"] for p in pairs)
-    same = sum(p["verdict_a"] == p["verdict_b"] for p in pairs)
+    n_one = sum(bool(p.get("one_side")) for p in pairs)
+    neither = sum(p["verdict_a"] == p["verdict_b"] == "not_run" for p in pairs)
+    same = sum(p["verdict_a"] == p["verdict_b"] != "not_run" for p in pairs)
+    compared = len(pairs) - n_one - neither
     return (
-        f"{table}\n\n{len(pairs)} claims: {same} with the same verdict, {n_soft} moved to or from "
-        f"inconclusive (~), {n_flip} flipped (FLIP)."
+        f"{table}\n\n{len(pairs)} claims; {compared} run on both sides: {same} with the same "
+        f"verdict, {n_soft} moved to or from inconclusive (~), {n_flip} flipped (FLIP). "
+        f"Apart: {n_one} run on one side only (one side), {neither} run on neither."
     )
 
 

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from . import ledger
-from .core.chapters import VERDICT_LABELS, VERDICT_MEANINGS, VERDICTS, find_chapters
+from .core.chapters import (
+    BASIS_MEANINGS,
+    VERDICT_LABELS,
+    VERDICT_MEANINGS,
+    VERDICTS,
+    find_chapters,
+)
 from .core.claims import format_value
 from .core.paths import book_root
 
@@ -50,7 +56,7 @@ STALE_HTML = '<span style="color:#c62828;font-weight:bold">STALE</span>'
 
 
 def _verdict_html(row: dict[str, Any]) -> str:
-    text = VERDICT_LABELS[row["verdict"]]
+    text = row.get("verdict_label") or VERDICT_LABELS[row["verdict"]]
     if row.get("revisions"):
         text += " (revised)"
     if row.get("stale"):
@@ -60,6 +66,22 @@ def _verdict_html(row: dict[str, Any]) -> str:
 
 def _kind(row: dict[str, Any]) -> str:
     return f"{row.get('source', '')}, {row.get('evidence', '')}"
+
+
+def _rests_on(row: dict[str, Any]) -> str:
+    return {"own code": "our own code"}.get(row.get("basis", ""), row.get("basis", ""))
+
+
+def _units_text(row: dict[str, Any]) -> str:
+    """'each unit: cora 0.03 [0.01, 0.05] (reproduced); ...' for a claim decided per unit."""
+    units = row.get("units") or {}
+    if not units:
+        return ""
+    return "each unit: " + "; ".join(
+        f"{name} {ledger.value_cell(u.get('value'), u.get('interval'))}"
+        + (f" ({VERDICT_LABELS[u['verdict']]})" if u.get("verdict") else "")
+        for name, u in units.items()
+    ) + "."
 
 
 def stale_text(reasons: list[str]) -> str:
@@ -74,9 +96,11 @@ def caveats(rows: list[dict[str, Any]]) -> str:
     caveats a reader weighs a verdict with, one bullet per claim that has something to say."""
     items = []
     for r in rows:
-        bits = []
+        bits = [f"Rests on {BASIS_MEANINGS[r['basis']]}."] if r.get("basis") else []
         if r.get("interval_method"):
             bits.append(f"interval: {r['interval_method']}.")
+        if _units_text(r):
+            bits.append(_units_text(r))
         if r.get("note"):
             bits.append(r["note"])
         for text in r.get("revisions") or []:
@@ -97,14 +121,15 @@ def status_box(rows: list[dict], profile: str) -> str:
     chapter checks" section and the ledger page give each metric in full. The headline counts
     the paper's claims apart from our extensions and illustrations."""
     table = ledger.markdown_table(
-        ["claim", "verdict", "ours", "paper", "source, evidence"],
+        ["claim", "verdict", "ours", "paper", "rests on", "note"],
         [
             [
                 r["claim"],
                 _verdict_html(r),
                 ledger.value_cell(r["value"], r.get("interval")),
                 r["paper_value"],
-                _kind(r),
+                _rests_on(r),
+                r.get("note_first", ""),
             ]
             for r in rows
         ],
@@ -127,10 +152,14 @@ def status_box(rows: list[dict], profile: str) -> str:
             "a statistical claim by its "
             "interval (inconclusive when the interval straddles the bar), "
             "an illustration never decides. "
+            '"Rests on" says what the evidence is: the paper\'s release or its method on its '
+            "kind of data (the paper's terms), our reconstruction of what the paper only "
+            "sketches, or our own simulation or code (an illustration, never counted as "
+            "tested). "
             f'"(revised)" marks a check changed after a first result; the '
             f"[claims ledger](ledger-page) gathers every chapter.{note}",
             "",
-            "```{admonition} Sources, evidence, notes and revisions",
+            "```{admonition} What each verdict rests on, notes, revisions and intervals",
             ":class: dropdown",
             "",
             caveats(rows),
@@ -257,10 +286,14 @@ def claim_details(rows: list[dict[str, Any]]) -> str:
         bits = [
             f"- **{r['claim']}** {r['statement']}",
             f"  *Measured:* {r['metric']}.",
+            f"  *Rests on:* {BASIS_MEANINGS[r['basis']]}." if r.get("basis") else "",
             f"  *Source, evidence:* {_kind(r)}"
             + (f"; interval: {r['interval_method']}" if r.get("interval_method") else "")
             + ".",
         ]
+        bits = [b for b in bits if b]
+        if _units_text(r):
+            bits.append(f"  *Per unit:* {_units_text(r)}")
         if r.get("note"):
             bits.append(f"  *Note:* {r['note']}")
         bits += [f"  *Revised check:* {text}" for text in r.get("revisions") or []]
@@ -284,13 +317,15 @@ def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = No
         mine = [r for r in rows if r["chapter"] == ch.slug]
         folder = f"/{ch.folder.relative_to(root).as_posix()}"
         table = ledger.markdown_table(
-            ["claim", "verdict", "ours", "paper", "run"],
+            ["claim", "verdict", "ours", "paper", "rests on", "note", "run"],
             [
                 [
                     f"{{doc}}`{r['claim']} <{folder}/{r['notebook']}>`",
                     _verdict_html(r),
                     ledger.value_cell(r["value"], r.get("interval")),
                     r["paper_value"],
+                    _rests_on(r),
+                    r.get("note_first", ""),
                     ledger.run_cell(r) + ("" if r["seed"] is None else f", seed {r['seed']}"),
                 ]
                 for r in mine
@@ -298,7 +333,7 @@ def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = No
         )
         notes = "\n".join(
             [
-                "```{admonition} Statements, metrics, notes and revisions",
+                "```{admonition} Statements, metrics, what each rests on, notes and revisions",
                 ":class: dropdown",
                 "",
                 claim_details(mine),

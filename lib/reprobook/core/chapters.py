@@ -90,9 +90,54 @@ VERDICT_MEANINGS = {
 DECIDING = ("reproduced", "partial", "inconclusive", "not_reproduced")
 SOURCES = ("abstract", "full text", "reconstruction", "extension")
 EVIDENCE = ("exact", "statistical", "illustration")
+# what the evidence for a claim rests on, from the strongest to the weakest
+BASES = ("release", "method", "reconstruction", "simulation", "own code")
+BASIS_MEANINGS = {
+    "release": "the paper's released artefacts (data, outputs, models), rescored with the "
+    "paper's metric",
+    "method": "the paper's method (from its official code or a full description) run on data "
+    "of the kind the paper uses",
+    "reconstruction": "our reconstruction of a method or data the paper only sketches: the "
+    "result could have gone against the paper, but it speaks for our stand-in first",
+    "simulation": "a simulation of ours whose settings could set the direction of the result: "
+    "it illustrates the claim and cannot test it",
+    "own code": "a property of our own code (an identity, a checksum, a timing): it checks the "
+    "book, not the paper",
+}
+#: bases on which a claim is tested on the paper's own terms
+PAPERS_TERMS = ("release", "method")
+#: bases whose direction our construction sets: such a claim is an illustration or an extension
+CONSTRUCTED = ("simulation", "own code")
+# what the replicates behind a statistical claim's interval are
+REPLICATES = ("training seeds", "runs", "items")
+# how a statistical claim over several comparisons is decided
+AGGREGATES = ("single", "each", "min", "max")
+# words of a metric that take a minimum or maximum over several comparisons
+EXTREME_WORDS = re.compile(
+    r"\b(min|max|minimum|maximum|smallest|largest|worst|best|lowest|highest)\b", re.IGNORECASE
+)
 CONDITION_KEYS = ("min", "max", "equals")
-REQUIRED_KEYS = {"id", "claim", "metric", "paper_value", "source", "evidence", "notebook", "check"}
-CLAIM_KEYS = REQUIRED_KEYS | {"note", "no_effect", "revisions"}
+REQUIRED_KEYS = {
+    "id",
+    "claim",
+    "metric",
+    "paper_value",
+    "source",
+    "basis",
+    "evidence",
+    "notebook",
+    "check",
+}
+CLAIM_KEYS = REQUIRED_KEYS | {
+    "note",
+    "no_effect",
+    "revisions",
+    "replicates",
+    "trained",
+    "aggregate",
+    "units",
+    "baseline",
+}
 REVISION_KEYS = {"check", "metric", "gave", "why", "date"}
 
 
@@ -124,6 +169,12 @@ class Claim:
     evidence: str = "exact"
     no_effect: float | None = None
     revisions: tuple[Revision, ...] = ()
+    basis: str = "method"
+    replicates: str | None = None
+    trained: bool = False
+    aggregate: str = "single"
+    units: tuple[str, ...] = ()
+    baseline: str | None = None
 
     @property
     def revised(self) -> bool:
@@ -131,9 +182,20 @@ class Claim:
 
     @property
     def is_papers(self) -> bool:
-        """A claim of the paper (not our extension) that a value can decide (not an
-        illustration)."""
-        return self.source != "extension" and self.evidence != "illustration"
+        """A claim of the paper (not our extension), whether or not a value can decide it."""
+        return self.source != "extension"
+
+    @property
+    def group(self) -> str:
+        """Where the claim counts in the headline: ``papers_terms`` (tested on the paper's
+        own terms: its release, or its method on its kind of data), ``reconstruction`` (tested
+        only on our reconstruction), ``illustration`` (shown, not tested: an illustration, or a
+        claim whose direction our simulation or code sets) or ``extension`` (ours)."""
+        if self.source == "extension":
+            return "extension"
+        if self.evidence == "illustration" or self.basis in CONSTRUCTED:
+            return "illustration"
+        return "papers_terms" if self.basis in PAPERS_TERMS else "reconstruction"
 
     def check_for(self, profile: str) -> dict[str, Any]:
         """The check that applies at ``profile`` (a per-profile entry, else the shared one)."""
@@ -166,6 +228,10 @@ class Claim:
                     f"claim {self.id} is statistical: its verdict needs an interval (low, high)"
                 )
             low, high = float(interval[0]), float(interval[1])
+            if low == high:
+                # equal replicates (three seeds on one lattice point, a metric that never moved)
+                # say nothing about the spread: such an interval never decides a claim
+                return "inconclusive"
             rep = check.get("reproduced")
             if _clears(rep, low, high):
                 return "reproduced"
@@ -181,13 +247,45 @@ class Claim:
         return "not_reproduced"
 
 
+#: the deciding verdicts from the worst to the best: a claim about each of several units takes
+#: the worst of its units' verdicts
+WORST_FIRST = ("not_reproduced", "inconclusive", "partial", "reproduced")
+
+
+def worst_verdict(verdicts: list[str]) -> str:
+    """The worst of several units' verdicts (``not_run`` when there are none)."""
+    if not verdicts:
+        return "not_run"
+    for v in verdicts:
+        if v not in WORST_FIRST:
+            return v  # needs_full, not_checkable, illustrated, not_run: the same for every unit
+    return min(verdicts, key=WORST_FIRST.index)
+
+
+def unit_verdicts(claim: Claim, units: dict[str, Any] | None, profile: str) -> dict[str, str]:
+    """unit -> its verdict, for a claim decided on each of several units (``aggregate: each``);
+    ``units`` maps each unit to what was recorded for it ({"value", "interval"})."""
+    return {
+        name: claim.verdict(u.get("value"), profile, u.get("interval"))
+        for name, u in (units or {}).items()
+    }
+
+
 def recorded_verdict(
-    claim: Claim, value: Any, profile: str, interval: Any = None
+    claim: Claim, value: Any, profile: str, interval: Any = None, units: Any = None
 ) -> tuple[str, list[str]]:
     """The verdict of a value read back from a results file, and the problems that kept it
     from counting: a statistical claim's value recorded without an interval (by an older
-    notebook, say) is not decided, and reads ``not_run`` with the reason."""
+    notebook, say) is not decided, and reads ``not_run`` with the reason; so is a claim about
+    each of several units recorded without every unit. A claim about each unit takes the worst
+    unit's verdict."""
     try:
+        if claim.aggregate == "each" and value is not None and claim.evidence == "statistical":
+            got = set(units or {})
+            missing = [u for u in claim.units if u not in got]
+            if missing:
+                return "not_run", [f"recorded without unit(s) {', '.join(missing)}"]
+            return worst_verdict(list(unit_verdicts(claim, units, profile).values())), []
         return claim.verdict(value, profile, interval), []
     except ValueError:
         return "not_run", ["recorded without an interval"]
@@ -413,9 +511,15 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
             )
         no_effect = entry.get("no_effect")
         if no_effect is not None and (
-            isinstance(no_effect, bool) or not isinstance(no_effect, (int, float))
+            isinstance(no_effect, bool)
+            or not isinstance(no_effect, (int, float))
+            or not math.isfinite(no_effect)
         ):
-            raise ClaimsFileError(f"{where}: no_effect must be a number, got {no_effect!r}")
+            raise ClaimsFileError(
+                f"{where}: no_effect must be a finite number (the metric's value when the "
+                f"claimed effect is absent), got {no_effect!r}"
+            )
+        shape = _check_basis_and_design(where, entry)
         check = entry["check"]
         if isinstance(check, dict) and any(p in check for p in ("reduced", "full")):
             for profile, block in check.items():
@@ -445,9 +549,120 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
                 evidence=evidence,
                 no_effect=None if no_effect is None else float(no_effect),
                 revisions=_load_revisions(where, entry.get("revisions")),
+                **shape,
             )
         )
     return data["paper"], tuple(claims)
+
+
+def _decides(check: Any) -> bool:
+    """The check has a bar at some profile (it is not needs_full or not_checkable throughout)."""
+    if not isinstance(check, dict):
+        return False
+    blocks = [check[p] for p in ("reduced", "full") if p in check] or [check]
+    return any(isinstance(b, dict) and "reproduced" in b for b in blocks)
+
+
+def _check_basis_and_design(where: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """Validate what a claim rests on (``basis``) and, for a statistical claim, how it is
+    decided: its replicates, its comparisons and its baseline. Returns the Claim fields."""
+    basis = entry["basis"]
+    if basis not in BASES:
+        raise ClaimsFileError(
+            f"{where}: basis {basis!r} is not one of {', '.join(BASES)} "
+            "(what the evidence rests on)"
+        )
+    evidence, source = entry["evidence"], entry["source"]
+    if basis in CONSTRUCTED and evidence != "illustration" and source != "extension":
+        raise ClaimsFileError(
+            f"{where}: basis {basis!r} sets the direction of the result by construction, so the "
+            "claim cannot be counted as the paper's claim tested: make it evidence: illustration "
+            "(or source: extension for a claim of ours)"
+        )
+    if basis in ("reconstruction", "simulation") and not str(entry.get("note", "")).strip():
+        raise ClaimsFileError(
+            f"{where}: a claim resting on our {basis} says in its note which part is ours"
+        )
+    trained = entry.get("trained", False)
+    if not isinstance(trained, bool):
+        raise ClaimsFileError(f"{where}: trained is true or false, got {trained!r}")
+    replicates = entry.get("replicates")
+    aggregate = entry.get("aggregate")
+    units = entry.get("units")
+    baseline = entry.get("baseline")
+    if replicates is not None and replicates not in REPLICATES:
+        raise ClaimsFileError(
+            f"{where}: replicates {replicates!r} is not one of {', '.join(REPLICATES)}"
+        )
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise ClaimsFileError(
+            f"{where}: aggregate {aggregate!r} is not one of {', '.join(AGGREGATES)}"
+        )
+    if units is not None and (
+        not isinstance(units, list)
+        or len(units) < 2
+        or not all(isinstance(u, str) and u.strip() for u in units)
+        or len(set(units)) != len(units)
+    ):
+        raise ClaimsFileError(
+            f"{where}: units is a list of at least two distinct names (the graphs, ablations, "
+            f"blocks or families the claim is about each of), got {units!r}"
+        )
+    if (aggregate == "each") != (units is not None):
+        raise ClaimsFileError(
+            f"{where}: a claim about each of several units has aggregate: each and lists them "
+            "under units; units go with aggregate: each only"
+        )
+    if evidence == "statistical" and _decides(entry["check"]):
+        if entry.get("no_effect") is None:
+            raise ClaimsFileError(
+                f"{where}: a statistical claim declares no_effect, the value its metric takes "
+                "when the claimed effect is absent (0 for a difference, 1 for a ratio), so that "
+                "no bar can be met by no effect"
+            )
+        if replicates is None:
+            raise ClaimsFileError(
+                f"{where}: a statistical claim says what its interval is over: replicates: "
+                f"{' | '.join(REPLICATES)}"
+            )
+        if trained and replicates != "training seeds":
+            raise ClaimsFileError(
+                f"{where}: a claim about trained models is decided over training seeds "
+                "(per-seed values, then a t or paired interval; test items may be nested "
+                f"inside each seed), not over {replicates}: set replicates: training seeds"
+            )
+        if aggregate is None and EXTREME_WORDS.search(str(entry["metric"])):
+            raise ClaimsFileError(
+                f"{where}: the metric takes a {EXTREME_WORDS.search(str(entry['metric']))[0]}: "
+                "a minimum or maximum over several noisy comparisons is decided per comparison "
+                "(aggregate: each, with units) or on a simultaneous interval (aggregate: min or "
+                "max); if the metric names one fixed comparison, say aggregate: single"
+            )
+        if baseline is None:
+            raise ClaimsFileError(
+                f"{where}: a statistical claim names what it is compared with: baseline: <the "
+                "comparator, as the metric names it>, or baseline: none"
+            )
+    if baseline is not None:
+        if not isinstance(baseline, str) or not baseline.strip():
+            raise ClaimsFileError(f"{where}: baseline is text, got {baseline!r}")
+        named = re.search(
+            r"(?<!\w)" + re.escape(baseline.strip().lower()) + r"(?!\w)",
+            " ".join(str(entry["metric"]).lower().split()),
+        )
+        if baseline.strip() != "none" and not named:
+            raise ClaimsFileError(
+                f"{where}: the baseline {baseline!r} is not named in the metric "
+                f"{str(entry['metric'])!r}: a comparison names its baseline in the metric"
+            )
+    return {
+        "basis": basis,
+        "replicates": replicates,
+        "trained": trained,
+        "aggregate": aggregate or "single",
+        "units": tuple(units or ()),
+        "baseline": None if baseline is None else baseline.strip(),
+    }
 
 
 def load_chapter(folder: Path) -> Chapter:

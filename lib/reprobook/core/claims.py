@@ -23,7 +23,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .chapters import VERDICT_LABELS, Chapter, get_chapter, recorded_verdict
+from .chapters import (
+    DECIDING,
+    PAPERS_TERMS,
+    VERDICT_LABELS,
+    Chapter,
+    get_chapter,
+    recorded_verdict,
+    unit_verdicts,
+    worst_verdict,
+)
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .profiles import PROFILE_NAMES, describe
 from .runtime import quiet_lightning, runtime_facts, seed_everything
@@ -180,8 +189,16 @@ class Run:
                 "'interval' is not a detail: pass the interval itself as the value "
                 "(core.t_interval, core.proportion_interval, core.bootstrap_interval)"
             )
+        if claim.aggregate == "each" and claim.evidence == "statistical" and value is not None:
+            return self._record_units(claim, value, details)
+        if isinstance(value, dict):
+            raise ValueError(
+                f"claim {claim_id} is decided on one value: a mapping of units is for a claim "
+                "with aggregate: each and its units in claims.yml"
+            )
         interval = as_interval(value)
         if interval is not None:
+            _check_design(claim, interval)
             if claim.evidence != "statistical":
                 raise ValueError(
                     f"claim {claim_id} is {claim.evidence} in claims.yml: record its value alone; "
@@ -228,6 +245,58 @@ class Run:
         self._write()
         return claim.verdict(value, self.profile, entry.get("interval"))
 
+    def _record_units(self, claim, value: Any, details: dict[str, Any]) -> str:
+        """A claim about each of several units: one interval per unit, decided unit by unit;
+        the claim takes the worst unit's verdict, and its value and interval are that unit's."""
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"claim {claim.id} is decided on each of its units ({', '.join(claim.units)}): "
+                "record a mapping unit -> interval, not one pooled value"
+            )
+        names = [str(k) for k in value]
+        if sorted(names) != sorted(claim.units):
+            raise ValueError(
+                f"claim {claim.id}: recorded units {', '.join(names) or 'none'}; claims.yml "
+                f"names {', '.join(claim.units)}: record each of them, and only them"
+            )
+        units: dict[str, dict[str, Any]] = {}
+        for name in claim.units:
+            interval = as_interval(value[name])
+            if interval is None:
+                raise ValueError(
+                    f"claim {claim.id}, unit {name}: record an interval "
+                    "(core.t_interval, core.proportion_interval, core.bootstrap_interval)"
+                )
+            _check_design(claim, interval, unit=name)
+            low, high = _claim_value(interval.low), _claim_value(interval.high)
+            if not low <= high:
+                raise ValueError(
+                    f"claim {claim.id}, unit {name}: the interval's low end {low} lies above "
+                    f"its high end {high}"
+                )
+            units[name] = {
+                "value": _claim_value(interval.estimate),
+                "interval": [float(low), float(high)],
+                "interval_method": interval.method,
+                "interval_n": int(interval.n),
+            }
+        verdicts = unit_verdicts(claim, units, self.profile)
+        worst = worst_verdict(list(verdicts.values()))
+        deciding = next(n for n in claim.units if verdicts[n] == worst)
+        entry: dict[str, Any] = {
+            "value": units[deciding]["value"],
+            "details": plain({**details, "deciding_unit": deciding}),
+            "recorded": _now(),
+            "interval": units[deciding]["interval"],
+            "interval_method": f"worst of {len(units)} units ({deciding}): "
+            + units[deciding]["interval_method"],
+            "interval_n": units[deciding]["interval_n"],
+            "units": units,
+        }
+        self._data["claims"][claim.id] = entry
+        self._write()
+        return worst
+
     def value(self, claim_id: str) -> Any:
         entry = self._data["claims"].get(claim_id)
         return None if entry is None else entry["value"]
@@ -242,11 +311,13 @@ class Run:
         claim = self.chapter.claim(claim_id)
         if entry is None:
             return claim.verdict(None, self.profile)
-        return claim.verdict(entry["value"], self.profile, entry.get("interval"))
+        return recorded_verdict(
+            claim, entry["value"], self.profile, entry.get("interval"), entry.get("units")
+        )[0]
 
     def verdict_label(self, claim_id: str) -> str:
         """The verdict as the book words it ("partially reproduced"), for prose."""
-        return VERDICT_LABELS[self.verdict(claim_id)]
+        return verdict_label(self.verdict(claim_id), self.chapter.claim(claim_id))
 
     def describe(self, claim_id: str) -> str:
         """'0.086 [0.02, 0.15] (reproduced)': the recorded value with its interval and verdict,
@@ -266,20 +337,53 @@ class Run:
         for c in self.chapter.claims if whole_chapter else self.claims:
             entry = entries.get(c.id) or {}
             value, interval = entry.get("value"), entry.get("interval")
+            verdict = recorded_verdict(c, value, self.profile, interval, entry.get("units"))[0]
             rows.append(
                 {
                     "claim": c.id,
                     "metric": c.metric,
                     "paper": c.paper_value,
                     "ours": format_estimate(value, interval),
+                    "rests on": c.basis,
                     "evidence": c.evidence + (" (revised)" if c.revised else ""),
-                    "verdict": VERDICT_LABELS[
-                        recorded_verdict(c, value, self.profile, interval)[0]
-                    ],
+                    "verdict": verdict_label(verdict, c),
                 }
             )
-        columns = ["claim", "metric", "paper", "ours", "evidence", "verdict"]
+        columns = ["claim", "metric", "paper", "ours", "rests on", "evidence", "verdict"]
         return pd.DataFrame(rows, columns=columns).set_index("claim")
+
+
+def verdict_label(verdict: str, claim) -> str:
+    """The verdict as the book words it, with what it rests on where that is not the paper's
+    own terms: "not reproduced (our reconstruction)"."""
+    text = VERDICT_LABELS[verdict]
+    if verdict in DECIDING and claim.basis not in PAPERS_TERMS:
+        text += f" (our {claim.basis})" if claim.basis != "own code" else " (our own code)"
+    return text
+
+
+_SIMULTANEOUS = ("Bonferroni", "permutation", "simultaneous", "Holm")
+
+
+def _check_design(claim, interval, unit: str | None = None) -> None:
+    """Refuse an interval that cannot decide this claim the way claims.yml says it is decided:
+    a claim about trained models over training seeds needs a Student-t interval over per-seed
+    values; a minimum or maximum over comparisons needs a simultaneous interval."""
+    at = f"claim {claim.id}" + (f", unit {unit}" if unit else "")
+    method = str(interval.method)
+    if claim.replicates == "training seeds" and "Student-t" not in method:
+        raise ValueError(
+            f"{at} is decided over training seeds (replicates: training seeds): record a "
+            "Student-t interval of the per-seed values (core.t_interval, or "
+            f"core.worst_group_interval over seeds), not {method!r}; test items may be nested "
+            "inside each seed, never stand in for seeds"
+        )
+    if claim.aggregate in ("min", "max") and not any(w in method for w in _SIMULTANEOUS):
+        raise ValueError(
+            f"{at} takes the {claim.aggregate} over several comparisons (aggregate: "
+            f"{claim.aggregate}): record a simultaneous interval (core.worst_group_interval, "
+            f"Bonferroni, or a permutation null), not {method!r}"
+        )
 
 
 def format_value(value: Any) -> str:
@@ -343,6 +447,7 @@ def load_records(
                 "value": entry["value"],
                 "interval": entry.get("interval"),
                 "interval_method": entry.get("interval_method"),
+                "units": entry.get("units"),
                 "details": entry.get("details", {}),
                 "seed": data.get("seed"),
                 "notebook": nb,
