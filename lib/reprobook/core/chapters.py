@@ -137,6 +137,7 @@ CLAIM_KEYS = REQUIRED_KEYS | {
     "aggregate",
     "units",
     "baseline",
+    "equivalence",
 }
 REVISION_KEYS = {"check", "metric", "gave", "why", "date"}
 
@@ -175,6 +176,7 @@ class Claim:
     aggregate: str = "single"
     units: tuple[str, ...] = ()
     baseline: str | None = None
+    equivalence: bool = False
 
     @property
     def revised(self) -> bool:
@@ -347,7 +349,11 @@ def _check_condition(where: str, condition: Any) -> None:
 
 
 def _check_block(
-    where: str, block: Any, evidence: str = "exact", no_effect: float | None = None
+    where: str,
+    block: Any,
+    evidence: str = "exact",
+    no_effect: float | None = None,
+    equivalence: bool = False,
 ) -> None:
     if not isinstance(block, dict):
         raise ClaimsFileError(f"{where}: check must be a mapping")
@@ -391,10 +397,23 @@ def _check_block(
                     "the value its metric takes when the claimed effect is absent "
                     "(0 for a difference, 1 for a ratio)"
                 )
+            if equivalence:
+                if no_effect is None or not (
+                    "min" in cond and "max" in cond and cond["min"] < no_effect < cond["max"]
+                ):
+                    raise ClaimsFileError(
+                        f"{where}.{name}: an equivalence claim (the claimed difference is absent) "
+                        "has a two-sided bar {min, max} around its no_effect value, got "
+                        f"{cond} around {no_effect}"
+                    )
+                continue
             if no_effect is not None and _holds(cond, no_effect):
                 raise ClaimsFileError(
                     f"{where}.{name}: the bar {cond} is met by the no-effect value {no_effect}: "
-                    "a claim with no effect would pass it. Put the bar past the no-effect point"
+                    "a claim with no effect would pass it. Put the bar past the no-effect point. "
+                    "(A claim that a difference is absent, 'all rules perform alike', is an "
+                    "equivalence claim: say equivalence: true, with a two-sided bar around "
+                    "no_effect, and show in the notebook that the compared things differ at all.)"
                 )
 
 
@@ -527,7 +546,9 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
                     raise ClaimsFileError(
                         f"{where}.check: unknown profile {profile!r}; valid: reduced, full"
                     )
-                _check_block(f"{where}.check.{profile}", block, evidence, no_effect)
+                _check_block(
+                    f"{where}.check.{profile}", block, evidence, no_effect, shape["equivalence"]
+                )
             missing_profiles = [p for p in ("reduced", "full") if p not in check]
             if missing_profiles:
                 raise ClaimsFileError(
@@ -535,7 +556,7 @@ def load_claims_file(path: Path) -> tuple[dict[str, Any], tuple[Claim, ...]]:
                     f"missing: {', '.join(missing_profiles)}"
                 )
         else:
-            _check_block(f"{where}.check", check, evidence, no_effect)
+            _check_block(f"{where}.check", check, evidence, no_effect, shape["equivalence"])
         claims.append(
             Claim(
                 id=cid,
@@ -586,6 +607,14 @@ def _check_basis_and_design(where: str, entry: dict[str, Any]) -> dict[str, Any]
     trained = entry.get("trained", False)
     if not isinstance(trained, bool):
         raise ClaimsFileError(f"{where}: trained is true or false, got {trained!r}")
+    equivalence = entry.get("equivalence", False)
+    if not isinstance(equivalence, bool):
+        raise ClaimsFileError(f"{where}: equivalence is true or false, got {equivalence!r}")
+    if equivalence and evidence != "statistical":
+        raise ClaimsFileError(
+            f"{where}: equivalence: true is for statistical claims (a difference shown absent "
+            "by an interval inside a two-sided bar)"
+        )
     replicates = entry.get("replicates")
     aggregate = entry.get("aggregate")
     units = entry.get("units")
@@ -662,6 +691,7 @@ def _check_basis_and_design(where: str, entry: dict[str, Any]) -> dict[str, Any]
         "aggregate": aggregate or "single",
         "units": tuple(units or ()),
         "baseline": None if baseline is None else baseline.strip(),
+        "equivalence": equivalence,
     }
 
 
