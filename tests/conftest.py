@@ -42,6 +42,7 @@ claims:
     metric: the draw
     paper_value: "< 0.5"
     source: reconstruction
+    basis: method
     evidence: exact
     notebook: 01_draw
     check:
@@ -51,6 +52,7 @@ claims:
     metric: n
     paper_value: "> 0"
     source: extension
+    basis: own code
     evidence: exact
     notebook: 02_count
     check:

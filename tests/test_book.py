@@ -143,6 +143,8 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
         stale=[],
         papers=True,
         source="abstract",
+        basis="method",
+        group="papers_terms",
         evidence="exact",
         interval=None,
     )
@@ -172,7 +174,11 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
             interval=[0.05, 0.2],
             verdict="inconclusive",
             evidence="statistical",
-            note="three seeds only",
+            basis="reconstruction",
+            group="reconstruction",
+            verdict_label="inconclusive (our reconstruction)",
+            note="Three seeds only. And a second sentence.",
+            note_first="Three seeds only.",
             revisions=["was check {...}; it gave 0.2. Changed because z"],
         ),
         dict(
@@ -183,6 +189,7 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
             value=1.0,
             verdict="reproduced",
             source="extension",
+            group="extension",
             papers=False,
         ),
         dict(
@@ -193,14 +200,16 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
             value=2.9,
             verdict="illustrated",
             evidence="illustration",
-            papers=False,
+            basis="own code",
+            group="illustration",
         ),
     ]
     box = site.status_box(rows, "reduced")
     assert box.startswith(
-        "````{admonition} Status at the reduced profile. Of the paper's 3 claims: 1 reproduced, "
-        "1 inconclusive, 1 needs the full profile; 1 extension of ours (1 reproduced); "
-        "1 illustration"
+        "````{admonition} Status at the reduced profile. Of the paper's 4 claims, 2 were "
+        "tested: 1 on the paper's terms (1 reproduced) and 1 only on our reconstruction "
+        "(1 inconclusive); 1 is illustrated, not tested; 1 needs the full profile. "
+        "Also 1 extension of ours (1 reproduced)"
     )
     header = next(line for line in box.splitlines() if line.startswith("|") and "claim" in line)
     assert [c.strip() for c in header.strip("|").split("|")] == [
@@ -208,11 +217,18 @@ def test_status_box_puts_the_verdict_first_and_leaves_out_the_metric():
         "verdict",
         "ours",
         "paper",
-        "source, evidence",
+        "rests on",
+        "note",
     ]
     assert "very long metric" not in box and "0.25" in box and "ledger" in box
-    assert "| C3 | inconclusive (revised) | 0.1 [0.05, 0.2] |" in box
-    assert "**C3** (abstract, statistical). three seeds only *Revised check:* was check" in box
+    # the note's first sentence sits beside the verdict; the rest stays in the fold-out
+    assert (
+        "| C3 | inconclusive (our reconstruction) (revised) | 0.1 [0.05, 0.2] | > 0 | "
+        "reconstruction | Three seeds only. |"
+    ) in box
+    assert "| C5 | illustrated | 2.9 | 3 | our own code |" in box
+    assert "**C3** (abstract, statistical). Rests on our reconstruction" in box
+    assert "Three seeds only. And a second sentence. *Revised check:* was check" in box
     assert ":class: dropdown" in box
 
 
@@ -287,3 +303,14 @@ def test_the_intro_verdict_table_is_generated_from_the_core():
     assert site.VERDICTS_MARK in (ROOT / "book" / "intro.md").read_text()
     rows = site.verdicts_table().splitlines()[2:]
     assert [r.split(" | ")[0].lstrip("| ") for r in rows] == [VERDICT_LABELS[v] for v in VERDICTS]
+
+
+def test_the_intro_basis_table_is_generated_from_the_core():
+    from reprobook import site
+    from reprobook.core.chapters import BASES
+
+    assert site.BASES_MARK in (ROOT / "book" / "intro.md").read_text()
+    rows = site.bases_table().splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == list(BASES)
+    counted = [r.split(" | ")[2].rstrip(" |") for r in rows]
+    assert counted.count("illustrated, not tested") == 2  # simulation and own code

@@ -93,6 +93,12 @@ def unrecorded_changes(current: chapters.Claim, first: dict) -> list[str]:
     if first.get("check") != current.check:
         if not any(r.check == first.get("check") for r in current.revisions):
             problems.append(f"check changed from {first.get('check')} to {current.check}")
+    if first.get("evidence", current.evidence) != current.evidence:
+        # an exact claim turned illustration (or back) decides differently: say so in the open
+        if not any(r.check == first.get("check") for r in current.revisions):
+            problems.append(
+                f"evidence changed from {first.get('evidence')} to {current.evidence}"
+            )
     if norm_metric(first.get("metric", "")) != norm_metric(current.metric):
         if not any(
             r.metric is not None and norm_metric(r.metric) == norm_metric(first.get("metric", ""))
@@ -180,3 +186,131 @@ def test_only_the_scaffold_example_is_passed_over() -> None:
     assert _is_scaffold_example(dict(SCAFFOLD_EXAMPLE))
     changed = {**SCAFFOLD_EXAMPLE, "check": {"reproduced": {"max": 0.05}}}
     assert not _is_scaffold_example(changed)
+
+
+# ----------------------------------------------------------------------------- claims first
+
+#: chapters whose claims file was first committed on or after this date commit their claims
+#: before any notebook that records into them (the rule came in on 2026-12-05)
+CLAIMS_FIRST_SINCE = "2026-12-06"
+
+
+#: the record call of the scaffold's example notebook, which is not a result of the paper
+SCAFFOLD_RECORD = 'run.record(\\"C1\\", core.t_interval(errors))'
+
+
+def _records(text: str) -> bool:
+    """The notebook's text records a claim other than the scaffold's example."""
+    return text.count(".record(") > text.count(SCAFFOLD_RECORD)
+
+
+def _first_commit(rel: str, root: Path, needle: str | None = None) -> tuple[str, str] | None:
+    """(commit, ISO date) of the first commit whose version of ``rel`` exists (and, with a
+    ``needle``, records a claim), following renames; None when there is none."""
+    log = subprocess.run(
+        ["git", "-C", str(root), "log", "--follow", "--reverse", "--format=%H %cI", "--", rel],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    for line in filter(None, log):
+        commit, date = line.split()
+        if needle is None:
+            return commit, date
+        shown = subprocess.run(
+            ["git", "-C", str(root), "show", f"{commit}:{rel}"], capture_output=True, text=True
+        )
+        if shown.returncode == 0 and _records(shown.stdout):
+            return commit, date
+    return None
+
+
+def _claims_commit(rel: str, root: Path) -> tuple[str, str] | None:
+    """The first commit of a claims file that holds a claim other than the scaffold's example."""
+    log = subprocess.run(
+        ["git", "-C", str(root), "log", "--reverse", "--format=%H %cI", "--", rel],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    for line in filter(None, log):
+        commit, date = line.split()
+        shown = subprocess.run(
+            ["git", "-C", str(root), "show", f"{commit}:{rel}"], capture_output=True, text=True
+        )
+        if shown.returncode:
+            continue
+        claims = (yaml.safe_load(shown.stdout) or {}).get("claims") or []
+        if any(not _is_scaffold_example(c) for c in claims if isinstance(c, dict)):
+            return commit, date
+    return None
+
+
+def results_before_claims(folder: Path, root: Path, since: str = CLAIMS_FIRST_SINCE) -> list[str]:
+    """The notebooks of a chapter (added on or after ``since``) that recorded into its claims
+    before the claims were committed: the claims file must come first, in an earlier commit."""
+    rel_folder = folder.relative_to(root).as_posix()
+    first_claims = _claims_commit(f"{rel_folder}/claims.yml", root)
+    if first_claims is not None and first_claims[1][:10] < since:
+        return []
+    problems = []
+    for nb in sorted(folder.glob("*.ipynb")):
+        rel = f"{rel_folder}/{nb.name}"
+        recording = _first_commit(rel, root, needle=".record(")
+        if recording is None:
+            continue
+        if first_claims is None:
+            problems.append(f"{nb.name} records claims, but no claims were ever committed")
+            continue
+        before = subprocess.run(
+            ["git", "-C", str(root), "merge-base", "--is-ancestor", first_claims[0], recording[0]]
+        ).returncode == 0
+        if recording[0] == first_claims[0] or not before:
+            problems.append(
+                f"{nb.name} recorded into claims.yml in {recording[0][:10]}, not after the claims "
+                f"were committed ({first_claims[0][:10]})"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda ch: ch.name)
+def test_new_chapters_commit_their_claims_before_any_result(chapter: chapters.Chapter) -> None:
+    why = _history_available()
+    if why:
+        pytest.skip(why)
+    problems = results_before_claims(chapter.folder, ROOT)
+    assert not problems, f"{chapter.name}:\n" + "\n".join(problems)
+
+
+def test_the_claims_first_rule_catches_a_notebook_committed_with_its_claims(tmp_path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+        )
+
+    folder = tmp_path / "notebooks" / "20_new"
+    folder.mkdir(parents=True)
+    git("init", "-q")
+    claims = "paper: {title: t}\nclaims:\n  - {id: C1, metric: a gap}\n"
+    (folder / "claims.yml").write_text(claims)
+    (folder / "01_a.ipynb").write_text('{"cells": ["run.record(\'C1\', x)"]}')
+    git("add", "-A")
+    git("commit", "-qm", "claims and results together")
+    assert results_before_claims(folder, tmp_path, since="2000-01-01") == [
+        f"01_a.ipynb recorded into claims.yml in {_first_commit('notebooks/20_new/01_a.ipynb', tmp_path)[0][:10]}, "
+        f"not after the claims were committed ({_claims_commit('notebooks/20_new/claims.yml', tmp_path)[0][:10]})"
+    ]
+    # claims first, then a notebook that records: accepted
+    (folder / "02_b.ipynb").write_text('{"cells": ["run.record(\'C1\', y)"]}')
+    git("add", "-A")
+    git("commit", "-qm", "a second notebook")
+    assert len(results_before_claims(folder, tmp_path, since="2000-01-01")) == 1  # only 01_a
+    # the scaffold's example notebook records its example claim: not a result of the paper
+    assert _records('"run.record(\\"C1\\", x)"') and not _records(f'"{SCAFFOLD_RECORD}"')
+    # chapters older than the rule are not held to it
+    assert results_before_claims(folder, tmp_path, since="2999-01-01") == []

@@ -74,7 +74,10 @@ def test_statistical_claims_are_decided_on_their_interval() -> None:
     assert c.verdict(0.2, "reduced", (0.05, 0.3)) == "inconclusive"  # clears 0.02, straddles 0.1
     assert c.verdict(0.2, "reduced", (0.01, 0.3)) == "inconclusive"  # straddles the weakest bar
     assert c.verdict(0.0, "reduced", (-0.05, 0.019)) == "not_reproduced"  # wholly below it
-    assert c.verdict(0.1, "reduced", (0.1, 0.1)) == "reproduced"  # bars are inclusive
+    assert c.verdict(0.1, "reduced", (0.1, 0.12)) == "reproduced"  # bars are inclusive
+    # equal replicates say nothing about the spread: a zero-width interval never decides
+    assert c.verdict(0.2, "reduced", (0.2, 0.2)) == "inconclusive"
+    assert c.verdict(0.0, "reduced", (0.0, 0.0)) == "inconclusive"
     two_sided = _claim({"reproduced": {"min": 2.5, "max": 3.5}}, "statistical")
     assert two_sided.verdict(3.0, "full", (2.6, 3.4)) == "reproduced"
     assert two_sided.verdict(3.3, "full", (3.1, 3.6)) == "inconclusive"
@@ -88,7 +91,9 @@ def test_illustrations_never_decide() -> None:
     c = _claim({"reproduced": {"min": 2.5, "max": 3.5}}, "illustration")
     assert c.verdict(3.0, "reduced") == c.verdict(9.0, "reduced") == "illustrated"
     assert c.verdict(None, "reduced") == "not_run"
-    assert not c.is_papers and _claim({"reproduced": {"max": 1}}).is_papers
+    # an illustration is still one of the paper's claims, but it is shown, never tested
+    assert c.is_papers and c.group == "illustration"
+    assert _claim({"reproduced": {"max": 1}}).group == "papers_terms"
 
 
 def test_verdicts_follow_the_check() -> None:
@@ -171,14 +176,16 @@ def test_verdicts_follow_the_check() -> None:
         (
             TOY_CLAIMS.replace(
                 "evidence: exact\n    notebook: 01_draw",
-                "evidence: statistical\n    no_effect: 0\n    notebook: 01_draw",
+                "evidence: statistical\n    no_effect: 0\n    replicates: runs\n"
+                "    baseline: none\n    notebook: 01_draw",
             ).replace("reproduced: {max: 0.5}", "{reproduced: {min: 0.1}, partial: {min: 0}}"),
             "met by the no-effect value 0",
         ),
         (
             TOY_CLAIMS.replace(
                 "evidence: exact\n    notebook: 01_draw",
-                "evidence: statistical\n    no_effect: 1\n    notebook: 01_draw",
+                "evidence: statistical\n    no_effect: 1\n    replicates: runs\n"
+                "    baseline: none\n    notebook: 01_draw",
             ).replace("reproduced: {max: 0.5}", "{reproduced: {max: 0.9}, partial: {max: 1.0}}"),
             "met by the no-effect value 1",
         ),
@@ -186,7 +193,9 @@ def test_verdicts_follow_the_check() -> None:
             TOY_CLAIMS.replace(
                 "evidence: exact\n    notebook: 01_draw",
                 "evidence: statistical\n    notebook: 01_draw",
-            ).replace("reproduced: {max: 0.5}", "reproduced: {equals: true}"),
+            ).replace("reproduced: {max: 0.5}", "reproduced: {equals: true}")
+            .replace("notebook: 01_draw", "no_effect: 0\n    replicates: runs\n    baseline: none"
+                     "\n    notebook: 01_draw", 1),
             "use min and max, not equals",
         ),
         (
@@ -244,7 +253,14 @@ def test_claims_table_of_a_notebook_without_claims_is_empty(toy_book: Path, monk
     )
     run = core.start("toy", "03_tour", profile="reduced", config=PROFILES["reduced"], threads=1)
     table = run.claims_table()
-    assert table.empty and list(table.columns) == ["metric", "paper", "ours", "evidence", "verdict"]
+    assert table.empty and list(table.columns) == [
+        "metric",
+        "paper",
+        "ours",
+        "rests on",
+        "evidence",
+        "verdict",
+    ]
     assert list(run.claims_table(whole_chapter=True).index) == ["T1", "T2"]
 
 
@@ -287,7 +303,9 @@ def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> No
 
 
 STAT_CLAIMS = TOY_CLAIMS.replace(
-    "evidence: exact\n    notebook: 01_draw", "evidence: statistical\n    notebook: 01_draw"
+    "evidence: exact\n    notebook: 01_draw",
+    "evidence: statistical\n    no_effect: 0.6\n    replicates: runs\n    baseline: none\n"
+    "    notebook: 01_draw",
 )
 
 

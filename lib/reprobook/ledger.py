@@ -388,10 +388,23 @@ VERDICT_COLORS = {
 }
 
 
+#: how the overview figure marks what a claim rests on
+BASIS_HATCH = {"reconstruction": "....", "simulation": "xxx", "own code": "xxx"}
+#: the bars under the grid: the paper's claims by what they rest on, then our extensions
+FIGURE_GROUPS = (
+    ("papers_terms", "paper's terms"),
+    ("reconstruction", "our reconstruction"),
+    ("illustration", "our simulation or code,\nor an illustration"),
+    ("extension", "our extensions"),
+)
+
+
 def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
     """The ledger at a glance: one row per chapter, one cell per claim coloured by its verdict
-    (a hatched cell is our extension; a dot marks a revised check), with the count of each
-    verdict in the legend. Saved as a PNG at ``path`` (written atomically)."""
+    (dotted: it rests on our reconstruction; crossed: our simulation or code; hatched: our
+    extension; * marks a revised check), and under it one bar per group of what the claims
+    rest on, split by verdict, so that the claims tested on the paper's terms are counted apart
+    from those tested only on our reconstruction. Saved as a PNG at ``path`` (atomically)."""
     import os
 
     import matplotlib
@@ -399,6 +412,7 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
+    from matplotlib.ticker import MaxNLocator
 
     from .core.plotting import set_theme
 
@@ -409,9 +423,17 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
             chapters.append((f"{r['number']} {r['chapter']}", []))
         chapters[-1][1].append(r)
     width = max([len(c) for _, c in chapters] + [1])
-    fig, ax = plt.subplots(figsize=(2.2 + 0.62 * width, 0.9 + 0.42 * max(len(chapters), 1)))
+    grid_h = 0.9 + 0.42 * max(len(chapters), 1)
+    bars_h = 0.5 + 0.36 * len(FIGURE_GROUPS)
+    fig, (ax, bx) = plt.subplots(
+        2,
+        1,
+        figsize=(2.2 + 0.62 * width, grid_h + bars_h),
+        gridspec_kw={"height_ratios": [grid_h, bars_h]},
+    )
     for i, (_, claims) in enumerate(chapters):
         for j, r in enumerate(claims):
+            hatch = "///" if r["source"] == "extension" else BASIS_HATCH.get(r.get("basis"))
             ax.add_patch(
                 Rectangle(
                     (j, i),
@@ -420,7 +442,7 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
                     facecolor=VERDICT_COLORS[r["verdict"]],
                     edgecolor="#444444",
                     linewidth=0.6,
-                    hatch="///" if r["source"] == "extension" else None,
+                    hatch=hatch,
                 )
             )
             ax.text(
@@ -431,28 +453,56 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
                 va="center",
                 fontsize=8,
                 color="#111111",
+                bbox={"facecolor": "white", "alpha": 0.7, "pad": 0.5, "linewidth": 0}
+                if hatch
+                else None,
             )
     ax.set_xlim(-0.1, width)
     ax.set_ylim(len(chapters), -0.1)
     ax.set_yticks([i + 0.42 for i in range(len(chapters))], [name for name, _ in chapters])
     ax.set_xticks([])
     ax.grid(False)
-    for side in ("top", "right", "bottom", "left"):
-        ax.spines[side].set_visible(False)
+    for a in (ax, bx):
+        for side in ("top", "right", "left"):
+            a.spines[side].set_visible(False)
+    ax.spines["bottom"].set_visible(False)
     c = counts(rows)
     handles = [
         Patch(facecolor=VERDICT_COLORS[v], edgecolor="#444444", label=f"{VERDICT_LABELS[v]} ({n})")
         for v, n in c.items()
         if n
     ]
+    handles += [
+        Patch(facecolor="white", edgecolor="#444444", hatch="....", label="our reconstruction"),
+        Patch(facecolor="white", edgecolor="#444444", hatch="xxx", label="our simulation or code"),
+        Patch(facecolor="white", edgecolor="#444444", hatch="///", label="our extension"),
+    ]
     ax.legend(
         handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
     )
     ax.set_title(
-        title or f"{len(rows)} claims: hatched = our extension, * = revised check",
+        title or f"{len(rows)} claims, by what each verdict rests on (* = revised check)",
         fontsize=10,
         loc="left",
     )
+    # one bar per group: how many claims rest on it, and what came out
+    for k, (group, label) in enumerate(FIGURE_GROUPS):
+        mine = [r for r in rows if r.get("group") == group]
+        left = 0
+        for v, n in counts(mine).items():
+            if n:
+                bx.barh(k, n, left=left, color=VERDICT_COLORS[v], edgecolor="#444444", lw=0.6)
+                if n >= 2:
+                    bx.text(left + n / 2, k, str(n), ha="center", va="center", fontsize=7)
+                left += n
+        bx.text(left + 0.01 * max(len(rows), 1), k, f" {len(mine)}", va="center", fontsize=8)
+    bx.set_yticks(range(len(FIGURE_GROUPS)), [label for _, label in FIGURE_GROUPS], fontsize=8)
+    bx.set_ylim(len(FIGURE_GROUPS) - 0.4, -0.6)
+    bx.set_xlabel("claims", fontsize=8)
+    bx.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bx.grid(False)
+    bx.set_title("what the verdicts rest on", fontsize=9, loc="left")
+    fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")

@@ -225,10 +225,15 @@ claims:
     metric: mean over repetitions of (estimate - true mean)
     paper_value: "0 (example)"
     source: extension
+    basis: method
     evidence: statistical
     notebook: 01_first
     check:
       reproduced: {{min: -0.1, max: 0.1}}
+    no_effect: 0
+    equivalence: true
+    replicates: runs
+    baseline: none
 """
 
 

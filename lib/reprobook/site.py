@@ -18,6 +18,7 @@ from typing import Any
 
 from . import ledger
 from .core.chapters import (
+    BASES,
     BASIS_MEANINGS,
     VERDICT_LABELS,
     VERDICT_MEANINGS,
@@ -187,7 +188,7 @@ def fill_placeholders(text: str, rows: list[dict[str, Any]], where: str) -> str:
             )
         r = by_id[cid]
         if field == "verdict":
-            return VERDICT_LABELS[r["verdict"]]
+            return r.get("verdict_label") or VERDICT_LABELS[r["verdict"]]
         if field == "paper":
             return r["paper_value"]
         if r["value"] is None and not (field.startswith("details.") and r.get("details")):
@@ -228,6 +229,24 @@ def verdicts_table() -> str:
     so the introduction never lists a verdict the code does not have, or misses one."""
     rows = ["| verdict | meaning |", "|---|---|"]
     rows += [f"| {VERDICT_LABELS[v]} | {VERDICT_MEANINGS[v]} |" for v in VERDICTS]
+    return "\n".join(rows)
+
+
+BASES_MARK = "<!-- reprobook:bases -->"
+
+
+def bases_table() -> str:
+    """What a verdict can rest on (``core.BASIS_MEANINGS``), and where the headline counts it,
+    so the introduction never lists a basis the code does not have, or misses one."""
+    where = {
+        "release": "tested on the paper's terms",
+        "method": "tested on the paper's terms",
+        "reconstruction": "tested only on our reconstruction",
+        "simulation": "illustrated, not tested",
+        "own code": "illustrated, not tested",
+    }
+    rows = ["| rests on | meaning | counted as |", "|---|---|---|"]
+    rows += [f"| {b} | {BASIS_MEANINGS[b]} | {where[b]} |" for b in BASES]
     return "\n".join(rows)
 
 
@@ -418,7 +437,10 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
             OVERVIEW_MARK, overview_block(rows, profile, "intro-overview")
         )
         text = text.replace(CHAPTERS_MARK, chapters_table(root, rows))
-        intro.write_text(text.replace(VERDICTS_MARK, verdicts_table()), encoding="utf-8")
+        intro.write_text(
+            text.replace(VERDICTS_MARK, verdicts_table()).replace(BASES_MARK, bases_table()),
+            encoding="utf-8",
+        )
     return target
 
 

@@ -117,6 +117,9 @@ EXTREME_WORDS = re.compile(
     r"\b(min|max|minimum|maximum|smallest|largest|worst|best|lowest|highest)\b", re.IGNORECASE
 )
 CONDITION_KEYS = ("min", "max", "equals")
+#: an interval narrower than this, relative to its ends, has zero width (equal replicates whose
+#: mean and standard deviation carry rounding: three seeds at 0.18 give a width of about 1e-16)
+ZERO_WIDTH_RTOL = 1e-9
 REQUIRED_KEYS = {
     "id",
     "claim",
@@ -230,7 +233,7 @@ class Claim:
                     f"claim {self.id} is statistical: its verdict needs an interval (low, high)"
                 )
             low, high = float(interval[0]), float(interval[1])
-            if low == high:
+            if high - low <= ZERO_WIDTH_RTOL * max(abs(low), abs(high)):
                 # equal replicates (three seeds on one lattice point, a metric that never moved)
                 # say nothing about the spread: such an interval never decides a claim
                 return "inconclusive"
