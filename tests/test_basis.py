@@ -175,6 +175,17 @@ def test_a_claim_about_each_unit_is_decided_by_the_worst(toy_book, monkeypatch) 
         "csbm-b": "reproduced",
     }
     assert "csbm-a" in site.caveats([row])
+    # among units with the same worst verdict, the one farthest on the wrong side decides
+    run.record(
+        "T1",
+        {
+            "cora": core.t_interval([-0.01, 0.0, 0.05]),
+            "csbm-a": core.t_interval([-0.05, 0.0, 0.03]),
+            "csbm-b": core.t_interval([-0.03, 0.0, 0.06]),
+        },
+    )
+    assert run.verdict("T1") == "inconclusive"
+    assert run._data["claims"]["T1"]["details"]["deciding_unit"] == "csbm-a"
     # every unit reproduced: the claim is reproduced
     ok = run.record("T1", {u: core.t_interval(good) for u in ("cora", "csbm-a", "csbm-b")})
     assert ok == "reproduced"

@@ -22,7 +22,7 @@ from .core.chapters import (
     recorded_verdict,
     unit_verdicts,
 )
-from .core.claims import format_estimate, load_records, verdict_label
+from .core.claims import deciding_unit, format_estimate, load_records, verdict_label
 from .core.paths import book_root
 
 EVIDENCE_SHORT = {"exact": "exact", "statistical": "stat.", "illustration": "illus."}
@@ -60,6 +60,10 @@ def collect(
                 by_unit = unit_verdicts(c, units, profile) if units else {}
             except ValueError:
                 by_unit = {}
+            if by_unit and set(by_unit) == set(c.units) and verdict in by_unit.values():
+                # the value shown is the deciding unit's, chosen by the current rule
+                deciding = deciding_unit(c, units, by_unit, verdict, profile)
+                value, interval = units[deciding]["value"], units[deciding]["interval"]
             facts = rec.get("facts", {})
             rows.append(
                 {
@@ -502,11 +506,10 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
     bx.xaxis.set_major_locator(MaxNLocator(integer=True))
     bx.grid(False)
     bx.set_title("what the verdicts rest on", fontsize=9, loc="left")
-    fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp)
+    fig.savefig(tmp, bbox_inches="tight")
     plt.close(fig)
     os.replace(tmp, path)
     return path

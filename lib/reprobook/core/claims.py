@@ -282,7 +282,7 @@ class Run:
             }
         verdicts = unit_verdicts(claim, units, self.profile)
         worst = worst_verdict(list(verdicts.values()))
-        deciding = next(n for n in claim.units if verdicts[n] == worst)
+        deciding = deciding_unit(claim, units, verdicts, worst, self.profile)
         entry: dict[str, Any] = {
             "value": units[deciding]["value"],
             "details": plain({**details, "deciding_unit": deciding}),
@@ -360,6 +360,20 @@ def verdict_label(verdict: str, claim) -> str:
     if verdict in DECIDING and claim.basis not in PAPERS_TERMS:
         text += f" (our {claim.basis})" if claim.basis != "own code" else " (our own code)"
     return text
+
+
+def deciding_unit(claim, units, verdicts, worst: str, profile: str) -> str:
+    """The unit that decides a claim about each unit: among those with the worst verdict, the
+    one whose estimate lies farthest on the wrong side of the reproduced bar (the lowest for a
+    lower bar, the highest for an upper one; the first listed when the bar is two-sided)."""
+    tied = [n for n in claim.units if verdicts[n] == worst]
+    check = claim.check_for(profile)
+    bar = check.get("reproduced") or {}
+    if "min" in bar and "max" not in bar:
+        return min(tied, key=lambda n: units[n]["value"])
+    if "max" in bar and "min" not in bar:
+        return max(tied, key=lambda n: units[n]["value"])
+    return tied[0]
 
 
 _SIMULTANEOUS = ("Bonferroni", "permutation", "simultaneous", "Holm")
