@@ -232,6 +232,39 @@ def test_lexical_judge_accepts_a_copy_and_rejects_a_changed_number(docs):
     assert judge.labels(response([policies.HEDGES[0]]), doc) == ["no_rad"]
 
 
+def test_trivial_judge_finds_nothing_and_keeps_the_no_claim_rule(docs):
+    doc = next(d for d in docs if d.doc_id == "sklearn:iris")
+    copied = next(s for s in doc.sentences if "150" in s)
+    changed = copied.replace("150", "151")
+    sentences = (copied, changed, policies.HEDGES[0])
+    r = policies.Response(0, "x", "A", sentences, ("supported", "unsupported", "no_rad"), True)
+    lexical = judges.LexicalJudge("lexical", 0.8).labels(r, doc)
+    trivial = judges.TrivialJudge().labels(r, doc)
+    assert trivial == ["supported", "supported", "no_rad"]
+    # the same no_rad rule as the grounding judges; only "unsupported" is never said
+    assert [lab == "no_rad" for lab in trivial] == [lab == "no_rad" for lab in lexical]
+    # so its macro-F1 is the lexical judge's with every "unsupported" turned "supported"
+    code = {lab: k for k, lab in enumerate(scoring.SENTENCE_LABELS)}
+    m = np.zeros((3, 3))
+    for g, p in zip(r.gold, trivial):
+        m[code[g], code[p]] += 1
+    assert m[:, code["unsupported"]].sum() == 0
+    assert analysis.macro_f1(m) < analysis.macro_f1(np.eye(3))
+
+
+def test_f1_gain_is_paired_and_zero_against_itself():
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 5, (10, 3, 3)).astype(float)
+    b = rng.integers(0, 5, (10, 3, 3)).astype(float)
+    idx = np.array([0, 0, 3, 7, 9])
+    gain = analysis.f1_gain(a, b)
+    expected = analysis.macro_f1(a[idx].sum(0)) - analysis.macro_f1(b[idx].sum(0))
+    assert gain(idx) == pytest.approx(expected)
+    assert analysis.f1_gain(a, a)(idx) == 0.0
+    with pytest.raises(InputError):
+        analysis.f1_gain(a, b[:5])
+
+
 def test_responders_gold_labels(docs):
     rng = np.random.default_rng(2)
     vocab = ["zebra", "quartz"]

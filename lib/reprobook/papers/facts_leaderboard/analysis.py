@@ -20,6 +20,7 @@ __all__ = [
     "gold_grounded",
     "confusion_by_prompt",
     "macro_f1",
+    "f1_gain",
     "split_rate",
     "family_advantage",
 ]
@@ -67,6 +68,25 @@ def macro_f1(confusion) -> np.ndarray:
     tp = np.diagonal(m, axis1=-2, axis2=-1)
     denom = m.sum(-1) + m.sum(-2)
     return np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0).mean(-1)
+
+
+def f1_gain(confusion, baseline):
+    """The statistic of a paired bootstrap over prompts: for prompt indices ``idx`` (resampled,
+    repeats allowed), a judge's macro-F1 on those prompts minus the baseline judge's on the same
+    prompts. ``confusion`` and ``baseline`` are one judge's per-prompt confusion counts, shape
+    (n_prompts, 3, 3), as :func:`confusion_by_prompt` gives them for each judge."""
+    own = np.asarray(confusion, dtype=float)
+    base = np.asarray(baseline, dtype=float)
+    if own.shape != base.shape or own.ndim != 3 or own.shape[1:] != (3, 3):
+        raise checks.InputError(
+            f"f1_gain needs two (n_prompts, 3, 3) arrays, got shapes {own.shape} and {base.shape}"
+        )
+
+    def gain(idx) -> float:
+        idx = np.asarray(idx, dtype=int)
+        return float(macro_f1(own[idx].sum(0)) - macro_f1(base[idx].sum(0)))
+
+    return gain
 
 
 def split_rate(verdicts) -> float:

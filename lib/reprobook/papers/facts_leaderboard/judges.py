@@ -10,6 +10,8 @@ Grounding (phase 2), each labelling every sentence "supported", "unsupported" or
   numbers and at least ``coverage`` of its content words;
 - :class:`TfidfJudge`: supported when its TF-IDF cosine with some document sentence reaches
   ``threshold`` (it does not look at numbers on their own);
+- :class:`TrivialJudge`: the baseline that never finds anything, calling every sentence that
+  makes a claim supported;
 - :class:`SimulatedJudge`: reads the gold labels and errs at set rates, more leniently on its
   own family's responses (self-preference), and sometimes returns nothing parseable.
 
@@ -36,6 +38,7 @@ __all__ = [
     "RequestJudge",
     "LexicalJudge",
     "TfidfJudge",
+    "TrivialJudge",
     "SimulatedJudge",
 ]
 
@@ -166,6 +169,19 @@ class TfidfJudge:
             sim = (self._vectorizer.transform([s]) @ doc_m.T).toarray().max()
             out.append("supported" if sim >= self.threshold else "unsupported")
         return out
+
+
+@dataclass(frozen=True)
+class TrivialJudge:
+    """The baseline a usable grounding judge must beat: it applies the shared "no_rad" rule and
+    calls every other sentence supported, so it never finds an unsupported sentence. Its
+    macro-F1 is what a judge scores for labelling claims apart from non-claims alone."""
+
+    name: str = "trivial"
+
+    def labels(self, response: Response, doc: Document, rng=None) -> list[str]:
+        vocab = _doc_vocabulary(doc)
+        return ["no_rad" if makes_no_claim(s, vocab) else "supported" for s in response.sentences]
 
 
 @dataclass(frozen=True)
