@@ -42,7 +42,6 @@ class AEOConfig:
     head_out: int = 32  # asymmetric head: output width
     head_steps: int = 200  # full-batch Adam steps of the head
     lam: float = 1.0  # weight of the push term
-    n_boot: int = 200  # bootstrap resamples of the test prompts
     alphas: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)  # steering strengths tried on validation
     tau_quantile: float = 0.95  # gate: this quantile of compliant pool scores
 
@@ -65,7 +64,6 @@ PROFILES = {
             n_pool_aligned=1000,
             n_val=600,
             k=64,
-            n_boot=1000,
         ),
     }
     for name in ("language_model", "replicates", "detection", "correction")

@@ -1,6 +1,7 @@
 """What the notebooks of chapter 13 share: the trained models (cached between notebooks), the
-prompt sets, the generations with their features, the fitted detectors and the interval
-statistics of C1-C3 (notebooks/13_aeo_injection).
+prompt sets, the generations with their features, the fitted detectors and the per-seed
+statistics of C1-C3 (notebooks/13_aeo_injection), whose intervals are Student-t over the
+model seeds.
 
 Paper: "Asymmetric Entropic Optimization (AEO)" (no arXiv id; abstract only).
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from reprobook.core import Interval, checks
+from reprobook.core import checks
 
 from . import detect
 from . import language as lang
@@ -157,52 +158,86 @@ def mean_pairwise(X) -> float:
     return float(pdist(X).mean())
 
 
-def spread_log_ratios(runs: list[Run], layers, n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot + 1, seeds, layers) log(spread of violating / spread of compliant) responses,
-    spread = mean pairwise distance of the window-averaged states, at equal sample sizes:
-    each draw resamples the violations and draws as many compliant responses. Row 0 uses the
-    violations as they are."""
-    rng = np.random.default_rng([seed, 7])
-    out = np.empty((n_boot + 1, len(runs), len(layers)))
-    for s, r in enumerate(runs):
-        bad, good = np.flatnonzero(~r.ok), np.flatnonzero(r.ok)
-        if bad.size < 3:
-            raise RuntimeError(f"model {s} made {bad.size} violations: too few for a spread")
-        for b in range(n_boot + 1):
-            vb = bad if b == 0 else rng.choice(bad, bad.size)
-            cb = rng.choice(good, bad.size, replace=good.size < bad.size)
-            for j, ell in enumerate(layers):
-                out[b, s, j] = np.log(mean_pairwise(r.z[vb, ell]) / mean_pairwise(r.z[cb, ell]))
+#: the attack families C1 is decided on, each on its own: the models (almost) always violate T3
+#: and (almost) never violate T4, which leaves one class of those two too small for a spread
+SPREAD_FAMILIES = ("T1", "T2", "T5", "T6")
+MIN_CLASS = 3  # responses a class needs, in a family and seed, for its spread
+
+
+def block_units(cfg) -> dict[str, int]:
+    """C1's blocks: the first and the last (every block at the reduced profile's two)."""
+    return {"first block": 1, "last block": cfg.layers}
+
+
+def family_spreads(run: Run, blocks: dict[str, int], families=SPREAD_FAMILIES) -> dict:
+    """One model's C1 units: for each family and block, log(mean pairwise distance of the
+    family's violating response states / that of its compliant ones). The mean pairwise
+    distance is an unbiased U-statistic whatever the sample size, so the two classes need not
+    be the same size; each needs :data:`MIN_CLASS` responses."""
+    out = {}
+    for f in families:
+        sel = run.prompts.family == f
+        bad, good = sel & ~run.ok, sel & run.ok
+        if min(bad.sum(), good.sum()) < MIN_CLASS:
+            raise RuntimeError(
+                f"family {f}: {int(bad.sum())} violating and {int(good.sum())} compliant "
+                f"responses; a spread needs {MIN_CLASS} of each"
+            )
+        for name, ell in blocks.items():
+            ratio = mean_pairwise(run.z[bad, ell]) / mean_pairwise(run.z[good, ell])
+            out[f"{f}, {name}"] = float(np.log(ratio))
     return out
 
 
-def percentile_interval(draws, estimate: float, what: str) -> Interval:
-    lo, hi = np.percentile(np.asarray(draws), [2.5, 97.5])
-    return Interval(float(estimate), float(lo), float(hi), what, int(np.asarray(draws).size))
+def c1_units(results: list[SeedResult], blocks: dict[str, int]) -> dict[str, np.ndarray]:
+    """C1's units (family, block) -> one log spread ratio per model seed, on its test prompts."""
+    per_seed = [family_spreads(r.runs["test"], blocks) for r in results]
+    return {u: np.array([p[u] for p in per_seed]) for u in per_seed[0]}
 
 
-def stratified(rng, y) -> np.ndarray:
-    """A bootstrap resample of indices that keeps each class's count."""
-    y = np.asarray(y, dtype=bool)
-    return np.concatenate([rng.choice(np.flatnonzero(y == c), (y == c).sum()) for c in (0, 1)])
+def pooled_log_ratios(results: list[SeedResult], layers) -> list[float]:
+    """The first form of C1, per layer and averaged over the model seeds: every violation
+    against every compliant response, whatever their families (a mixture of prompt forms)."""
+    out = []
+    for ell in layers:
+        vals = [
+            np.log(
+                mean_pairwise(r.runs["test"].z[~r.runs["test"].ok, ell])
+                / mean_pairwise(r.runs["test"].z[r.runs["test"].ok, ell])
+            )
+            for r in results
+        ]
+        out.append(float(np.mean(vals)))
+    return out
 
 
-def auroc_drop_draws(per_seed, method_a: str, method_b: str, n_boot: int, seed: int):
-    """Bootstrap draws (row 0: no resampling) of [drop of b] - [drop of a], drop = AUROC on the
-    seen family minus AUROC on the unseen ones, averaged over model seeds. ``per_seed`` holds,
-    for each model, (scores on T1, labels on T1, scores on T2-T6, labels on T2-T6)."""
-    rng = np.random.default_rng([seed, 11])
-    draws = np.zeros(n_boot + 1)
-    for s_seen, y_seen, s_un, y_un in per_seed:
-        for b in range(n_boot + 1):
-            i = np.arange(y_seen.size) if b == 0 else stratified(rng, y_seen)
-            j = np.arange(y_un.size) if b == 0 else stratified(rng, y_un)
-            drop = {
-                m: detect.auroc(y_seen[i], s_seen[m][i]) - detect.auroc(y_un[j], s_un[m][j])
-                for m in (method_a, method_b)
-            }
-            draws[b] += (drop[method_b] - drop[method_a]) / len(per_seed)
-    return draws
+#: C2's comparators: unit name -> method (the claim's own, and the training-free score)
+C2_BASELINES = {"logistic probe": "probe (T1)", "untrained entropy": "entropy"}
+
+
+def unseen_auroc_gaps(results: list[SeedResult]) -> dict[str, np.ndarray]:
+    """Per C2 baseline, one value per model seed: the AEO head's AUROC on the unseen attack
+    forms (T2-T6) minus the baseline's."""
+    per = seen_unseen(results)
+    return {
+        unit: np.array(
+            [detect.auroc(y, s["AEO head"]) - detect.auroc(y, s[method]) for _, _, s, y in per]
+        )
+        for unit, method in C2_BASELINES.items()
+    }
+
+
+def auroc_drop_gaps(results: list[SeedResult], method: str) -> np.ndarray:
+    """Per model seed: the AUROC drop from the seen form (T1) to the unseen ones of ``method``
+    minus that of the AEO head (the first form of C2, kept as a detail)."""
+    out = []
+    for s_seen, y_seen, s_un, y_un in seen_unseen(results):
+        drop = {
+            m: detect.auroc(y_seen, s_seen[m]) - detect.auroc(y_un, s_un[m])
+            for m in ("AEO head", method)
+        }
+        out.append(drop[method] - drop["AEO head"])
+    return np.array(out)
 
 
 @dataclass
@@ -303,18 +338,12 @@ def correction_runs(cfg, r: SeedResult, taus=(0.5, 0.8, 0.9, 0.95, 0.99, 0.999))
     }
 
 
-def c3_draws(per_seed: list[dict], aligned, n_boot: int, seed: int) -> np.ndarray:
-    """Paired bootstrap draws (row 0: no resampling) of min(overall gain of gated over base,
-    aligned change + 0.01), each averaged over the models; the same test prompts are
-    resampled for every model."""
+def c3_per_seed(per_seed: list[dict], aligned) -> np.ndarray:
+    """C3 per model seed: min(overall gain of gated correction over the base model, change of
+    aligned accuracy + 0.01), both on that model's test prompts."""
     aligned = np.asarray(aligned, dtype=bool)
-    base = np.array([p["acc"]["base"] for p in per_seed], dtype=float)
-    gated = np.array([p["acc"]["gated"] for p in per_seed], dtype=float)
-    n = base.shape[1]
-    rng = np.random.default_rng([seed, 17])
-    draws = np.empty(n_boot + 1)
-    for b in range(n_boot + 1):
-        i = np.arange(n) if b == 0 else rng.integers(0, n, n)
-        d, a = (gated - base)[:, i], aligned[i]
-        draws[b] = min(d.mean(), d[:, a].mean() + 0.01)
-    return draws
+    out = []
+    for p in per_seed:
+        d = p["acc"]["gated"].astype(float) - p["acc"]["base"].astype(float)
+        out.append(min(d.mean(), d[aligned].mean() + 0.01))
+    return np.array(out)

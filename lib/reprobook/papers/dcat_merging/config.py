@@ -69,7 +69,7 @@ class TrainConfig:
 
     data: DataConfig = DataConfig()
     llm: LLMConfig = LLMConfig()
-    n_seeds: int = 3  # training seeds: seed, seed + 1, ...
+    n_seeds: int = 5  # training seeds: seed, seed + 1, ...
     modelcompose: bool = False  # the paper-scale part (ModelCompose LoRAs on Vicuna-7B)
 
 
@@ -79,8 +79,9 @@ class MergeConfig:
 
     data: DataConfig = DataConfig()
     llm: LLMConfig = LLMConfig()
-    n_seeds: int = 3
+    n_seeds: int = 5
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)  # task-arithmetic grid
+    fixed_alphas: tuple[float, ...] = (0.5, 1.0)  # C1a and C1b are decided at each of these
     n_cal: int = 16  # calibration clips used (alpha, Gram matrices, the bound)
     tau: float = 0.1  # InfoNCE temperature
     ties_density: float = 0.2  # TIES keeps the top 20% of each task vector by magnitude
@@ -98,7 +99,7 @@ class DcatConfig:
 
     data: DataConfig = DataConfig()
     llm: LLMConfig = LLMConfig()
-    n_seeds: int = 3
+    n_seeds: int = 5
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
     n_cal: int = 16
     tau: float = 0.1
@@ -109,14 +110,17 @@ class DcatConfig:
     gamma_rel: float = 1e-3
     gammas_b: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)  # DCAT-B: gamma / mean diag(G_m)
     cal_sizes: tuple[int, ...] = (4, 8, 16, 32, 64)  # C4
+    fixed_lambda: float = 1.0  # C3b and C4: DCAT-A at this lambda ...
+    fixed_alpha: float = 1.0  # ... and this alpha, so that something is always merged
     modelcompose: bool = False
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): two_modalities 37 s (19 s of it the trainings of three seeds), and with the
-# models cached asymmetric_merging 20 s and dcat_closed_form 21 s. On the same machine shared
-# with other jobs the three took up to 82, 95 (retraining the models) and 48 s. A training step
-# of the width-64 LLM takes about 13 ms of one core.
+# start included), with three seeds: two_modalities 37 s (19 s of it the trainings of three
+# seeds), and with the models cached asymmetric_merging 20 s and dcat_closed_form 21 s. On the
+# same machine shared with other jobs the three took up to 82, 95 (retraining the models) and
+# 48 s. A training step of the width-64 LLM takes about 13 ms of one core. Five seeds (since
+# 2026-12-05) add about two thirds to each.
 _FULL_DATA = DataConfig(n_text_train=20_000)
 _FULL_LLM = LLMConfig(
     d=256,

@@ -32,6 +32,8 @@ __all__ = [
     "pick",
     "directions",
     "gains",
+    "fixed_gains",
+    "llm_distance",
     "asymmetry_study",
     "dcat_study",
     "baselines",
@@ -172,10 +174,12 @@ class Scorer:
     def recipient(self, state, bound: bool = True) -> dict:
         """Scores of a merged recipient (audio)."""
         m = self._load(state)
+        text = model.text_answer_scores(m.llm, self.text_labels)
         out = {
             "accuracy": model.answer_scores(m, self.s.audio[2])["accuracy"],
             "cal_nll": model.answer_scores(m, self.audio_cal)["nll"],
-            "text_accuracy": model.text_answer_scores(m.llm, self.text_labels)["accuracy"],
+            "text_accuracy": text["accuracy"],
+            "text_prob": text["prob"],
         }
         if bound:
             b = alignment.layer_bounds(m, self.audio_cal, self.tau)
@@ -275,6 +279,21 @@ def directions(s: Seeded, sc: Scorer, alphas) -> pd.DataFrame:
     return out
 
 
+def fixed_gains(sweep: pd.DataFrame, alpha: float) -> dict[str, float]:
+    """Per direction: the test-accuracy gain at a fixed ``alpha`` over alpha = 0, in points."""
+    out = {}
+    for name, g in sweep.groupby("direction", sort=False):
+        acc = dict(zip(g.alpha, g.accuracy))
+        out[name] = 100 * (acc[alpha] - acc[0.0])
+    return out
+
+
+def llm_distance(a: dict, b: dict) -> float:
+    """The Frobenius distance between the LLM parameters of two state dicts (is anything
+    merged at all?)."""
+    return merging.vector_norm({k: a[k] - b[k] for k in merging.llm_keys(a)})
+
+
 def gains(sweep: pd.DataFrame) -> dict[str, dict]:
     """Per direction: alpha chosen by the calibration likelihood, and the test-accuracy gain
     over alpha = 0 in points."""
@@ -371,7 +390,9 @@ def asymmetry_study(s: Seeded, cfg) -> dict:
 
 def dcat_study(s: Seeded, cfg) -> dict:
     """Notebook 3 for one seed: DCAT-A (lambda by the bound) and DCAT-B (gamma by the bound)
-    against the calibrated baselines; the lambda sweep; DCAT-A against calibration size."""
+    against the calibrated baselines; the lambda sweep; DCAT-A against calibration size; and
+    DCAT-A at the fixed lambda and alpha of C3b and C4, with how far it moved the weights."""
+    tau_s = merging.task_vector(s.donor, s.base)
     sc = Scorer(s, cfg.n_cal, cfg.tau, cfg.data.n_text_test)
     cal = calibrated(s, sc.audio_cal, sc.vision_cal)
     states, chosen = baselines(s, sc, cal, cfg.alphas, cfg)
@@ -392,21 +413,53 @@ def dcat_study(s: Seeded, cfg) -> dict:
         {"seed": s.seed, "lambda": l, "cal_bound": b, "seconds": sec, **sc.recipient(st, False)}
         for l, st, b, sec in sweep
     ]
-    sizes = []
+    sizes, fixed = [], {}
     for n in cfg.cal_sizes:
         sub = s.audio[1].take(n)
         c = calibrated(s, sub, s.vision[1].take(n))
         sw = dcat_sweep(s, sc, c, cfg.lambdas, cfg.gamma_rel, alpha, sub)
         ln = pick([r[0] for r in sw], [r[2] for r in sw], lowest=False)
         acc = sc.recipient(_at(sw, ln), False)["accuracy"]
-        sizes.append(
-            {"seed": s.seed, "n_cal": n, "lambda": ln, "accuracy": acc, "gram_seconds": c.seconds}
+        # DCAT-A at the fixed lambda and alpha (C3b, C4): something is merged whatever the bound
+        fixed[n] = merging.dcat(
+            s.recipient,
+            s.donor,
+            tau_s,
+            c.grams_m,
+            c.grams_t,
+            cfg.fixed_lambda,
+            cfg.gamma_rel,
+            cfg.fixed_alpha,
         )
+        sizes.append(
+            {
+                "seed": s.seed,
+                "n_cal": n,
+                "lambda": ln,
+                "accuracy": acc,
+                "accuracy_fixed": sc.recipient(fixed[n], False)["accuracy"],
+                "gram_seconds": c.seconds,
+            }
+        )
+    n_c3 = cfg.n_cal if cfg.n_cal in fixed else cfg.cal_sizes[0]
+    small, large = fixed[n_c3], fixed[max(cfg.cal_sizes)]
+    unmerged = sc.recipient(dict(s.recipient), False)
+    fixed_small = sc.recipient(small, False)
     return {
         "table": table,
         "lambdas": pd.DataFrame(lam_rows),
         "sizes": pd.DataFrame(sizes),
         "gram_seconds": cal.seconds,
+        "fixed": {
+            "n_cal": n_c3,
+            "text_prob_change": 100 * (fixed_small["text_prob"] - unmerged["text_prob"]),
+            "text_accuracy_change": 100
+            * (fixed_small["text_accuracy"] - unmerged["text_accuracy"]),
+            "unmerged_text_prob": 100 * unmerged["text_prob"],
+            "distance_from_recipient": llm_distance(small, s.recipient),
+            "distance_small_large": llm_distance(small, large),
+            "recipient_vector_norm": merging.vector_norm(merging.task_vector(s.recipient, s.base)),
+        },
     }
 
 

@@ -177,4 +177,5 @@ def _scores(logits: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     digit_ids = torch.as_tensor(data.DIGIT_IDS)
     acc = (logits[:, digit_ids].argmax(-1) == y).float().mean()
     nll = nn.functional.cross_entropy(logits, digit_ids[y])
-    return {"accuracy": float(acc), "nll": float(nll)}
+    prob = torch.softmax(logits, -1)[torch.arange(len(y)), digit_ids[y]].mean()
+    return {"accuracy": float(acc), "nll": float(nll), "prob": float(prob)}
