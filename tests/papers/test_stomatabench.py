@@ -295,3 +295,71 @@ def test_full_profile_says_what_it_needs():
     with pytest.raises(RuntimeError, match=r"torchvision==0\.28\.0"):
         full.check_requirements(config.sizes_of(fullp))
     full.check_requirements(config.Sizes())  # the reduced profile needs nothing more
+
+
+def _hand_tables(n=3, reverse=True, noise=0.0):
+    """n replicate tables; D1 has the lowest AP on every split but, when ``reverse``, the lowest
+    count MAE on far-OOD (a systematic reversal) and the largest transfer loss there."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    tables = []
+    for r in range(n):
+        rows = []
+        for d, ap in (("D1", 0.1), ("D2", 0.5), ("D3", 0.3)):
+            for s in experiments.TEST_SPLITS:
+                a = ap + noise * rng.normal()
+                far_mae = {"D1": 1.0, "D2": 2.0, "D3": 3.0}[d]  # D1 counts best, D2 second
+                mae = far_mae if (reverse and s == "far") else 1 - a
+                rows.append(
+                    {
+                        "seed": r,
+                        "split": s,
+                        "detector": d,
+                        "AP": a,
+                        "F1": a,
+                        "count_MAE": mae + 0.01 * r,
+                        "density_CCC": a,
+                        "transfer_loss": 0.01 + (0.2 + 0.01 * r if d == "D2" and s == "far" else 0),
+                        "rel_bias": 0.0,
+                        "miss_fraction": 0.5,
+                    }
+                )
+        tables.append(pd.DataFrame(rows))
+    return tables
+
+
+def test_comparisons_keep_their_identity_across_replicates():
+    tables = _hand_tables()
+    taus = experiments.tau_groups(tables)
+    assert len(taus) == 9 and all(len(v) == 3 for v in taus.values())
+    assert taus["far: AP vs count_MAE"] == pytest.approx([-1 / 3] * 3)
+    assert taus["near: AP vs F1"] == pytest.approx([1.0] * 3)
+    excess = experiments.excess_groups(tables)
+    assert len(excess) == 18
+    # D2 has the higher AP and the larger transfer loss on far-OOD: a positive excess
+    assert excess["far: D1 vs D2, transfer loss"] == pytest.approx([0.2, 0.21, 0.22])
+    assert excess["near: D1 vs D2, transfer loss"] == pytest.approx([0.0] * 3)
+
+
+def test_simultaneous_extreme_is_bonferroni_and_never_decided_by_equal_replicates():
+    tables = _hand_tables()
+    iv, group, table = experiments.simultaneous_extreme(
+        experiments.tau_groups(tables), "min", bounds=(-1.0, 1.0)
+    )
+    # every comparison's replicates agree exactly: each gets the whole range, never width 0
+    assert group == "far: AP vs count_MAE" and iv.estimate == pytest.approx(-1 / 3)
+    assert (iv.low, iv.high) == (-1.0, 1.0)
+    assert "Bonferroni" in iv.method and "Student-t" in iv.method and iv.n == 3
+    iv2, group2, _ = experiments.simultaneous_extreme(experiments.excess_groups(tables), "max")
+    assert group2 == "far: D1 vs D2, transfer loss" and iv2.estimate == pytest.approx(0.21)
+    # the interval of the largest mean is at least as wide as that comparison's own 95% one,
+    # since each is made at 1 - 0.05/18
+    own = core.t_interval([0.2, 0.21, 0.22])
+    assert iv2.low < own.low and iv2.high > own.high
+    from scipy import stats
+
+    half = stats.t.ppf(1 - 0.05 / 36, 2) * np.std([0.2, 0.21, 0.22], ddof=1) / np.sqrt(3)
+    assert iv2.low == pytest.approx(0.21 - half)
+    with pytest.raises(ValueError, match="same number"):
+        experiments.simultaneous_extreme({"a": [1, 2], "b": [1, 2, 3]}, "min")

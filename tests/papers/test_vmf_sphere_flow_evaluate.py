@@ -1041,3 +1041,45 @@ def test_cross_entropy_by_level_is_log_v_for_a_uniform_posterior_and_repeatable(
     first = evaluate.cross_entropy_by_level(exact, x, W, (0.0, 5.0, 30.0))
     assert first == evaluate.cross_entropy_by_level(exact, x, W, (0.0, 5.0, 30.0))
     assert first[30.0] < first[5.0] < first[0.0] < math.log(4)  # more signal, lower cross-entropy
+
+
+def test_intervals_over_training_seeds_are_accepted_for_claims_that_need_them():
+    # C4 and C6 (Welch over two sets of networks) and C7, C8 (paired over seeds, Bonferroni for
+    # both baselines) are decided over training seeds at the full profile; the book's record
+    # accepts only a Student-t interval there, and a simultaneous one for a min over baselines.
+    from reprobook.core.claims import _check_design
+    from reprobook.core.chapters import get_chapter
+
+    chapter = get_chapter("vmf_sphere_flow")
+    a, b = [2.1, 2.3, 2.2, 2.4, 2.0], [2.5, 2.4, 2.7, 2.6, 2.5]
+    _check_design(chapter.claim("C6"), evaluate.difference_interval(a, b))
+    pairs = {"geodesic": (b, a), "euclidean": (b, a)}
+    _check_design(chapter.claim("C4"), evaluate.smallest_difference(pairs)[1])
+    _check_design(chapter.claim("C7"), evaluate.smallest_difference(pairs, paired=True)[1])
+    for cid in ("C3", "C4", "C5", "C6", "C7", "C8"):
+        claim = chapter.claim(cid)
+        assert claim.trained and claim.replicates == "training seeds"
+        assert claim.verdict(None, "reduced") == "needs_full"
+
+
+def test_no_effect_of_the_language_claims_is_the_context_free_gap():
+    # C2 and C5 take as no effect the gap of a sampler whose posterior ignores the context:
+    # each token drawn from its position's marginal. Computed exactly from the chain.
+    from reprobook.core.chapters import get_chapter
+    from reprobook.papers.vmf_sphere_flow import config, data
+
+    lang = config.Language()
+    chain = data.MarkovChain(lang.V, lang.chain_seed, lang.concentration)
+    margs = [chain.init]
+    for _ in range(lang.L - 1):
+        margs.append(margs[-1] @ chain.trans)
+    free = -(margs[0] * chain.log_init).sum()
+    true = free
+    for prev, cur in zip(margs[:-1], margs[1:]):
+        free += -(np.outer(prev, cur) * chain.log_trans).sum()
+        true += -(prev[:, None] * chain.trans * chain.log_trans).sum()
+    gap = (free - true) / lang.L
+    chapter = get_chapter("vmf_sphere_flow")
+    for cid in ("C2", "C5"):
+        assert chapter.claim(cid).no_effect == pytest.approx(gap, abs=0.05)
+    assert chapter.claim("C6").no_effect < gap

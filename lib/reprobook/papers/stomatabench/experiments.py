@@ -272,3 +272,78 @@ def c3_statistic(table) -> float:
             p.loc["far", "miss_fraction"] - p.loc["near", "miss_fraction"],
         ]
     return float(min(margins))
+
+
+def tau_groups(tables) -> dict[str, list[float]]:
+    """C1's comparisons, one per test split and measurement metric: ``{"far: AP vs count_MAE":
+    [tau of replicate 1, tau of replicate 2, ...]}`` from the replicates' reliability tables."""
+    groups: dict[str, list[float]] = {}
+    for table in tables:
+        for r in ranking_taus(table):
+            groups.setdefault(f"{r['split']}: {r['pair']}", []).append(float(r["tau"]))
+    return groups
+
+
+def excess_groups(tables) -> dict[str, list[float]]:
+    """C2's comparisons, one per test split, pair of detectors and reliability measure
+    (threshold-transfer loss, |relative count bias|): in each replicate, the measure of the
+    pair's higher-AP detector minus that of its lower-AP one (positive: the higher-AP detector
+    is the less reliable). An exact tie in AP counts as no excess (0)."""
+    groups: dict[str, list[float]] = {}
+    for table in tables:
+        for s, part in table.groupby("split", sort=False):
+            p = part.set_index("detector")
+            for a, i in enumerate(DETECTORS):
+                for j in DETECTORS[a + 1 :]:
+                    sign = float(np.sign(p.loc[i, "AP"] - p.loc[j, "AP"]))
+                    for name, key, f in (
+                        ("transfer loss", "transfer_loss", float),
+                        ("|relative count bias|", "rel_bias", abs),
+                    ):
+                        excess = sign * (f(p.loc[i, key]) - f(p.loc[j, key]))
+                        groups.setdefault(f"{s}: {i} vs {j}, {name}", []).append(excess)
+    return groups
+
+
+def simultaneous_extreme(groups, worst: str, level: float = 0.95, bounds=None):
+    """The smallest (``worst="min"``) or largest (``"max"``) of the comparisons' mean values
+    over replicates, with an interval that holds for all comparisons together: each gets its
+    Student-t interval over the replicates at the Bonferroni level 1 - (1 - level) / k, and
+    the extreme mean lies between the extremes of the low ends and of the high ends.
+
+    ``bounds`` (lo, hi): the range of the metric (Kendall's tau: -1 to 1). Then a comparison
+    whose replicates all take one value, whose t-interval has width 0 and says nothing about
+    the spread, gets the whole range instead, so that it never decides alone; and the result
+    is clipped to the range. Returns ``(interval, deciding comparison, table)``, the table
+    one row per comparison (mean and its Bonferroni interval)."""
+    import pandas as pd
+
+    from reprobook.core import Interval, t_interval
+
+    checks.choice(worst, "worst", ("min", "max"))
+    groups = {str(k): list(v) for k, v in groups.items()}
+    n = {len(v) for v in groups.values()}
+    if len(n) != 1 or min(n) < 2:
+        raise ValueError(f"every comparison needs the same number (>= 2) of replicates, got {n}")
+    each = 1 - (1 - level) / len(groups)
+    rows = {}
+    for g, v in groups.items():
+        t = t_interval(v, level=each)
+        low, high = t.low, t.high
+        if bounds is not None:
+            if np.ptp(v) <= 1e-9 * max(1.0, abs(t.mean)):  # equal replicates (float noise aside)
+                low, high = bounds
+            low, high = max(low, bounds[0]), min(high, bounds[1])
+        rows[g] = {"mean": t.mean, "low": low, "high": high}
+    table = pd.DataFrame(rows).T
+    pick = min if worst == "min" else max
+    group = pick(rows, key=lambda g: rows[g]["mean"])
+    low = pick(r["low"] for r in rows.values())
+    high = pick(r["high"] for r in rows.values())
+    reps = n.pop()
+    method = (
+        f"{'smallest' if worst == 'min' else 'largest'} of {len(rows)} comparison means, "
+        f"Student-t {each:.2%} each over {reps} replicates (Bonferroni, {level:.0%} together)"
+        + (f", clipped to [{bounds[0]:g}, {bounds[1]:g}]" if bounds is not None else "")
+    )
+    return Interval(float(rows[group]["mean"]), float(low), float(high), method, reps), group, table

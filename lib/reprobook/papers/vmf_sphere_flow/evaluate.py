@@ -276,7 +276,8 @@ def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> C
 
     paired (a_i and b_i measured on the same unit, e.g. one puzzle solved by two methods): the
     Student-t interval of the differences a_i - b_i, n - 1 degrees of freedom.
-    unpaired (independent samples): Welch's interval,
+    unpaired (independent samples): Welch's interval (a Student-t interval with the
+    Welch-Satterthwaite degrees of freedom),
 
         se = sqrt(s_a^2 / n_a + s_b^2 / n_b),
         df = se^4 / ((s_a^2 / n_a)^2 / (n_a - 1) + (s_b^2 / n_b)^2 / (n_b - 1)),
@@ -304,7 +305,7 @@ def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> C
         est,
         est - half,
         est + half,
-        f"Welch {level:.1%} over {x.size} + {y.size}",
+        f"Welch (Student-t, Welch's df) {level:.1%} over {x.size} + {y.size}",
         int(x.size + y.size),
     )
 
