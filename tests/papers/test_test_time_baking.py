@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -181,6 +182,23 @@ def test_seedwise_interval_is_the_union_of_seed_intervals():
     each = [core.bootstrap_interval(d, n_resamples=500, seed=s) for s, d in enumerate(diffs)]
     assert iv.low == min(e.low for e in each) and iv.high == max(e.high for e in each)
     assert iv.n == 3
+
+
+def test_seed_mean_interval_is_student_t_over_the_seed_means():
+    diffs = [np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0]), np.array([4.0])]
+    per_seed, iv = experiments.seed_mean_interval(diffs)
+    assert per_seed.tolist() == [2.0, 0.5, 4.0]
+    t = core.t_interval(per_seed)
+    assert (iv.estimate, iv.low, iv.high, iv.n) == (t.mean, t.low, t.high, 3)
+    assert "Student-t" in iv.method
+
+
+def test_kept_share_is_zero_at_the_floor_one_at_the_reference_and_zero_without_a_gain():
+    floor = np.array([10.0, 12.0])
+    ref = [np.array([14.0, 16.0]), np.array([9.0, 11.0])]  # the second seed is below the floor
+    assert experiments.kept_share([floor, floor], ref, floor).tolist() == [0.0, 0.0]
+    assert experiments.kept_share([ref[0], ref[0]], ref, floor).tolist() == [1.0, 0.0]
+    assert experiments.kept_share([np.array([12.0, 14.0])], ref[:1], floor).tolist() == [0.5]
 
 
 def test_profiles_resolve():

@@ -31,7 +31,7 @@ __all__ = [
     "SLUG", "LABELS", "scene_tokens", "train_pool", "test_set", "ViewSynthesisModule",
     "KVModule", "TTTModule", "TTBAModule", "TTBBModule", "TTBGTInputModule", "MODULES",
     "trained", "train_all", "predict", "scores", "mean_colour", "seedwise_paired_interval",
-    "floor_clearance", "floor_guard", "fit_errors",
+    "seed_mean_interval", "kept_share", "floor_clearance", "floor_guard", "fit_errors",
 ]  # fmt: skip
 
 SLUG = "test_time_baking"
@@ -226,6 +226,26 @@ def seedwise_paired_interval(diffs_by_seed, n_resamples: int = 2000) -> core.Int
     method = f"union of per-seed paired bootstrap 95% over {n_items} scenes, {len(ivs)} seeds"
     return core.Interval(est, min(iv.low for iv in ivs), max(iv.high for iv in ivs), method,
                          len(ivs))  # fmt: skip
+
+
+def seed_mean_interval(diffs_by_seed, level: float = 0.95) -> tuple[np.ndarray, core.Interval]:
+    """Per training seed, the mean of its paired per-scene differences (the scenes nested inside
+    the seed), and the Student-t interval of those means over the seeds: the interval a claim
+    about trained models is decided on."""
+    per_seed = np.array([float(np.mean(d)) for d in diffs_by_seed])
+    return per_seed, core.as_interval(core.t_interval(per_seed, level=level))
+
+
+def kept_share(psnr_by_seed, ref_psnr_by_seed, floor_psnr) -> np.ndarray:
+    """Per seed, the share of the reference model's PSNR gain over the floor that a model keeps,
+    (PSNR - floor) / (PSNR_ref - floor), each PSNR the mean over the test scenes: 0 when the
+    model is at the floor, 1 when it matches the reference. A seed whose reference does not
+    beat the floor gets a share of 0 (the floor guard then leaves the claim undecided)."""
+    floor = np.asarray(floor_psnr, dtype=float)
+    lead = np.array([float(np.mean(np.asarray(p) - floor)) for p in psnr_by_seed])
+    ref = np.array([float(np.mean(np.asarray(p) - floor)) for p in ref_psnr_by_seed])
+    checks.same_shape("psnr_by_seed", lead.shape, "ref_psnr_by_seed", ref.shape)
+    return np.where(ref > 0, lead / np.where(ref > 0, ref, 1.0), 0.0)
 
 
 def floor_clearance(psnr_by_seed, floor_psnr, n_resamples: int = 2000) -> core.Interval:
