@@ -135,9 +135,7 @@ def test_trained_models_are_decided_over_training_seeds(toy_book: Path, monkeypa
 
 
 def test_a_min_over_comparisons_needs_a_simultaneous_interval(toy_book, monkeypatch) -> None:
-    run = _toy(
-        toy_book, monkeypatch, metric="smallest gain of A over B", aggregate="min"
-    )
+    run = _toy(toy_book, monkeypatch, metric="smallest gain of A over B", aggregate="min")
     gains = {"x": [0.03, 0.05, 0.04], "y": [0.02, 0.03, 0.025]}
     with pytest.raises(ValueError, match="simultaneous interval"):
         run.record("T1", core.t_interval(gains["y"]))  # the worst one, as if it were the only one

@@ -96,9 +96,7 @@ def unrecorded_changes(current: chapters.Claim, first: dict) -> list[str]:
     if first.get("evidence", current.evidence) != current.evidence:
         # an exact claim turned illustration (or back) decides differently: say so in the open
         if not any(r.check == first.get("check") for r in current.revisions):
-            problems.append(
-                f"evidence changed from {first.get('evidence')} to {current.evidence}"
-            )
+            problems.append(f"evidence changed from {first.get('evidence')} to {current.evidence}")
     if norm_metric(first.get("metric", "")) != norm_metric(current.metric):
         if not any(
             r.metric is not None and norm_metric(r.metric) == norm_metric(first.get("metric", ""))
@@ -262,9 +260,20 @@ def results_before_claims(folder: Path, root: Path, since: str = CLAIMS_FIRST_SI
         if first_claims is None:
             problems.append(f"{nb.name} records claims, but no claims were ever committed")
             continue
-        before = subprocess.run(
-            ["git", "-C", str(root), "merge-base", "--is-ancestor", first_claims[0], recording[0]]
-        ).returncode == 0
+        before = (
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(root),
+                    "merge-base",
+                    "--is-ancestor",
+                    first_claims[0],
+                    recording[0],
+                ]
+            ).returncode
+            == 0
+        )
         if recording[0] == first_claims[0] or not before:
             problems.append(
                 f"{nb.name} recorded into claims.yml in {recording[0][:10]}, not after the claims "
@@ -301,9 +310,11 @@ def test_the_claims_first_rule_catches_a_notebook_committed_with_its_claims(tmp_
     (folder / "01_a.ipynb").write_text('{"cells": ["run.record(\'C1\', x)"]}')
     git("add", "-A")
     git("commit", "-qm", "claims and results together")
+    recorded = _first_commit("notebooks/20_new/01_a.ipynb", tmp_path)[0][:10]
+    claimed = _claims_commit("notebooks/20_new/claims.yml", tmp_path)[0][:10]
     assert results_before_claims(folder, tmp_path, since="2000-01-01") == [
-        f"01_a.ipynb recorded into claims.yml in {_first_commit('notebooks/20_new/01_a.ipynb', tmp_path)[0][:10]}, "
-        f"not after the claims were committed ({_claims_commit('notebooks/20_new/claims.yml', tmp_path)[0][:10]})"
+        f"01_a.ipynb recorded into claims.yml in {recorded}, "
+        f"not after the claims were committed ({claimed})"
     ]
     # claims first, then a notebook that records: accepted
     (folder / "02_b.ipynb").write_text('{"cells": ["run.record(\'C1\', y)"]}')

@@ -193,9 +193,13 @@ def test_verdicts_follow_the_check() -> None:
             TOY_CLAIMS.replace(
                 "evidence: exact\n    notebook: 01_draw",
                 "evidence: statistical\n    notebook: 01_draw",
-            ).replace("reproduced: {max: 0.5}", "reproduced: {equals: true}")
-            .replace("notebook: 01_draw", "no_effect: 0\n    replicates: runs\n    baseline: none"
-                     "\n    notebook: 01_draw", 1),
+            )
+            .replace("reproduced: {max: 0.5}", "reproduced: {equals: true}")
+            .replace(
+                "notebook: 01_draw",
+                "no_effect: 0\n    replicates: runs\n    baseline: none\n    notebook: 01_draw",
+                1,
+            ),
             "use min and max, not equals",
         ),
         (

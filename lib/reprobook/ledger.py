@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from .core.chapters import (
-    BASIS_MEANINGS,
     VERDICT_LABELS,
     Claim,
     find_chapters,
@@ -490,7 +489,7 @@ def overview_figure(rows: list[dict[str, Any]], path: Path, title: str = "") -> 
         loc="left",
     )
     # one bar per group: how many claims rest on it, and what came out
-    for k, (group, label) in enumerate(FIGURE_GROUPS):
+    for k, (group, _) in enumerate(FIGURE_GROUPS):
         mine = [r for r in rows if r.get("group") == group]
         left = 0
         for v, n in counts(mine).items():

@@ -78,11 +78,15 @@ def _units_text(row: dict[str, Any]) -> str:
     units = row.get("units") or {}
     if not units:
         return ""
-    return "each unit: " + "; ".join(
-        f"{name} {ledger.value_cell(u.get('value'), u.get('interval'))}"
-        + (f" ({VERDICT_LABELS[u['verdict']]})" if u.get("verdict") else "")
-        for name, u in units.items()
-    ) + "."
+    return (
+        "each unit: "
+        + "; ".join(
+            f"{name} {ledger.value_cell(u.get('value'), u.get('interval'))}"
+            + (f" ({VERDICT_LABELS[u['verdict']]})" if u.get("verdict") else "")
+            for name, u in units.items()
+        )
+        + "."
+    )
 
 
 def stale_text(reasons: list[str]) -> str:

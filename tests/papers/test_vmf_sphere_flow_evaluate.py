@@ -1047,8 +1047,8 @@ def test_intervals_over_training_seeds_are_accepted_for_claims_that_need_them():
     # C4 and C6 (Welch over two sets of networks) and C7, C8 (paired over seeds, Bonferroni for
     # both baselines) are decided over training seeds at the full profile; the book's record
     # accepts only a Student-t interval there, and a simultaneous one for a min over baselines.
-    from reprobook.core.claims import _check_design
     from reprobook.core.chapters import get_chapter
+    from reprobook.core.claims import _check_design
 
     chapter = get_chapter("vmf_sphere_flow")
     a, b = [2.1, 2.3, 2.2, 2.4, 2.0], [2.5, 2.4, 2.7, 2.6, 2.5]

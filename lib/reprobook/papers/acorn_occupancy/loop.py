@@ -613,7 +613,10 @@ def smallest_proportion(counts: dict[str, tuple[int, int]], level: float = 0.95)
     n_units = sum(int(n) for _, n in counts.values())
     names = ", ".join(counts)
     return Interval(
-        est, low, high, f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each (Bonferroni)",
+        est,
+        low,
+        high,
+        f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each (Bonferroni)",
         n_units,
     )
 
