@@ -202,46 +202,36 @@ def _records(text: str) -> bool:
     return text.count(".record(") > text.count(SCAFFOLD_RECORD)
 
 
-def _first_commit(rel: str, root: Path, needle: str | None = None) -> tuple[str, str] | None:
-    """(commit, ISO date) of the first commit whose version of ``rel`` exists (and, with a
-    ``needle``, records a claim), following renames; None when there is none."""
+def _first_where(rel: str, root: Path, accept, follow: bool = True) -> tuple[str, str] | None:
+    """(commit, ISO date) of the first commit whose version of ``rel`` exists and whose text
+    ``accept`` takes; None when there is none."""
+    args = ["log", *(["--follow"] if follow else []), "--reverse", "--format=%H %cI", "--", rel]
     log = subprocess.run(
-        ["git", "-C", str(root), "log", "--follow", "--reverse", "--format=%H %cI", "--", rel],
-        check=True,
-        capture_output=True,
-        text=True,
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
     ).stdout.split("\n")
     for line in filter(None, log):
         commit, date = line.split()
-        if needle is None:
-            return commit, date
         shown = subprocess.run(
             ["git", "-C", str(root), "show", f"{commit}:{rel}"], capture_output=True, text=True
         )
-        if shown.returncode == 0 and _records(shown.stdout):
+        if shown.returncode == 0 and accept(shown.stdout):
             return commit, date
     return None
+
+
+def _first_commit(rel: str, root: Path) -> tuple[str, str] | None:
+    """The first commit in which a notebook records a claim (not the scaffold's example)."""
+    return _first_where(rel, root, _records)
+
+
+def _has_claims(text: str) -> bool:
+    claims = (yaml.safe_load(text) or {}).get("claims") or []
+    return any(not _is_scaffold_example(c) for c in claims if isinstance(c, dict))
 
 
 def _claims_commit(rel: str, root: Path) -> tuple[str, str] | None:
     """The first commit of a claims file that holds a claim other than the scaffold's example."""
-    log = subprocess.run(
-        ["git", "-C", str(root), "log", "--reverse", "--format=%H %cI", "--", rel],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split("\n")
-    for line in filter(None, log):
-        commit, date = line.split()
-        shown = subprocess.run(
-            ["git", "-C", str(root), "show", f"{commit}:{rel}"], capture_output=True, text=True
-        )
-        if shown.returncode:
-            continue
-        claims = (yaml.safe_load(shown.stdout) or {}).get("claims") or []
-        if any(not _is_scaffold_example(c) for c in claims if isinstance(c, dict)):
-            return commit, date
-    return None
+    return _first_where(rel, root, _has_claims, follow=False)
 
 
 def results_before_claims(folder: Path, root: Path, since: str = CLAIMS_FIRST_SINCE) -> list[str]:
@@ -254,7 +244,7 @@ def results_before_claims(folder: Path, root: Path, since: str = CLAIMS_FIRST_SI
     problems = []
     for nb in sorted(folder.glob("*.ipynb")):
         rel = f"{rel_folder}/{nb.name}"
-        recording = _first_commit(rel, root, needle=".record(")
+        recording = _first_commit(rel, root)
         if recording is None:
             continue
         if first_claims is None:
