@@ -318,32 +318,35 @@ def simultaneous_extreme(groups, worst: str, level: float = 0.95, bounds=None):
     one row per comparison (mean and its Bonferroni interval)."""
     import pandas as pd
 
-    from reprobook.core import Interval, t_interval
+    from reprobook.core import Interval, worst_group_interval
 
     checks.choice(worst, "worst", ("min", "max"))
     groups = {str(k): list(v) for k, v in groups.items()}
     n = {len(v) for v in groups.values()}
     if len(n) != 1 or min(n) < 2:
         raise ValueError(f"every comparison needs the same number (>= 2) of replicates, got {n}")
+    reps = n.pop()
+    # the Bonferroni intervals and the extreme comparison are core's; what is ours is the
+    # metric's range, given to comparisons whose replicates all agree
+    found = worst_group_interval(groups, worst=worst, level=level, n=reps)
     each = 1 - (1 - level) / len(groups)
     rows = {}
-    for g, v in groups.items():
-        t = t_interval(v, level=each)
+    for g, t in found.by_group.items():
         low, high = t.low, t.high
         if bounds is not None:
+            v = groups[g]
             if np.ptp(v) <= 1e-9 * max(1.0, abs(t.mean)):  # equal replicates (float noise aside)
                 low, high = bounds
             low, high = max(low, bounds[0]), min(high, bounds[1])
         rows[g] = {"mean": t.mean, "low": low, "high": high}
     table = pd.DataFrame(rows).T
     pick = min if worst == "min" else max
-    group = pick(rows, key=lambda g: rows[g]["mean"])
     low = pick(r["low"] for r in rows.values())
     high = pick(r["high"] for r in rows.values())
-    reps = n.pop()
     method = (
         f"{'smallest' if worst == 'min' else 'largest'} of {len(rows)} comparison means, "
         f"Student-t {each:.2%} each over {reps} replicates (Bonferroni, {level:.0%} together)"
         + (f", clipped to [{bounds[0]:g}, {bounds[1]:g}]" if bounds is not None else "")
     )
+    group = found.group
     return Interval(float(rows[group]["mean"]), float(low), float(high), method, reps), group, table
