@@ -120,7 +120,8 @@ def test_knn_with_k_one_returns_the_label_of_an_identical_feature():
     assert torch.equal(p.argmax(dim=1), labels[[3, 7]]) and torch.allclose(
         p.max(dim=1).values, torch.ones(2)
     )
-    q = memory.knn_posterior(keys, keys, labels, 4, k=5, exclude_self=True)
+    ids = torch.arange(20)
+    q = memory.knn_posterior(keys, keys, labels, 4, k=5, exclude=(ids, ids))
     assert torch.allclose(q.sum(dim=1), torch.ones(20))
     assert torch.allclose(memory.mix(p, p * 0 + 0.25, 0.0), p)
 
@@ -142,7 +143,8 @@ def test_focus_with_zero_steps_is_a_no_op():
 def test_merged_head_equals_head_then_surrogate(kind):
     head, H, y = _head(), torch.randn(30, 6), torch.randint(0, 4, (30,))
     sur = memory.make_surrogate(kind, 4, 6, seed=2)
-    p_mem = memory.knn_posterior(H, H, y, 4, k=3, exclude_self=True)
+    ids = torch.arange(30)
+    p_mem = memory.knn_posterior(H, H, y, 4, k=3, exclude=(ids, ids))
     memory.focus_fit(head, sur, H, y, p_mem, steps=20)
     with torch.no_grad():
         expected = sur(head(H), H)

@@ -29,7 +29,6 @@ class BaselinesConfig:
     milestones: tuple[int, ...] = ()  # SGD: epochs of the x0.1 decays
     warmup: int = 0  # SGD: linear warm-up epochs
     weight_decay: float = 0.0  # weight decay
-    fallback_samples: int = 200_000  # MNIST-1D size used when CIFAR cannot be had
     # TailCon's knobs (LA is trained with the memory filled and never read):
     capacity: int = 16  # memory items per class
     focus_every: int = 10  # epochs between FOCUS consolidations (and after the last)

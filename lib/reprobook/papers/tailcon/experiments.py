@@ -45,7 +45,9 @@ _MEMORY_FIELDS = (
 
 
 def load_split(dataset: str, imbalance: float, profile: str, n_samples: int | None = None):
-    """The long-tailed split of ``dataset``; MNIST-1D is cached beside the checkpoints."""
+    """The long-tailed split of ``dataset``; MNIST-1D is cached beside the checkpoints.
+    CIFAR-LT that cannot be had raises :class:`data.DataUnavailable`, which names the data and
+    how to get it; no other data set is put in its place."""
     dataset = checks.choice(dataset, "dataset", ("digits", "mnist1d", "cifar10", "cifar100"))
     if dataset == "digits":
         return data.digits(imbalance)
@@ -54,10 +56,12 @@ def load_split(dataset: str, imbalance: float, profile: str, n_samples: int | No
         return data.mnist1d(n_samples or 20_000, imbalance, cache=cache)
     try:
         return data.cifar_lt(dataset, imbalance)
-    except data.DataUnavailable as err:
-        n = n_samples or 200_000
-        print(f"{err}\nFalling back to MNIST-1D with {n:,} samples at IF {imbalance:g}.")
-        return data.mnist1d(n, imbalance, cache=core.checkpoints_dir(profile, SLUG))
+    except data.DataUnavailable as err:  # refused, never replaced by other data
+        raise data.DataUnavailable(
+            f"{err}. The {profile} profile of notebooks 01 and 02 needs {dataset}-LT and does "
+            "not substitute other data; run them at the reduced profile, or see notebook 03 "
+            "for MNIST-1D at scale"
+        ) from None
 
 
 def _kind(split) -> tuple[str, int]:

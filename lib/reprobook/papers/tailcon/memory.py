@@ -30,12 +30,22 @@ def insert_mask(logits: torch.Tensor, y: torch.Tensor, rare: torch.Tensor, delta
 
 
 class EpisodicMemory(nn.Module):
-    """A detached per-class FIFO memory of capacity ``capacity`` per class.
+    """A detached per-class FIFO memory of capacity ``capacity`` per class, one slot per
+    training item.
 
     ``mode="feature"`` stores the features ``stop_grad(h)``; ``mode="index"`` stores the
     training-set index, so that the items are re-encoded by the current backbone when read.
     Its tensors are buffers (saved with a model, never parameters) and never require
     gradients. Eviction is first in, first out.
+
+    An item is identified by its training-set index. An item met again while it is stored is
+    updated in place (its feature replaced by the new one, and it becomes the newest item of its
+    class) rather than given a second slot: a class then holds its ``capacity`` most recently
+    inserted *distinct* items. This follows the memory bank of Wu et al. (CVPR 2018), official
+    code ``zhirongw/lemniscate.pytorch``, ``lib/LinearAverage.py``, ``LinearAverageOp.backward``,
+    which writes each item's new feature into that item's own row; the index memory of
+    eq. `tailcon-insert` (notebooks/08_tailcon/index.md) would otherwise store the same item
+    twice and re-encode both copies to the same feature.
     """
 
     def __init__(self, n_classes: int, capacity: int, dim: int, mode: str = "feature"):
@@ -48,15 +58,24 @@ class EpisodicMemory(nn.Module):
         self.register_buffer("features", torch.zeros(n_classes, capacity, dim))
         self.register_buffer("indices", torch.full((n_classes, capacity), -1, **long))
         self.register_buffer("stamp", torch.full((n_classes, capacity), -1, **long))
-        self.register_buffer("clock", torch.zeros((), **long))  # items inserted so far
+        self.register_buffer("clock", torch.zeros((), **long))  # insertions so far
 
     @torch.no_grad()
     def add(self, features: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor) -> None:
-        """Insert items in order; a full class overwrites its oldest item."""
+        """Insert items in order. A stored item (same index) is updated in its own slot and
+        becomes its class's newest; a new item takes an empty slot or its class's oldest."""
         features = features.detach().to(self.features)
         for h, c, i in zip(features, labels.tolist(), indices.tolist()):
-            row = self.stamp[c]
-            slot = int(torch.argmin(row))  # an empty slot (-1) or the oldest item
+            held = (self.indices == i) & (self.stamp >= 0)  # this item's slot, if stored
+            if held.any():
+                c_held, slot = (int(v) for v in held.nonzero()[0])
+                if c_held != c:
+                    raise checks.InputError(
+                        f"item {i} is stored with label {c_held} and was given label {c}; "
+                        "an item keeps one label"
+                    )
+            else:
+                slot = int(torch.argmin(self.stamp[c]))  # an empty slot (-1) or the oldest
             self.features[c, slot] = h if self.mode == "feature" else 0.0
             self.indices[c, slot] = i
             self.stamp[c, slot] = self.clock
@@ -89,10 +108,15 @@ class EpisodicMemory(nn.Module):
         return feats, labels, idx
 
 
-def knn_posterior(h, keys, labels, n_classes: int, k: int = 10, T: float = 0.1, exclude_self=False):
+def knn_posterior(h, keys, labels, n_classes: int, k: int = 10, T: float = 0.1, exclude=None):
     """The memory's class posterior by cosine kNN voting,
-    ``p_mem(c | h) propto sum_{j in kNN(h)} exp(cos(h, h_j) / T) [y_j = c]``.
-    ``exclude_self`` (for queries that are the keys themselves) drops the diagonal.
+    ``p_mem(c | h) propto sum_{j in kNN(h)} exp(cos(h, h_j) / T) [y_j = c]`` (the weighted
+    vote of Wu et al., CVPR 2018, official code ``zhirongw/lemniscate.pytorch``, ``test.py``,
+    ``kNN``).
+
+    ``exclude = (query_ids, key_ids)`` leaves each query's own item out: key ``j`` gives query
+    ``b`` no vote when ``key_ids[j] == query_ids[b]`` (every copy of the item, not only one
+    slot). This is the leave-one-out posterior of eq. `tailcon-focus`.
 
     Implements eq. `tailcon-knn` of notebooks/08_tailcon/index.md.
     """
@@ -100,10 +124,21 @@ def knn_posterior(h, keys, labels, n_classes: int, k: int = 10, T: float = 0.1, 
     T = checks.real(T, "T", above=0.0)
     keys = keys.to(h)
     sim = F.normalize(h, dim=1) @ F.normalize(keys, dim=1).T  # cos(h, h_j), shape (B, M)
-    if exclude_self:
-        sim = sim - 1e9 * torch.eye(sim.shape[0], sim.shape[1], device=sim.device)
-    top, pos = sim.topk(min(k, keys.shape[0] - int(exclude_self)), dim=1)  # the k nearest
+    allowed = torch.ones_like(sim, dtype=torch.bool)
+    if exclude is not None:
+        q_ids, k_ids = (torch.as_tensor(v).to(h.device) for v in exclude)
+        if q_ids.shape != (h.shape[0],) or k_ids.shape != (keys.shape[0],):
+            raise checks.InputError(
+                f"exclude must be (query_ids, key_ids) of lengths {h.shape[0]} and "
+                f"{keys.shape[0]}, got shapes {tuple(q_ids.shape)} and {tuple(k_ids.shape)}"
+            )
+        allowed = q_ids[:, None] != k_ids[None, :]  # no vote from the item itself
+        if not allowed.any(dim=1).all():
+            raise checks.InputError("a query has no key left once its own item is left out")
+    sim = sim.masked_fill(~allowed, -1e9)
+    top, pos = sim.topk(min(k, keys.shape[0]), dim=1)  # the k nearest allowed keys
     votes = torch.exp((top - top.max(dim=1, keepdim=True).values) / T)  # exp(cos / T), stable
+    votes = votes * allowed.gather(1, pos)  # a left-out key never votes
     p = torch.zeros(h.shape[0], n_classes, device=h.device, dtype=h.dtype)
     p.scatter_add_(1, labels.to(h.device)[pos], votes)  # sum over neighbours of class c
     return p / p.sum(dim=1, keepdim=True)  # normalise: eq. tailcon-knn
@@ -189,19 +224,32 @@ def merge(head: nn.Linear, surrogate) -> None:
         raise checks.InputError(f"surrogate must be an LWS or a RankSurrogate, got {surrogate!r}")
 
 
-def focus(head, H, y, *, kind="lws", steps=100, lr=1e-2, gamma=1.0, k=10, T=0.1, rank=4, seed=0):
-    """One FOCUS consolidation: the memory posterior of each stored item (leave-one-out kNN),
-    a surrogate fitted to it and to the labels, then merged into ``head``. Returns the losses.
+def focus(
+    head, H, y, ids=None, *, kind="lws", steps=100, lr=1e-2, gamma=1.0, k=10, T=0.1, rank=4, seed=0
+):
+    """One FOCUS consolidation: the memory posterior of each stored item, leaving that item
+    out (``ids``: the items' training-set indices; without them, each row is its own item), a
+    surrogate fitted to it and to the labels, then merged into ``head``. Returns the losses.
 
     Implements eq. `tailcon-focus` and eq. `tailcon-merge` of notebooks/08_tailcon/index.md.
     """
     if len(y) < 2:
         return []
-    p_mem = knn_posterior(H, H, y, head.out_features, k=k, T=T, exclude_self=True)
+    ids = torch.arange(len(y)) if ids is None else torch.as_tensor(ids)
+    p_mem = knn_posterior(H, H, y, head.out_features, k=k, T=T, exclude=(ids, ids))
     sur = make_surrogate(kind, head.out_features, H.shape[1], rank, seed)
     losses = focus_fit(head, sur, H, y, p_mem, steps=steps, lr=lr, gamma=gamma, seed=seed)
     merge(head, sur)  # W, b <- the surrogate folded in
     return losses
+
+
+def own_label_mass(H, y, ids, n_classes: int, k: int = 10, T: float = 0.1) -> torch.Tensor:
+    """Per stored item, the leave-one-out memory posterior's mass on the item's own label,
+    ``p_mem(y_j | h_j)`` with every slot of item ``j`` left out (a diagnostic of FOCUS's KL
+    target)."""
+    ids = torch.as_tensor(ids)
+    p = knn_posterior(H, H, y, n_classes, k=k, T=T, exclude=(ids, ids))
+    return p.gather(1, y.to(p.device)[:, None])[:, 0]
 
 
 def transfer_ratio(head_focus: float, head_plain: float, retrieval_plain: float) -> float:

@@ -239,13 +239,14 @@ class TailConModule(LAModule):
             return
         was = self.net.training
         self.net.eval()  # features as the model would compute them at test time
-        H, y, _ = self.memory_items()
+        H, y, ids = self.memory_items()
         self.net.train(was)
         head = self.net.head
         memory.focus(
             head,
             H.to(self.device),
             y.to(self.device),
+            ids.to(self.device),  # each item's posterior leaves the item itself out
             seed=int(self.focus_epochs.sum()),
             **self.focus_kw,
         )
