@@ -55,6 +55,66 @@ def test_isolated_level_is_similar_to_itself_only():
     np.testing.assert_allclose(K[0], [1, 0, 0], atol=1e-12)
 
 
+def _expm_gram(L, beta):
+    E = scipy.linalg.expm(-beta * L)
+    s = np.sqrt(np.diag(E))
+    return E / np.outer(s, s)
+
+
+def test_isolated_level_stays_exact_at_large_beta_on_a_weighted_graph():
+    # exp(-beta L) of a block-diagonal L is block diagonal (the diffusion kernel of Kondor and
+    # Lafferty, 2002, "Diffusion kernels on graphs and other discrete input spaces"), so an
+    # isolated level (L = 1, exp(-beta L) = e^-beta) has similarity exactly 0 to every other
+    # level and 1 to itself for any beta. A full-matrix eigendecomposition mixed eigenvectors
+    # of eigenvalue 1 across the two components: at beta = 100 the old code gave -1 for the
+    # isolated level against each of the others (already off by 2e-3 at beta = 60).
+    W = np.zeros((5, 5))
+    for i, j, w in [(0, 2, 1.0), (0, 3, 0.4), (2, 4, 0.9), (3, 4, 0.7)]:
+        W[i, j] = W[j, i] = w  # level 1 is isolated
+    L = similarity.normalized_laplacian(W)
+    others = [0, 2, 3, 4]
+    for beta in (40.0, 100.0, 1000.0):
+        K = similarity.diffusion_gram(L, beta)
+        np.testing.assert_array_equal(K[1, others], 0.0)
+        np.testing.assert_array_equal(K[others, 1], 0.0)
+        np.testing.assert_array_equal(np.diag(K), 1.0)
+        # the connected part against scipy's expm of its own block (smallest eigenvalue 0,
+        # so nothing underflows there); at large beta it tends to the all-ones matrix
+        block = L[np.ix_(others, others)]
+        np.testing.assert_allclose(K[np.ix_(others, others)], _expm_gram(block, beta), atol=1e-10)
+    # at moderate beta, the whole Gram against scipy.linalg.expm (Al-Mohy and Higham's
+    # scaling and squaring) of the whole Laplacian
+    for beta in (0.3, 2.0, 9.0):
+        np.testing.assert_allclose(
+            similarity.diffusion_gram(L, beta), _expm_gram(L, beta), atol=1e-10
+        )
+
+
+def test_kernel_gram_keeps_an_isolated_tier_level_apart_at_large_beta():
+    # The same defect in the GP kernel: tiers (1, 3, 1, 1, 1) leave level 1 alone in its tier
+    # with no neighbouring tier; at beta = 100 the old eigendecomposition gave it a graph
+    # similarity of -1 to the four others.
+    tiers = [np.array([1, 3, 1, 1, 1])]
+    k = kernels.TaskAwareKernel((0,), [np.eye(5)], tiers, w=1.0).double()
+    with torch.no_grad():
+        k.initialize(raw_beta=k.raw_beta_constraint.inverse_transform(torch.tensor([100.0])))
+        G = k.gram(0).numpy()
+    np.testing.assert_array_equal(G[1, [0, 2, 3, 4]], 0.0)
+    np.testing.assert_allclose(np.diag(G), 1.0, atol=1e-12)
+    np.testing.assert_allclose(G[np.ix_([0, 2, 3, 4], [0, 2, 3, 4])], 1.0, atol=1e-12)
+    L = _laplacian(tiers[0])
+    np.testing.assert_allclose(
+        G, similarity.diffusion_gram(L, k.beta.detach()[0].item()), atol=1e-12
+    )
+
+
+def test_diffusion_gram_refuses_a_matrix_that_is_not_a_laplacian():
+    with pytest.raises(ValueError, match="graph Laplacian"):
+        similarity.diffusion_gram(np.array([[1.0, 0.5], [0.5, 1.0]]), 1.0)
+    with pytest.raises(ValueError, match="graph Laplacian"):
+        similarity.diffusion_gram(np.array([[1.0, -0.5], [0.0, 1.0]]), 1.0)
+
+
 def test_tanimoto_of_identical_fingerprints_is_one_and_gram_psd():
     smiles = ["CCO", "CCO", "c1ccccc1", "CC(=O)O", "(none)"]
     K = similarity.tanimoto_gram(similarity.fingerprints(smiles))

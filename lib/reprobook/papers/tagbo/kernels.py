@@ -28,19 +28,21 @@ from gpytorch.means import Mean
 
 from reprobook.core import checks
 
-from .similarity import normalized_laplacian, tier_graph
+from .similarity import diffusion_eigen, normalized_laplacian, tier_graph
 
 __all__ = ["TaskAwareKernel", "TierMean", "diffusion_gram_torch"]
 
 
 def diffusion_gram_torch(lam: torch.Tensor, V: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-    """exp(-beta L) from L = V diag(lam) V^T, rescaled to unit diagonal; differentiable in
-    beta.
+    """exp(-beta L), rescaled to unit diagonal, from the eigenpairs ``lam``, ``V`` of
+    :func:`.similarity.diffusion_eigen` (per connected component, each component's smallest
+    eigenvalue shifted to 0, which the rescaling cancels); differentiable in beta, and exact
+    for any beta: levels in different components get similarity 0.
 
     Implements eq. `tagbo-diffusion` of notebooks/09_tagbo/index.md.
     """
     K = (V * torch.exp(-beta * lam)) @ V.T  # V diag(exp(-beta lam)) V^T
-    s = torch.sqrt(torch.diagonal(K))  # K's diagonal, positive
+    s = torch.sqrt(torch.diagonal(K))  # K's diagonal, positive (>= the Perron vector squared)
     return K / s[:, None] / s[None, :]  # unit diagonal
 
 
@@ -85,7 +87,7 @@ class TaskAwareKernel(Kernel):
             L = normalized_laplacian(tier_graph(t)) if t is not None else np.zeros((n, n))
             if t is not None and len(t) != n:
                 raise checks.InputError(f"tiers[{j}] has {len(t)} levels, its Gram has {n}")
-            lam, V = np.linalg.eigh(L)
+            lam, V = diffusion_eigen(L)  # per component, shifted (see diffusion_gram_torch)
             self.register_buffer(f"lam_{j}", torch.as_tensor(lam))
             self.register_buffer(f"vec_{j}", torch.as_tensor(V))
         self.register_parameter("raw_beta", torch.nn.Parameter(torch.zeros(m)))

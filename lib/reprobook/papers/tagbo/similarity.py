@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 from rdkit import Chem, DataStructs, RDLogger
 from rdkit.Chem import rdFingerprintGenerator
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from reprobook.core import checks
 
@@ -29,6 +31,7 @@ __all__ = [
     "rbf_gram",
     "tier_graph",
     "normalized_laplacian",
+    "diffusion_eigen",
     "diffusion_gram",
 ]
 
@@ -114,15 +117,64 @@ def normalized_laplacian(W) -> np.ndarray:
     return np.eye(len(W)) - inv[:, None] * W * inv[None, :]  # eq. tagbo-laplacian
 
 
+def diffusion_eigen(laplacian) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenpairs that :func:`diffusion_gram` (and the kernel's Gram) use: ``mu`` (n,) and
+    ``V`` (n, n), taken one connected component of the graph at a time, so that every
+    eigenvector lives on one component (exact zeros elsewhere), and each eigenvalue shifted by
+    the smallest eigenvalue of its component: mu = lam - lam_min(component) >= 0.
+
+    Then V diag(exp(-beta mu)) V^T is exp(-beta L) with each component's block multiplied by
+    exp(beta lam_min(component)), a factor the unit-diagonal rescaling of eq.
+    `tagbo-diffusion` cancels. Without the shift, a component whose smallest eigenvalue is
+    above 0 (an isolated level has L = 1 and exp(-beta L) = e^-beta) underflows against the
+    rounding of the others: at beta = 100, a full-matrix eigendecomposition that mixes
+    eigenvectors of equal eigenvalues across components gave similarities of 1 (or -1)
+    between an isolated level and the rest. With it, each block's largest eigenvalue of
+    exp(-beta mu) is exactly 1, the diagonal is at least the component's Perron vector
+    squared (positive: L's off-diagonal entries are <= 0), and levels in different components
+    have similarity exactly 0, as exp(-beta L) is block diagonal.
+    """
+    L = checks.array(laplacian, "laplacian", ndim=2)
+    off = L - np.diag(np.diag(L))
+    if (
+        L.shape[0] != L.shape[1]
+        or L.shape[0] == 0
+        or not np.all(np.isfinite(L))
+        or not np.allclose(L, L.T, rtol=1e-9, atol=1e-12)
+        or np.any(off > 0)
+    ):
+        raise checks.InputError(
+            "laplacian must be a non-empty, finite, symmetric square matrix whose off-diagonal "
+            f"entries are <= 0 (a graph Laplacian); got shape {L.shape}"
+        )
+    L = (L + L.T) / 2
+    n = len(L)
+    _, comp = connected_components(csr_matrix(off != 0), directed=False)  # component labels
+    mu, V = np.zeros(n), np.zeros((n, n))
+    col = 0
+    for c in np.unique(comp):
+        idx = np.flatnonzero(comp == c)
+        lam_c, V_c = np.linalg.eigh(L[np.ix_(idx, idx)])  # L_c = V_c diag(lam_c) V_c^T
+        k = slice(col, col + len(idx))
+        mu[k] = lam_c - lam_c[0]  # shifted: the component's smallest eigenvalue becomes 0
+        V[idx, k] = V_c  # eigenvectors supported on the component only
+        col += len(idx)
+    return mu, V
+
+
 def diffusion_gram(laplacian, beta: float) -> np.ndarray:
     """K = exp(-beta L) through L's eigendecomposition, rescaled to unit diagonal:
-    K[l, l'] / sqrt(K[l, l] K[l', l']).
+    K[l, l'] / sqrt(K[l, l] K[l', l']). The eigenpairs are taken per connected component and
+    shifted (:func:`diffusion_eigen`), which leaves the rescaled Gram unchanged and keeps it
+    exact for any beta: levels in different components (an isolated level, say) have
+    similarity 0, and every diagonal entry is 1.
 
     Implements eq. `tagbo-diffusion` of notebooks/09_tagbo/index.md.
     """
-    L = checks.array(laplacian, "laplacian", ndim=2)
+    mu, V = diffusion_eigen(laplacian)  # L = V diag(mu + shift per component) V^T
     beta = checks.real(beta, "beta", minimum=0)
-    lam, V = np.linalg.eigh((L + L.T) / 2)  # L = V diag(lam) V^T
-    K = (V * np.exp(-beta * lam)) @ V.T  # exp(-beta L), eq. tagbo-diffusion
-    s = np.sqrt(np.diag(K))  # positive: exp(-beta L) is positive definite
-    return K / s[:, None] / s[None, :]  # unit diagonal
+    K = (V * np.exp(-beta * mu)) @ V.T  # exp(-beta L) up to a factor per component
+    s = np.sqrt(np.diag(K))  # positive: each component's Perron vector is positive
+    K = K / s[:, None] / s[None, :]  # unit diagonal
+    np.fill_diagonal(K, 1.0)  # K[l, l] / K[l, l] is 1; drop the last bit of rounding
+    return K
