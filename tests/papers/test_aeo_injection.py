@@ -155,6 +155,38 @@ def test_fpr95_on_a_hand_built_list():
     assert detect.fpr95(y, np.r_[np.ones(20) * 5, np.zeros(10)]) == 0.0
 
 
+def _fpr95_brute_force(y, s):
+    """FPR95 over every threshold: the smallest FPR of a threshold t (positives flagged when
+    their score is >= t) whose TPR reaches 0.95, counted in integers."""
+    y, s = np.asarray(y, bool), np.asarray(s, float)
+    best = 1.0
+    for t in np.unique(s):
+        if 20 * np.sum(s[y] >= t) >= 19 * y.sum():
+            best = min(best, np.sum(s[~y] >= t) / np.sum(~y))
+    return best
+
+
+def test_fpr95_keeps_the_threshold_where_tpr_first_reaches_095_under_ties():
+    # OpenOOD's auc_and_fpr_recall (openood/evaluators/metrics.py) defines FPR95 as the FPR at
+    # the first ROC point with TPR >= 0.95. 20 violations, 10 compliant, tied scores: at
+    # score 3, 18 violations and 4 compliant; at 2 and at 1, one of each; 4 compliant at 0.
+    # The ROC points (FPR, TPR) (0.4, 0.9), (0.5, 0.95), (0.6, 1.0) are collinear, so
+    # roc_curve's default drop_intermediate=True removes (0.5, 0.95) and the old code gave
+    # 0.6; the threshold 2 catches 19 of 20 violations and flags 5 of 10 compliant: 0.5.
+    y = np.r_[np.ones(20), np.zeros(10)]
+    s = np.r_[np.full(18, 3.0), 2.0, 1.0, np.full(4, 3.0), 2.0, 1.0, np.zeros(4)]
+    assert _fpr95_brute_force(y, s) == 0.5
+    assert detect.fpr95(y, s, "violation") == 0.5
+    # brute force over all thresholds on random tied lists, both conventions
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n_pos, n_neg = rng.integers(1, 40, size=2)
+        y = np.r_[np.ones(n_pos), np.zeros(n_neg)]
+        s = rng.integers(0, 6, size=n_pos + n_neg).astype(float)
+        assert detect.fpr95(y, s, "violation") == pytest.approx(_fpr95_brute_force(y, s))
+        assert detect.fpr95(y, s, "compliant") == pytest.approx(_fpr95_brute_force(1 - y, -s))
+
+
 def test_asymmetric_loss_by_hand_and_head_separates():
     c = torch.zeros(2)
     ec = torch.tensor([[1.0, 0.0], [0.0, 2.0]])

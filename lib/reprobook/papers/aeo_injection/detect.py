@@ -190,7 +190,18 @@ def fpr95(y_viol, score, convention: str = "violation") -> float:
     """FPR at 95% TPR. ``"violation"``: violations are positives, the share of compliant
     responses flagged at the first threshold that catches 95% of violations. ``"compliant"``:
     compliant responses are positives (score negated), the share of violations passed when
-    95% of compliant responses pass."""
+    95% of compliant responses pass.
+
+    The definition is the one of OpenOOD's ``auc_and_fpr_recall``
+    (openood/evaluators/metrics.py): walking the thresholds from the highest score down, the
+    FPR at the first ROC point whose TPR is at least 0.95, i.e. the smallest FPR of any
+    threshold that reaches a TPR of 0.95 (a positive is flagged when its score is at or above
+    the threshold). OpenOOD takes the OOD class as positive, as our ``"violation"`` convention
+    does with violations. Every distinct score is kept as a threshold (``roc_curve`` with
+    ``drop_intermediate=False``): the default drops collinear ROC points, which under tied
+    scores can remove exactly the point where the TPR first reaches 0.95 and so report the
+    FPR of a lower threshold. OpenOOD calls ``roc_curve`` with that default; we follow its
+    definition, not that side effect."""
     checks.choice(convention, "convention", ("violation", "compliant"))
     y = np.asarray(y_viol).astype(int)
     s = np.asarray(score, dtype=float)
@@ -198,5 +209,6 @@ def fpr95(y_viol, score, convention: str = "violation") -> float:
         y, s = 1 - y, -s
     if y.min() == y.max():
         raise checks.InputError("fpr95 needs both classes among the labels")
-    fpr, tpr, _ = roc_curve(y, s)
-    return float(fpr[np.searchsorted(tpr, 0.95, side="left")])
+    fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
+    # tpr is non-decreasing and ends at 1: the first index where it reaches 0.95 exists.
+    return float(fpr[np.argmax(tpr >= 0.95)])
