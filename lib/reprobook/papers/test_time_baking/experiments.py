@@ -4,7 +4,9 @@ Paper: "TTB: Test-Time Baking for Large View Synthesis Models" (NeurIPS 2026, no
 Data come from :mod:`.scenes` (training scenes of seed s are ``s * 10^6 + i``, test scenes
 ``10^9 + i``); each variant is a LightningModule trained with the same steps, batches and
 (matched) parameter count, cached between notebooks with ``core.load_or_train``. Quality is
-PSNR and SSIM from torchmetrics; comparisons are paired per test scene.
+PSNR (torchmetrics) and SSIM in the convention of LVSM's evaluation code (:func:`ssim`: Gaussian
+11 x 11 window, sigma 1.5, mean over the full windows only); comparisons are paired per test
+scene.
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ import math
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from skimage.metrics import structural_similarity
 from torch.utils.data import DataLoader, TensorDataset
-from torchmetrics.functional.image import (
-    peak_signal_noise_ratio,
-    structural_similarity_index_measure,
-)
+from torchmetrics.functional.image import peak_signal_noise_ratio
 
 from reprobook import core
 from reprobook.core import checks
@@ -30,7 +30,8 @@ from .model import VARIANTS, ViewSynthesisModel, sdpa
 __all__ = [
     "SLUG", "LABELS", "scene_tokens", "train_pool", "test_set", "ViewSynthesisModule",
     "KVModule", "TTTModule", "TTBAModule", "TTBBModule", "TTBGTInputModule", "MODULES",
-    "trained", "train_all", "predict", "scores", "mean_colour", "seedwise_paired_interval",
+    "trained", "train_all", "predict", "SSIM_WINDOW", "SSIM_SIGMA", "ssim", "scores",
+    "mean_colour", "seedwise_paired_interval",
     "seed_mean_interval", "kept_share", "floor_clearance", "floor_guard", "fit_errors",
 ]  # fmt: skip
 
@@ -196,15 +197,58 @@ def predict(module: ViewSynthesisModule, data, batch: int = 16) -> torch.Tensor:
     return torch.cat(outs)
 
 
+SSIM_WINDOW = 11  # side of the SSIM window (Wang et al. 2004; LVSM's ``win_size=11``)
+SSIM_SIGMA = 1.5  # standard deviation of its Gaussian weights, in pixels
+
+
+def ssim(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    data_range: float = 1.0,
+    sample_covariance: bool = True,
+) -> torch.Tensor:
+    """Per-image SSIM (Wang et al. 2004, eq. 13) of ``(n, C, H, W)`` images, in the convention
+    of LVSM's evaluation code (``utils/metric_utils.py``, ``compute_ssim``): scikit-image's
+    ``structural_similarity`` with ``win_size=11``, ``gaussian_weights=True`` (sigma 1.5),
+    ``data_range=1.0``, ``channel_axis=0`` and its default ``use_sample_covariance=True``.
+
+    Local means, variances and covariance are weighted by an 11 x 11 Gaussian window of
+    sigma 1.5, with K1 = 0.01 and K2 = 0.03. The SSIM map is kept only where the window lies
+    wholly inside the image (the ``(H - 10) x (W - 10)`` "valid" centres, as MATLAB's
+    ``ssim_index.m`` does), averaged there, then over the channels. ``sample_covariance``
+    scales the (co)variances by 121 / 120, as scikit-image does by default; ``False`` gives
+    Wang et al.'s reference definition. This is not the convention of torchmetrics or of the
+    pytorch-ssim / 3D Gaussian Splatting code, which average a padded map over every pixel:
+    their values are not comparable with these. Computed in float64; returns ``(n,)``.
+    """
+    checks.same_shape("pred", pred, "target", target)
+    if pred.ndim != 4:
+        raise checks.InputError(f"pred and target must be (n, C, H, W) images, got shape "
+                              f"{tuple(pred.shape)}")  # fmt: skip
+    if min(pred.shape[-2:]) < SSIM_WINDOW:
+        raise checks.InputError(f"SSIM needs images of at least {SSIM_WINDOW} x {SSIM_WINDOW} "
+                              f"pixels (its window), got {tuple(pred.shape[-2:])}")  # fmt: skip
+    rng = checks.real(data_range, "data_range", above=0)
+    checks.boolean(sample_covariance, "sample_covariance")
+    x = pred.detach().to(torch.float64).numpy()
+    y = target.detach().to(torch.float64).numpy()
+    out = [structural_similarity(a, b, win_size=SSIM_WINDOW, gaussian_weights=True,
+                                 sigma=SSIM_SIGMA, data_range=rng, channel_axis=0,
+                                 use_sample_covariance=sample_covariance)
+           for a, b in zip(x, y)]  # fmt: skip
+    return torch.tensor(out, dtype=torch.float64)
+
+
 def scores(pred: torch.Tensor, images: torch.Tensor) -> dict[str, np.ndarray]:
-    """Per-scene PSNR (dB) and SSIM of predictions against the target images (both in [0, 1]),
-    averaged over a scene's target views."""
-    checks.same_shape("pred", pred.shape, "images", images.shape)
+    """Per-scene PSNR (dB) and SSIM (:func:`ssim`, LVSM's convention) of predictions against
+    the target images (both in [0, 1]), averaged over a scene's target views."""
+    checks.same_shape("pred", pred, "images", images)
     p, t = pred.flatten(0, 1), images.flatten(0, 1)
     psnr = peak_signal_noise_ratio(p, t, data_range=1.0, reduction="none", dim=(1, 2, 3))
-    ssim = structural_similarity_index_measure(p, t, data_range=1.0, reduction="none")
     n = pred.shape[0]
-    return {"psnr": psnr.view(n, -1).mean(1).numpy(), "ssim": ssim.view(n, -1).mean(1).numpy()}
+    return {"psnr": psnr.view(n, -1).mean(1).numpy(),
+            "ssim": ssim(p, t, data_range=1.0).view(n, -1).mean(1).numpy()}  # fmt: skip
 
 
 def mean_colour(data) -> torch.Tensor:
@@ -244,7 +288,7 @@ def kept_share(psnr_by_seed, ref_psnr_by_seed, floor_psnr) -> np.ndarray:
     floor = np.asarray(floor_psnr, dtype=float)
     lead = np.array([float(np.mean(np.asarray(p) - floor)) for p in psnr_by_seed])
     ref = np.array([float(np.mean(np.asarray(p) - floor)) for p in ref_psnr_by_seed])
-    checks.same_shape("psnr_by_seed", lead.shape, "ref_psnr_by_seed", ref.shape)
+    checks.same_shape("psnr_by_seed", lead, "ref_psnr_by_seed", ref)
     return np.where(ref > 0, lead / np.where(ref > 0, ref, 1.0), 0.0)
 
 
