@@ -34,6 +34,8 @@ def _own_statistic(dimension, method, strength, n_pairs=24):
         ("frequency", "competing"),
         ("amplitude", "decay"),
         ("pattern_consistency", "flat_spots"),
+        ("noise_level", "impulsive"),
+        ("trend", "reversal"),
     ],
 )
 def test_injectors_raise_their_own_statistic_monotone_in_severity(dimension, method):
@@ -196,6 +198,168 @@ def test_grpo_is_deterministic_and_learns_a_fixed_target():
     assert pol.curve[-10:].mean() > pol.curve[:10].mean()
     with pytest.raises(ValueError, match="reward"):
         agent.train_grpo(agent.Perceiver(), X, Y, reward="recall")
+
+
+# --------------------------------------------------------------------------- the released semantics
+# Each test below pins a behaviour of the authors' released code (github.com/clsr1008/
+# TSQualityAgent) or of trl, read there and re-implemented in our own code; each failed on the
+# chapter's earlier version.
+def test_parser_strips_think_blocks_and_fences_like_the_release():
+    # training/rl/reward.py, parse_perceiver_output: <think> blocks and ``` marks removed, then
+    # the JSON from the first "{" to the last "}". The earlier json.loads of the whole text
+    # scored these answers -1 (unparsable).
+    fenced = (
+        '<think>maybe {"planned_dimensions": ["noise_level"]}</think>\n'
+        '```json\n{"planned_dimensions": ["trend"]}\n```'
+    )
+    assert agent.parse_dimensions(fenced) == ["trend"]
+    assert agent.reward_precision(fenced, ["trend", "frequency"]) == 1.0
+    assert agent.parse_dimensions('Sure! {"planned_dimensions": ["trend"]} done') == ["trend"]
+    assert agent.parse_dimensions("no JSON here") is None
+    assert agent.parse_dimensions('{"planned_dimensions": [1, "trend", "colour"]}') == ["trend"]
+    assert agent.parse_dimensions('{"planned_dimensions": "trend"}') is None
+
+
+def test_training_reward_matches_the_released_grpo_functions():
+    # training/rl/reward.py: train_grpo.py hands trl grpo_reward_format (0.1 x format score,
+    # -1 unparsable, 0 schema error, 1 well-formed) and grpo_reward_dim (0.9 x precision, 0
+    # without a parsed answer), which trl sums; compute_reward, the scalar entry point, gives
+    # -1 to both failures. The earlier code had only the latter.
+    target = ["trend", "frequency"]
+    for reward in (agent.reward_precision, agent.reward_f1):
+        assert reward("not json", target, training=True) == pytest.approx(-0.1)
+        assert reward('{"planned_dimensions": "trend"}', target, training=True) == 0.0
+        assert reward('{"planned": []}', target, training=True) == 0.0
+        assert reward("not json", target) == -1.0
+        assert reward('{"planned_dimensions": "trend"}', target) == -1.0
+        ok = '{"planned_dimensions": ["trend"]}'
+        assert reward(ok, target, training=True) == reward(ok, target)
+    ok = '{"planned_dimensions": ["trend", "noise_level"]}'
+    assert agent.reward_precision(ok, target, training=True) == pytest.approx(0.1 + 0.9 * 0.5)
+    with pytest.raises(ValueError, match="training"):
+        agent.reward_precision(ok, target, training="yes")
+
+
+def test_view_statistics_with_one_valid_value_follow_the_release():
+    # agents/perceiver.py, _basic_stats: missing ratio 1 - k / n over the k valid values, and
+    # the valid values' statistics (slope None, here 0). One valid value of two is a missing
+    # share of 1/2, not an off-by-one: the earlier code called it 1.0 with zeros.
+    v = dict(zip(bench.STAT_NAMES, bench.view_statistics([np.nan, 2.5]), strict=True))
+    assert v["length"] == 2 and v["missing"] == 0.5
+    assert v["mean"] == v["min"] == v["max"] == v["p25"] == v["p75"] == 2.5
+    assert v["std"] == 0.0 and v["slope"] == 0.0
+    v = dict(zip(bench.STAT_NAMES, bench.view_statistics([np.nan, 4.0, np.nan, np.nan])))
+    assert v["missing"] == 0.75 and v["mean"] == 4.0
+    assert bench.view_statistics([np.nan] * 3)[1] == 1.0
+    with pytest.raises(ValueError, match="non-empty"):
+        bench.view_statistics([])
+
+
+def test_trailing_noise_profile_scores_full_windows_of_valid_values():
+    # tools/bad_quality.py, noise_profile: NaNs dropped, residuals only where a full trailing
+    # window exists, over the std of the valid values; NaN when fewer valid values than the
+    # window. The earlier code averaged partial windows over the first w - 1 points and
+    # interpolated the NaNs. Brute force over the windows:
+    x = np.array([0.0, 3.0, np.nan, 1.0, 5.0, 2.0, np.nan, 4.0, 0.5, 6.0, 1.5, 3.5])
+    v = x[np.isfinite(x)]
+    w = 5
+    resid = [v[t] - v[t - w + 1 : t + 1].mean() for t in range(w - 1, v.size)]
+    want = np.std(resid) / np.std(v)
+    assert tools.noise_profile(x, 5, "trailing") == pytest.approx(want, rel=1e-12)
+    assert np.isnan(tools.noise_profile([1.0, np.nan, 2.0, 3.0, 4.0], 5, "trailing"))
+    assert np.isnan(tools.noise_profile(np.full(20, 2.0), 5, "trailing"))
+    y = np.sin(np.arange(600) / 7.0)  # window None: max(5, min(600 // 50, 50)) = 12
+    assert tools.noise_profile(y, None, "trailing") == tools.noise_profile(y, 12, "trailing")
+
+
+def test_preview_takes_every_step_th_middle_point_like_the_release():
+    # agents/perceiver.py, _series_preview: head 20, x[20:-20:step][:20] with
+    # step = max(1, (n - 40) // 20), tail 20. The earlier code spread 20 points by linspace.
+    x = np.arange(250.0)
+    want = np.concatenate([np.arange(20.0), np.arange(20.0, 220.0, 10.0), np.arange(230.0, 250)])
+    np.testing.assert_array_equal(bench.preview(x), want)
+    np.testing.assert_array_equal(bench.no_tool_view(x)["preview"], want)
+    np.testing.assert_array_equal(bench.preview(x[:200]), x[:200])
+
+
+def _clean_base(seed=5, n=128):
+    base = bench.base_series(np.random.default_rng(seed), n, trend=True, seasonal=True)
+    return base, base["x"].copy()
+
+
+def test_impulsive_noise_hits_bursts_not_every_point():
+    # training/synthesis/defect_injector.py, _inject_noise_impulsive: max(1, int(n r / 5))
+    # bursts of 3-7 points; only they get noise. The earlier injector noised every point.
+    base, x = _clean_base()
+    n = x.size
+    for s in (0.1, 0.5, 1.0):
+        y = bench.inject(x, base, "noise_level", "impulsive", s, np.random.default_rng(1))
+        hit = y != x
+        runs = np.diff(np.flatnonzero(np.diff(np.r_[0, hit.astype(int), 0])))[::2]
+        n_bursts = max(1, int(n * (0.05 + 0.35 * s) / 5))
+        assert 0 < hit.sum() <= 7 * n_bursts < n
+        assert runs.min() >= 3 and len(runs) <= n_bursts
+
+
+def test_reversal_plays_a_middle_segment_backwards():
+    # training/synthesis/defect_injector.py, _degrade_trend_reversal: a segment of
+    # max(10, int(n r)) points, start in [0.1 n, 0.9 n - length), reversed and shifted to start
+    # at its first value; the rest untouched. The earlier injector bent the trend from a cut
+    # to the end.
+    base, x = _clean_base()
+    n = x.size
+    for s, seed in itertools.product((0.1, 0.6, 1.0), range(4)):
+        y = bench.inject(x, base, "trend", "reversal", s, np.random.default_rng(seed))
+        length = max(10, int(n * (0.15 + 0.25 * s)))
+        lo, hi = int(0.1 * n), max(int(0.1 * n) + 1, int(0.9 * n) - length)
+        starts = []  # the segment's first point is unchanged (level-aligned): search for it
+        for start in range(lo, hi):
+            seg = np.arange(start, start + length)
+            flipped = x[seg][::-1] + x[start] - x[seg[-1]]
+            if np.allclose(y[seg], flipped) and np.array_equal(
+                np.delete(y, seg), np.delete(x, seg)
+            ):
+                starts.append(start)
+        assert starts, (s, seed)
+
+
+def test_decay_either_fades_or_grows_the_swing():
+    # training/synthesis/defect_injector.py, _degrade_amp_decay: a coin picks an envelope from
+    # 1 to f (decay) or from f to 1 (growth), linear. The earlier injector only decayed.
+    base, x = _clean_base()
+    seen = set()
+    for seed in range(12):
+        y = bench.inject(x, base, "amplitude", "decay", 0.5, np.random.default_rng(seed))
+        season = base["_ctx"]["season"]
+        ok = np.abs(season) > 1e-6 * np.abs(season).max()
+        env = 1 + (y - x)[ok] / season[ok]
+        t = np.linspace(0, 1, x.size)[ok]
+        f = 1 - 0.8 * 0.5
+        if env[0] > env[-1]:
+            np.testing.assert_allclose(env, 1 + (f - 1) * t, atol=1e-8)
+            seen.add("decay")
+        else:
+            np.testing.assert_allclose(env, f + (1 - f) * t, atol=1e-8)
+            seen.add("grow")
+    assert seen == {"decay", "grow"}
+
+
+def test_group_advantages_use_trl_sample_std():
+    # trl/trainer/grpo_trainer.py (trl 1.16.0), scale_rewards="group" (the default):
+    # (r - group mean) / (nanstd + 1e-4), nanstd with Bessel's correction
+    # (trl/trainer/utils.py). The earlier code divided by the population std.
+    a = agent.group_advantages(np.array([[0.0, 1.0]]))
+    np.testing.assert_allclose(a, [[-0.5, 0.5]] / (np.sqrt(0.5) + 1e-4))
+    r = np.random.default_rng(0).uniform(-1, 1, (3, 8))
+    t = torch.as_tensor(r)
+    want = (t - t.mean(1, keepdim=True)) / (t.std(1, keepdim=True) + 1e-4)  # torch: unbiased
+    np.testing.assert_allclose(agent.group_advantages(r), want.numpy(), rtol=1e-12)
+    batch = (t - t.mean(1, keepdim=True)) / (t.std() + 1e-4)
+    np.testing.assert_allclose(agent.group_advantages(r, "batch"), batch.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(agent.group_advantages(r, "none"), r - r.mean(1, keepdims=True))
+    np.testing.assert_array_equal(agent.group_advantages(np.ones((2, 1))), 0.0)
+    with pytest.raises(ValueError, match="scale"):
+        agent.group_advantages(r, "global")
 
 
 # --------------------------------------------------------------------------- rating

@@ -13,6 +13,7 @@ group-relative advantages and a KL penalty (eqs. `tsqbench-reward-f1`,
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import torch
@@ -33,6 +34,8 @@ __all__ = [
     "adjudicate",
     "reward_f1",
     "reward_precision",
+    "parse_answer",
+    "answer_format",
     "parse_dimensions",
     "group_advantages",
     "Perceiver",
@@ -211,59 +214,119 @@ def recheck_margins(tools_a: dict, tools_b: dict, dimensions) -> dict[str, float
 
 
 # --------------------------------------------------------------------------- Perceiver reward
-def parse_dimensions(text: str) -> list[str] | None:
-    """The ``planned_dimensions`` of a Perceiver's JSON answer; None when it does not parse or
-    does not follow the schema (a list of strings). Unknown names are dropped."""
+_THINK = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
+_FENCE = re.compile(r"```(?:json)?")
+
+
+def parse_answer(text: str) -> dict | None:
+    """The JSON object of a Perceiver's answer, read as the released parser
+    (training/rl/reward.py, ``parse_perceiver_output``) reads it: ``<think>...</think>``
+    blocks and code-fence marks are removed, then the text from the first ``{`` to the last
+    ``}`` is decoded. None when there is no such span or it does not decode."""
+    if not isinstance(text, str):
+        return None
+    body = _FENCE.sub("", _THINK.sub("", text).strip()).strip()
+    start, end = body.find("{"), body.rfind("}") + 1
+    if start < 0 or end <= start:
+        return None
     try:
-        obj = json.loads(text)
-    except (TypeError, ValueError):
+        obj = json.loads(body[start:end])
+    except ValueError:
         return None
-    if not hasattr(obj, "get"):
-        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def answer_format(text: str) -> tuple[float, list[str] | None]:
+    """(format score, planned dimensions) of an answer, as the released
+    ``compute_format_reward`` (training/rl/reward.py) scores it: -1 and None when it does not
+    parse, 0 and None when ``planned_dimensions`` is not a list (a schema error), else 1 and
+    the listed names that are among the seven dimensions (others, and non-strings, dropped;
+    repeats kept once)."""
+    obj = parse_answer(text)
+    if obj is None:
+        return -1.0, None
     dims = obj.get("planned_dimensions")
-    if not isinstance(dims, list) or not all(isinstance(d, str) for d in dims):
-        return None
-    return [d for d in dict.fromkeys(dims) if d in DIMENSIONS]
+    if not isinstance(dims, list):
+        return 0.0, None
+    names = [d for d in dims if isinstance(d, str) and d in DIMENSIONS]
+    return 1.0, list(dict.fromkeys(names))
 
 
-def reward_precision(prediction, target) -> float:
-    """The released code's reward: 0.1 format + 0.9 precision of the predicted set; -1 when the
-    answer is unparsable; precision 1 when both sets are empty and 0 when only the prediction
-    is. ``prediction`` is the answer's text or an already parsed list.
+def parse_dimensions(text: str) -> list[str] | None:
+    """The ``planned_dimensions`` of a Perceiver's answer (:func:`answer_format`); None when it
+    does not parse or does not follow the schema."""
+    return answer_format(text)[1]
+
+
+def _precision(pred: set, target: set) -> float:
+    if not pred:
+        return 1.0 if not target else 0.0  # empty/empty counts as exact
+    return len(pred & target) / len(pred)  # eq. tsqbench-reward-precision: |P & T| / |P|
+
+
+def _f1(pred: set, target: set) -> float:
+    if not pred and not target:
+        return 1.0
+    return 2 * len(pred & target) / (len(pred) + len(target))  # eq. tsqbench-reward-f1
+
+
+def _reward(prediction, target, term, training: bool) -> float:
+    """0.1 format + 0.9 term(P, T). ``prediction`` is the answer's text or a parsed list (then
+    well-formed). Evaluation (the released ``compute_reward``): -1 for an answer that does not
+    parse or breaks the schema. Training (the released ``grpo_reward_format`` plus
+    ``grpo_reward_dim``, which the trainer sums): 0.1 x format score + 0.9 x term, the term 0
+    without a parsed answer, so -0.1 unparsable and 0 for a schema error."""
+    checks.boolean(training, "training")
+    if isinstance(prediction, str):
+        fmt, pred = answer_format(prediction)  # format score -1, 0 or 1, and the set
+    else:
+        fmt, pred = 1.0, list(prediction)  # a parsed answer is well-formed
+    if pred is None:  # unparsable or a schema error
+        return 0.1 * fmt if training else -1.0  # training: 0.1 x format; evaluation: -1
+    return 0.1 * fmt + 0.9 * term(set(pred), set(target))  # 0.1 format + 0.9 set score
+
+
+def reward_precision(prediction, target, *, training: bool = False) -> float:
+    """The released code's reward, 0.1 format + 0.9 precision of the predicted set (precision 1
+    when both sets are empty, 0 when only the prediction is). ``training=False`` is the
+    released scalar ``compute_reward`` (training/rl/reward.py): -1 when the answer does not
+    parse or breaks the schema. ``training=True`` is what the released GRPO script hands the
+    trainer (``grpo_reward_format`` + ``grpo_reward_dim``): -0.1 unparsable, 0 for a schema
+    error. ``prediction`` is the answer's text or an already parsed list.
 
     Implements eq. `tsqbench-reward-precision` of notebooks/12_tsqbench/index.md."""
-    pred = parse_dimensions(prediction) if isinstance(prediction, str) else prediction
-    if pred is None:
-        return -1.0  # eq. tsqbench-reward-precision: unparsable
-    p, t = set(pred), set(target)
-    if not p:
-        prec = 1.0 if not t else 0.0  # empty/empty counts as exact
-    else:
-        prec = len(p & t) / len(p)  # eq. tsqbench-reward-precision: |P & T| / |P|
-    return 0.1 + 0.9 * prec  # eq. tsqbench-reward-precision: format + precision
+    return _reward(prediction, target, _precision, training)  # eq. tsqbench-reward-precision
 
 
-def reward_f1(prediction, target) -> float:
+def reward_f1(prediction, target, *, training: bool = False) -> float:
     """The design's reward (its tool-decision term left out: the stand-in has no tool choice):
-    0.1 format + 0.9 F1 of the predicted set; -1 when unparsable; F1 = 1 for two empty sets.
+    0.1 format + 0.9 F1 of the predicted set (F1 = 1 for two empty sets), with the released
+    code's format scores (``training`` as in :func:`reward_precision`).
 
     Implements eq. `tsqbench-reward-f1` of notebooks/12_tsqbench/index.md."""
-    pred = parse_dimensions(prediction) if isinstance(prediction, str) else prediction
-    if pred is None:
-        return -1.0  # eq. tsqbench-reward-f1: unparsable
-    p, t = set(pred), set(target)
-    f1 = 1.0 if not p and not t else 2 * len(p & t) / (len(p) + len(t))  # eq. tsqbench-reward-f1
-    return 0.1 + 0.9 * f1  # eq. tsqbench-reward-f1: format + F1
+    return _reward(prediction, target, _f1, training)  # eq. tsqbench-reward-f1
 
 
-def group_advantages(rewards) -> np.ndarray:
-    """Group-relative advantages A_ij = (r_ij - mean_j r_ij) / (std_j r_ij + 1e-4) over the G
-    samples of each prompt; ``rewards`` has shape (prompts, G).
+def group_advantages(rewards, scale: str = "group") -> np.ndarray:
+    """Group-relative advantages over the G samples of each prompt, as trl's GRPOTrainer
+    (trl/trainer/grpo_trainer.py, ``scale_rewards``; release 1.16.0) computes them:
+    A_ij = (r_ij - mean_j r_ij) / (s + 1e-4), with s the sample std (Bessel's correction,
+    divisor G - 1) of the prompt's group (``scale="group"``, trl's default), of the whole batch
+    (``"batch"``), or no division (``"none"``). With G = 1 the std is undefined and trl zeroes
+    the advantages; so does this. ``rewards`` has shape (prompts, G).
 
     Implements eq. `tsqbench-grpo` of notebooks/12_tsqbench/index.md."""
-    r = checks.array(rewards, "rewards", ndim=2)
+    r = checks.array(rewards, "rewards", ndim=2)  # (prompts, G)
+    checks.choice(scale, "scale", ("group", "batch", "none"))
     mean = r.mean(axis=1, keepdims=True)  # eq. tsqbench-grpo: group mean
-    std = r.std(axis=1, keepdims=True)  # eq. tsqbench-grpo: group spread
+    if scale == "none":  # trl's scale_rewards="none": centred only
+        return r - mean
+    if (r.shape[1] if scale == "group" else r.size) < 2:  # no sample std of one value
+        return np.zeros_like(r)  # one sample: no spread, no signal (trl: NaN, then 0)
+    if scale == "group":
+        std = r.std(axis=1, ddof=1, keepdims=True)  # eq. tsqbench-grpo: sample std of the group
+    else:
+        std = np.full_like(mean, r.std(ddof=1))  # the batch's sample std
     return (r - mean) / (std + 1e-4)  # eq. tsqbench-grpo: A_ij
 
 
@@ -313,7 +376,9 @@ def train_grpo(
     seed: int = 0,
 ) -> Perceiver:
     """GRPO on the Perceiver: each update draws ``prompts`` training pairs, samples ``group``
-    dimension sets per pair, scores them with the reward, and ascends
+    dimension sets per pair, scores them with the reward in its training form
+    (``training=True``, as the released script's reward functions), takes trl's default
+    group-relative advantages (:func:`group_advantages`) and ascends
     mean_ij A_ij log pi(S_ij | x_i) - beta KL(pi || pi_ref), pi_ref the policy at the start.
     The mean reward per update is kept in ``policy.curve``.
 
@@ -321,7 +386,7 @@ def train_grpo(
     checks.choice(reward, "reward", ("precision", "f1"))
     X = checks.array(X, "X", ndim=2)
     Y = checks.array(Y, "Y", ndim=2, shape=(X.shape[0], len(DIMENSIONS)))
-    score = reward_precision if reward == "precision" else reward_f1
+    score = reward_precision if reward == "precision" else reward_f1  # training=True below
     names = np.array(DIMENSIONS)
     _set_scaler(policy, X)
     ref = Perceiver(X.shape[1], policy.net[0].out_features)
@@ -338,7 +403,10 @@ def train_grpo(
         draws = torch.bernoulli(probs.detach().unsqueeze(1).expand(-1, group, -1), generator=gen)
         r = np.array(
             [
-                [score(list(names[s.numpy() > 0]), names[Y[i] > 0]) for s in draws[k]]
+                [
+                    score(list(names[s.numpy() > 0]), names[Y[i] > 0], training=True)
+                    for s in draws[k]
+                ]
                 for k, i in enumerate(idx)
             ]
         )  # (prompts, group)

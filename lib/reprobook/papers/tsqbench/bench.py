@@ -31,6 +31,7 @@ __all__ = [
     "make_pair",
     "make_pairs",
     "no_tool_view",
+    "preview",
     "view_statistics",
     "STAT_NAMES",
     "default_boundaries",
@@ -162,8 +163,21 @@ def _noise_hetero(x, rng, s, ctx):
 
 
 def _noise_impulsive(x, rng, s, ctx):
-    e = rng.standard_t(2, len(x))
-    return x + np.clip(e, -8, 8) * 0.3 * s * ctx["scale"]
+    """Bursts of extra noise on a subset of the points, as the released injector
+    (training/synthesis/defect_injector.py, ``_inject_noise_impulsive``) does: a burst ratio
+    r = 0.05 + 0.35 s (the released light and heavy ranges, 0.05-0.40, end to end) gives
+    max(1, int(n r / 5)) bursts of 3 to 7 points at random starts; only the points they cover
+    get Gaussian noise. Its size is in our units (1.0 s times the signal's spread), as for
+    every injector here."""
+    n = len(x)
+    ratio = 0.05 + 0.35 * s
+    mask = np.zeros(n, dtype=bool)
+    for _ in range(max(1, int(n * ratio / 5))):
+        length = int(rng.integers(3, 8))
+        start = int(rng.integers(0, max(1, n - length)))
+        mask[start : start + length] = True
+    noise = rng.standard_normal(n) * 1.0 * s * ctx["scale"]
+    return np.where(mask, x + noise, x)
 
 
 def _rare_point(x, rng, s, ctx):
@@ -195,11 +209,31 @@ def _trend_flatten(x, rng, s, ctx):
     )
 
 
+def _filled(x) -> np.ndarray:
+    """x with NaNs linearly interpolated (ends held); only to read levels off it."""
+    x = np.asarray(x, float)
+    ok = np.isfinite(x)
+    if ok.all() or not ok.any():
+        return x
+    idx = np.arange(x.size)
+    return np.interp(idx, idx[ok], x[ok])
+
+
 def _trend_reversal(x, rng, s, ctx):
-    tr = ctx["trend"]
-    cut = int(len(x) * (1 - 0.5 * s))
+    """A middle segment played backwards, as the released injector
+    (training/synthesis/defect_injector.py, ``_degrade_trend_reversal``) does: length
+    max(10, int(n r)) with r = 0.15 + 0.25 s (the released range, 0.15-0.40), start drawn in
+    [0.1 n, 0.9 n - length), the reversed segment shifted so that it starts at the segment's
+    first value. The shift is read off the series with gaps interpolated, so that a missing
+    end point does not blank the segment (the released code would turn it all NaN)."""
+    n = len(x)
+    length = max(10, int(n * (0.15 + 0.25 * s)))
+    lo = int(n * 0.1)
+    start = int(rng.integers(lo, max(lo + 1, int(n * 0.9) - length)))
+    seg = slice(start, start + length)
+    level = _filled(x)[seg]
     y = x.copy()
-    y[cut:] = y[cut:] - 2 * (tr[cut:] - tr[cut])
+    y[seg] = x[seg][::-1] + (level[0] - level[-1])  # reversed, level-aligned at the start
     return y
 
 
@@ -239,7 +273,14 @@ def _amp_random_scale(x, rng, s, ctx):
 
 
 def _amp_decay(x, rng, s, ctx):
-    env = np.exp(-3 * s * np.linspace(0, 1, len(x)))
+    """The seasonal swing fades or grows linearly over the series, as the released injector
+    (training/synthesis/defect_injector.py, ``_degrade_amp_decay``) does: a fair coin picks
+    decay (envelope from 1 down to f) or growth (from f up to 1), f = 1 - 0.8 s (the released
+    range of f, 0.2-0.7, is reached from s = 0.375). The envelope multiplies our seasonal
+    component (the released code's: the series minus a moving average)."""
+    f = 1 - 0.8 * s
+    decay = bool(rng.integers(2))
+    env = np.linspace(1.0, f, len(x)) if decay else np.linspace(f, 1.0, len(x))
     return x + (env - 1) * ctx["season"]
 
 
@@ -452,29 +493,52 @@ def make_pairs(n_pairs: int, seed: int, **kwargs) -> list[Pair]:
 # --------------------------------------------------------------------------- the no-tool view
 def view_statistics(x) -> np.ndarray:
     """The 9 statistics of the no-tool view (eq. `tsqbench-view`): length, missing ratio, mean,
-    std, min, max, p25, p75 and the least-squares slope per step (NaNs ignored)."""
+    std, min, max, p25, p75 and the least-squares slope per step, over the k non-missing
+    values, as the released ``_basic_stats`` (agents/perceiver.py) computes them.
+
+    The missing ratio is 1 - k / n for every k, so one valid value of two is a missing share of
+    1/2 with that value's mean, min, max and quartiles (std 0). Where the released function
+    gives None (no valid value: every statistic but the length and the missing ratio; fewer
+    than two: the slope), this gives 0. An empty series raises an error."""
     x = np.asarray(x, float)
+    if x.ndim != 1 or x.size == 0:
+        raise checks.InputError(
+            f"x must be a non-empty 1-D series; got shape {x.shape} (allowed: n >= 1 values)"
+        )
     ok = np.isfinite(x)
     v = x[ok]
-    if v.size < 2:
+    miss = 1 - v.size / x.size
+    if v.size == 0:
         return np.array([x.size, 1.0] + [0.0] * 7)
-    t = np.arange(x.size)[ok].astype(float)
-    tc = t - t.mean()
-    slope = float(tc @ (v - v.mean()) / (tc @ tc))  # least-squares slope, closed form
+    slope = 0.0
+    if v.size >= 2:
+        t = np.arange(x.size)[ok].astype(float)
+        tc = t - t.mean()
+        slope = float(tc @ (v - v.mean()) / (tc @ tc))  # least-squares slope, closed form
     p25, p75 = np.percentile(v, [25, 75])
-    return np.array(
-        [x.size, 1 - v.size / x.size, v.mean(), v.std(), v.min(), v.max(), p25, p75, slope]
-    )
+    return np.array([x.size, miss, v.mean(), v.std(), v.min(), v.max(), p25, p75, slope])
+
+
+def preview(x, max_points: int = 200, sample_size: int = 60) -> np.ndarray:
+    """The no-tool preview, as the released ``_series_preview`` (agents/perceiver.py) takes
+    it: the whole series when it has at most ``max_points`` points; otherwise the first 20,
+    then every ``step``-th point of x[20:-20], step = max(1, (n - 40) // (sample_size - 40)),
+    cut to sample_size - 40 points, then the last 20."""
+    x = np.asarray(x, float)
+    max_points = checks.integer(max_points, "max_points", minimum=40)
+    sample_size = checks.integer(sample_size, "sample_size", minimum=41)
+    if x.size <= max_points:
+        return x.copy()
+    k = sample_size - 40  # middle points
+    step = max(1, (x.size - 40) // k)
+    return np.concatenate([x[:20], x[20:-20:step][:k], x[-20:]])
 
 
 def no_tool_view(x, max_points: int = 200) -> dict:
-    """What a judge without tools sees of one series: a preview (the whole series when it has
-    at most ``max_points`` points, else 20 head, 20 evenly spaced and 20 tail points) and the
-    9 statistics of :func:`view_statistics`."""
+    """What a judge without tools sees of one series: :func:`preview` and the 9 statistics of
+    :func:`view_statistics`."""
     x = np.asarray(x, float)
-    if x.size <= max_points:
-        preview = x.copy()
-    else:
-        mid = np.linspace(20, x.size - 21, 20).astype(int)
-        preview = np.concatenate([x[:20], x[mid], x[-20:]])
-    return {"preview": preview, "stats": dict(zip(STAT_NAMES, view_statistics(x), strict=True))}
+    return {
+        "preview": preview(x, max_points),
+        "stats": dict(zip(STAT_NAMES, view_statistics(x), strict=True)),
+    }

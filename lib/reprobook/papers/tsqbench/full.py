@@ -111,8 +111,11 @@ def llm_judge_probability(tok, llm, a, b, dimension: str) -> float:
 
 def grpo_lora(model: str, prompts: list[str], targets: list[list[str]], reward, output_dir: str):
     """GRPO on the Perceiver with trl's GRPOTrainer and a peft LoRA (``LORA``, ``GRPO``):
-    ``reward(answer_text, target)`` scores each sampled answer (the chapter's
-    ``agent.reward_precision`` or ``agent.reward_f1``). Returns the trained trainer."""
+    ``reward(answer_text, target, training=True)`` scores each sampled answer (the chapter's
+    ``agent.reward_precision`` or ``agent.reward_f1`` in their training form: -0.1 for an
+    unparsable answer, 0 for a schema error, as the released script's two reward functions
+    summed by the trainer). trl's default ``scale_rewards="group"`` gives the advantages of
+    ``agent.group_advantages``. Returns the trained trainer."""
     trl = require("trl")
     peft = require("peft")
     datasets = __import__("datasets")
@@ -122,7 +125,7 @@ def grpo_lora(model: str, prompts: list[str], targets: list[list[str]], reward, 
 
     def score(completions, target, **_):
         return [
-            reward(c if isinstance(c, str) else c[-1]["content"], json.loads(t))
+            reward(c if isinstance(c, str) else c[-1]["content"], json.loads(t), training=True)
             for c, t in zip(completions, target, strict=True)
         ]
 

@@ -10,7 +10,8 @@ the seven per-dimension statistics that the Inspector compares (eq. `tsqbench-ma
 Options where the released code and its description differ (named defaults):
 ``changepoint="binseg"`` (ruptures' binary segmentation on the series scaled by the robust
 noise level; ``"pelt"`` is the released choice, about eight times slower here) and
-``detrend="centered"`` (the released tools use trailing moving averages: ``"trailing"``).
+``detrend="centered"`` (the released tools use trailing moving averages over full windows:
+``"trailing"``).
 """
 
 from __future__ import annotations
@@ -78,11 +79,32 @@ def rolling_mean(x, window: int, detrend: str = "centered") -> np.ndarray:
     return num[lo : lo + x.size] / den[lo : lo + x.size]
 
 
-def noise_profile(x, window: int = 5, detrend: str = "centered") -> float:
-    """Noise-to-signal ratio: std of x minus its moving average, over the std of x."""
-    x = fill_missing(x)
-    resid = x - rolling_mean(x, window, detrend)
-    sd = float(np.std(x))
+def noise_profile(x, window: int | None = 5, detrend: str = "centered") -> float:
+    """Noise-to-signal ratio: the std of x minus its moving average of ``window`` points, over
+    the std of x.
+
+    ``detrend="centered"`` (ours): NaNs interpolated, a centred average whose windows shrink at
+    the edges, so every point has a residual. ``detrend="trailing"`` follows the released tool
+    (tools/bad_quality.py, ``noise_profile``): NaNs are dropped, only full trailing windows
+    are scored (the residual of point t >= w - 1 is x_t minus the mean of x_{t-w+1..t}), the
+    spread is that of the valid values, and the answer is NaN when fewer than ``window``
+    valid values remain (the series is too short) or the series is constant. ``window=None``
+    is the released automatic window, max(5, min(k // 50, 50)) for k valid values."""
+    checks.choice(detrend, "detrend", ("centered", "trailing"))
+    x = checks.array(x, "x", ndim=1, finite=False)
+    if detrend == "trailing":
+        v = x[np.isfinite(x)]
+        w = max(5, min(v.size // 50, 50)) if window is None else window
+        w = checks.integer(w, "window", minimum=1)
+        sd = float(np.std(v)) if v.size else 0.0
+        if v.size < w or sd == 0:
+            return float("nan")  # too short for one full window, or no spread to compare
+        resid = v[w - 1 :] - np.convolve(v, np.ones(w) / w, mode="valid")  # full windows only
+        return float(np.std(resid) / sd)
+    xf = fill_missing(x)
+    w = max(5, min(xf.size // 50, 50)) if window is None else window
+    resid = xf - rolling_mean(xf, w, detrend)
+    sd = float(np.std(xf))
     return float(np.std(resid) / sd) if sd > 0 else 0.0
 
 
