@@ -64,8 +64,10 @@ def test_null_space_basis_refuses_mismatched_shapes():
         srp.null_space_basis(torch.randn(10, 8), torch.randn(8, 4), 5)
 
 
-@pytest.mark.parametrize("variant", ["srp", "srp_nr"])
+@pytest.mark.parametrize("variant", ["srp", "srp_nr", "srp_ns"])
 def test_fallback_with_mask_one_and_p_identity_returns_h(variant):
+    # NR and NS have no mask at all: their fallback is z = h P (the released code's SRP_NR
+    # and SRP_NS in node/prompt_ablation.py)
     layer = srp.SRPPrompt(_weight(12, 12), rank=12, null_dim=4, variant=variant)
     assert not layer.dual
     with torch.no_grad():
@@ -75,8 +77,9 @@ def test_fallback_with_mask_one_and_p_identity_returns_h(variant):
         layer.mask = lambda: torch.ones(12)
     h = torch.randn(7, 12)
     assert torch.allclose(layer(h), h, atol=1e-5)
-    layer.mask = lambda: torch.full((12,), 0.5)  # a partial mask does change h
-    assert not torch.allclose(layer(h), h, atol=1e-3)
+    if variant == "srp":
+        layer.mask = lambda: torch.full((12,), 0.5)  # a partial mask does change h
+        assert not torch.allclose(layer(h), h, atol=1e-3)
 
 
 def test_fallback_with_mask_zero_leaves_nothing_along_v():
@@ -107,7 +110,10 @@ def test_ablations_drop_their_parts():
     full = srp.SRPPrompt(w, x, rank=8, null_dim=16)
     assert hasattr(full, "B") and full.A is not None
     assert not hasattr(srp.SRPPrompt(w, x, rank=8, null_dim=16, variant="srp_nm"), "B")
-    assert srp.SRPPrompt(w, x, rank=8, null_dim=16, variant="srp_ns").A is None
+    ns = srp.SRPPrompt(w, x, rank=8, null_dim=16, variant="srp_ns")
+    assert ns.A is None and not hasattr(ns, "theta")
+    with pytest.raises(ValueError, match="has no threshold"):
+        ns.tau()
     nr = srp.SRPPrompt(w, x, rank=8, null_dim=16, variant="srp_nr")
     assert not hasattr(nr, "theta") and torch.all(nr.mask() == 1)
     assert srp.SRPPrompt(w, x, rank=8, null_dim=16, variant="srp_bi").theta.shape == (2,)

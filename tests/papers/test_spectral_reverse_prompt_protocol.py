@@ -1,6 +1,7 @@
 """Tests of chapter 17's graphs, encoders, baselines and downstream protocol."""
 
 import hashlib
+import warnings
 
 import numpy as np
 import pytest
@@ -151,6 +152,11 @@ def test_parameter_counts_of_the_baselines():
     assert count["graphprompt"] == 8
     assert count["finetune"] == SMALL.dim * 8 + 8 + 8 * 8 + 8
     assert count["srp"] == srp.srp_parameter_count((SMALL.dim, 8, 8), 4, 4)
+    # the ablations: thresholds as in the released code's node/prompt_ablation.py (one per
+    # layer for NM, two for Bi, none for NR and NS)
+    for v in srp.VARIANTS:
+        assert count[v] == srp.srp_parameter_count((SMALL.dim, 8, 8), 4, 4, variant=v), v
+    assert count["srp_ns"] == (4 * 4 + 4 * 8 + 8) + (8 * 4 + 4 * 8 + 8)  # B; P; no theta
 
 
 def test_nt_xent_closed_form():
@@ -171,3 +177,19 @@ def test_graphcl_is_deterministic_under_a_seed():
     ]
     assert _checksum(runs[0]) == _checksum(runs[1])
     assert runs[0].pretrain_loss.shape == (3,)
+
+
+def test_pretrained_encoder_loads_from_its_checkpoint(monkeypatch, tmp_path):
+    # the GraphCL loss curve is a buffer: it must have its trained size when the checkpoint
+    # is loaded, or every notebook trains the encoder again
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    g = data.csbm(SMALL, 0.0, 0)
+    cfg = config.BiasConfig(
+        spec=SMALL, encoder=config.Encoder(hidden=8), pretrain=config.Pretrain(epochs=2)
+    )
+    first, loaded = protocol.pretrained_encoder("csbm-aligned", g, cfg, 0, "reduced")
+    assert not loaded and first.pretrain_loss.shape == (2,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "could not be loaded ... training again" fails here
+        again, loaded = protocol.pretrained_encoder("csbm-aligned", g, cfg, 0, "reduced")
+    assert loaded and _checksum(again) == _checksum(first)

@@ -2,8 +2,9 @@
 
 Paper: "Spectral Reversal: Counteracting Singular Value Bias for Graph Prompting"
 (arXiv 2609.32143). Everything here is the field's machinery around the paper's layer
-(:mod:`.srp`): PyG's ``GCNConv``/``GINConv`` encoders with a hook that adds a prompt to each
-layer's output, GraphCL (edge dropping, feature masking, NT-Xent; You et al., 2020), and short
+(:mod:`.srp`): a GCN encoder on PyG's ``GCNConv`` and a GIN encoder on the released code's
+GIN convolution (:class:`GINBlock`), with a hook that adds a prompt to each layer's output,
+GraphCL (edge dropping, feature masking, NT-Xent; You et al., 2020), and short
 re-implementations of the baselines from their papers' definitions: GPF and GPF-plus
 (Fang et al., 2023), GraphPrompt's readout prompt with prototype classification (Liu et al.,
 2023) and a simplified All-in-One (Sun et al., 2023).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch_geometric.nn import GCNConv, GINConv, global_mean_pool
+from torch_geometric.nn import GCNConv, MessagePassing, global_mean_pool
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import degree, dropout_edge, mask_feature
 
@@ -23,6 +24,7 @@ from reprobook.core import checks
 __all__ = [
     "gcn_norm",
     "GCNEncoder",
+    "GINBlock",
     "GINEncoder",
     "nt_xent",
     "graphcl_pretrain",
@@ -67,25 +69,49 @@ class GCNEncoder(nn.Module):
         return (x, inputs) if return_inputs else x
 
 
+class GINBlock(MessagePassing):
+    """The GIN convolution of the released code (``graph/model.py``, class ``GINConv``):
+
+        out_i = MLP((1 + eps) h_i + sum_{j in N(i)} ReLU(h_j)),
+        MLP = Linear(d_in, d_out) -> BatchNorm1d(d_out) -> ReLU -> Linear(d_out, d_out),
+
+    with a learnable eps that starts at 0. Unlike PyG's ``GINConv``, each message passes a
+    ReLU and the MLP has a BatchNorm between its linear maps. The prompt's W is the first
+    linear map, ``mlp[0].weight``, as in the code's ``graph/downstream_task.py``."""
+
+    def __init__(self, d_in: int, d_out: int) -> None:
+        super().__init__(aggr="add")
+        d_in = checks.integer(d_in, "d_in", minimum=1)
+        d_out = checks.integer(d_out, "d_out", minimum=1)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out), nn.ReLU(), nn.Linear(d_out, d_out)
+        )
+        self.eps = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x, edge_index):
+        return self.mlp((1 + self.eps) * x + self.propagate(edge_index, x=x))
+
+    def message(self, x_j):
+        return F.relu(x_j)  # a ReLU on every message, as in the code
+
+
 class GINEncoder(nn.Module):
-    """GINConv layers with BatchNorm; the prompt (with the degree gate) is added after the
-    BatchNorm, then ReLU (not after the last layer) and dropout. W of a layer is the first
-    linear map of its MLP (our choice)."""
+    """:class:`GINBlock` layers, each followed by an outer BatchNorm; the prompt (with the
+    degree gate) is added after that BatchNorm, then ReLU (not after the last layer) and
+    dropout, as in the released code's ``GIN.forward`` (``graph/model.py``). W of a layer is
+    the first linear map of its MLP, as in the code."""
 
     def __init__(self, d_in: int, hidden: int, layers: int = 3, dropout: float = 0.5) -> None:
         super().__init__()
         layers = checks.integer(layers, "layers", minimum=1)
         dims = [checks.integer(d_in, "d_in", minimum=1)] + [hidden] * layers
-        self.convs = nn.ModuleList(
-            GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)))
-            for a, b in zip(dims[:-1], dims[1:])
-        )
+        self.convs = nn.ModuleList(GINBlock(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.norms = nn.ModuleList(nn.BatchNorm1d(b) for b in dims[1:])
         self.dropout = checks.probability(dropout, "dropout")
         self.register_buffer("pretrain_loss", torch.zeros(0))
 
     def weights(self) -> list[torch.Tensor]:
-        return [conv.nn[0].weight for conv in self.convs]
+        return [conv.mlp[0].weight for conv in self.convs]
 
     def forward(self, x, edge_index, prompts=None, return_inputs: bool = False, norm=None):
         deg = degree(edge_index[0], x.shape[0]) if prompts is not None else None

@@ -220,12 +220,19 @@ def pretrained_encoder(graph_name: str, graph: Data, cfg, seed: int, profile: st
         "pretrain": cfg.pretrain,
         "seed": seed,
     }
+
+    def build():
+        enc = random_encoder(graph, cfg.encoder, seed)
+        # the loss-curve buffer sized as the saved one, so that a checkpoint loads
+        enc.pretrain_loss = torch.zeros(cfg.pretrain.epochs)
+        return enc
+
     return load_or_train(
         SLUG,
         f"graphcl-{graph_name}-s{seed}",
         profile=profile,
         key=key,
-        build=lambda: random_encoder(graph, cfg.encoder, seed),
+        build=build,
         train=lambda enc: graphcl_pretrain(enc, graph, cfg.pretrain, seed),
     )
 

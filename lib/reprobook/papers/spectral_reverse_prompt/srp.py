@@ -13,9 +13,12 @@ output:
 - the projective fallback otherwise (eq. `spectral-reverse-prompt-fallback`);
 - the output map and, for GIN, the degree gate (eq. `spectral-reverse-prompt-out`).
 
-Ablations (``variant``): ``srp_nm`` drops the null channel, ``srp_ns`` the spectral channel,
-``srp_nr`` sets the mask to 1, ``srp_bi`` uses the U-shaped mask of
-eq. `spectral-reverse-prompt-bimask`.
+Ablations (``variant``), with the semantics of the released code's ``node/prompt_ablation.py``
+(classes ``SRP_NM``, ``SRP_NS``, ``SRP_NR``, ``SRP_Bi``): ``srp_nm`` drops the null channel of a
+dual layer (a fallback layer keeps its masked projection); ``srp_ns`` drops the spectral
+channel of a dual layer and makes a fallback layer the plain projection z = h P, with no mask
+and no threshold parameter at all; ``srp_nr`` sets the mask to 1 and has no threshold;
+``srp_bi`` uses the U-shaped mask of eq. `spectral-reverse-prompt-bimask`, capped at 1.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
 ]
 
 VARIANTS = ("srp", "srp_nm", "srp_ns", "srp_nr", "srp_bi")
+_UNMASKED = ("srp_nr", "srp_ns")  # no threshold, no mask (the code's SRP_NR and SRP_NS)
 
 
 def reverse_mask(sigma: torch.Tensor, tau: torch.Tensor, sharpness: float = 10.0) -> torch.Tensor:
@@ -58,13 +62,17 @@ def bimodal_mask(
     """The U-shaped mask of the Bi ablation: the weak (sigma_j < tau_low sigma_max) and the
     strong (sigma_j > tau_high sigma_max) directions pass, the middle is suppressed.
 
+    mask_j = min(1, g_low_j + g_high_j): the sum of the two one-sided gates is capped at 1, as
+    in ``SRP_Bi.get_prompt`` of the released code (``node/prompt_ablation.py``). The cap acts
+    where the gates overlap, above all once the learned low threshold passes the high one.
+
     Implements eq. `spectral-reverse-prompt-bimask` of
     notebooks/17_spectral_reverse_prompt/index.md.
     """
     sigma_max = sigma.max()  # the largest singular value of W
     low = torch.sigmoid(sharpness * (tau_low * sigma_max - sigma))  # weak side
     high = torch.sigmoid(sharpness * (sigma - tau_high * sigma_max))  # strong side
-    return low + high  # eq. bimask: the two one-sided gates added
+    return (low + high).clamp(max=1.0)  # eq. bimask: the two gates added, capped at 1
 
 
 def use_decomposition(d_in: int, d_out: int, m: int) -> bool:
@@ -115,7 +123,8 @@ class SRPPrompt(nn.Module):
     only in the dual mode, for the null-space basis N. ``rank`` is the bottleneck r (capped at
     d_out), ``null_dim`` the m of the mode switch. ``degree_gate`` adds the GIN hook's layer
     norm and degree gate. ``theta0`` initialises theta (tau = sigmoid(theta)); ``bi_theta0``
-    the two thresholds of the ``srp_bi`` variant.
+    the two thresholds of the ``srp_bi`` variant. ``srp_nr`` and ``srp_ns`` have no threshold
+    (as the released code's ``SRP_NR`` and ``SRP_NS``), so no ``theta``.
     """
 
     def __init__(
@@ -145,7 +154,7 @@ class SRPPrompt(nn.Module):
         r = min(rank, self.d_out)
         if self.variant == "srp_bi":
             self.theta = nn.Parameter(torch.tensor([float(t) for t in bi_theta0]))
-        elif self.variant != "srp_nr":
+        elif self.variant not in _UNMASKED:
             self.theta = nn.Parameter(torch.tensor(float(theta0)))
         k = s.numel()
         if self.dual:
@@ -170,12 +179,18 @@ class SRPPrompt(nn.Module):
             self.gate_b = nn.Parameter(torch.zeros(()))
 
     def tau(self) -> torch.Tensor:
-        """tau = sigmoid(theta) (two values for ``srp_bi``; none for ``srp_nr``)."""
+        """tau = sigmoid(theta) (two values for ``srp_bi``; none for ``srp_nr``, ``srp_ns``)."""
+        if not hasattr(self, "theta"):
+            raise checks.InputError(
+                f"variant {self.variant!r} has no threshold; tau exists for "
+                f"{[v for v in VARIANTS if v not in _UNMASKED]}"
+            )
         return torch.sigmoid(self.theta)
 
     def mask(self) -> torch.Tensor:
-        """The current mask over the k singular directions (eqs. mask and bimask)."""
-        if self.variant == "srp_nr":
+        """The current mask over the k singular directions (eqs. mask and bimask); 1 for the
+        unmasked variants ``srp_nr`` and ``srp_ns``, whose fallback is then z = h P."""
+        if self.variant in _UNMASKED:
             return torch.ones_like(self.sigma)
         if self.variant == "srp_bi":
             lo, hi = self.tau()
@@ -188,16 +203,18 @@ class SRPPrompt(nn.Module):
         Implements eqs. `spectral-reverse-prompt-dual`, `spectral-reverse-prompt-fallback` and
         `spectral-reverse-prompt-out` of notebooks/17_spectral_reverse_prompt/index.md.
         """
-        coeff = h @ self.V  # (n, k): coordinates along the right singular vectors
-        mask = self.mask()  # (k,): the reverse mask
         if self.dual:
             z = h.new_zeros(h.shape[0], self.Q.shape[0])  # (n, r)
             if getattr(self, "A", None) is not None:
-                z = z + (coeff * mask) @ self.A  # eq. dual: spectral channel
+                coeff = h @ self.V  # (n, k): coordinates along the right singular vectors
+                z = z + (coeff * self.mask()) @ self.A  # eq. dual: spectral channel
             if hasattr(self, "B"):
                 z = z + (h @ self.N) @ self.B  # eq. dual: null-space channel
+        elif self.variant in _UNMASKED:
+            z = h @ self.P  # NR and NS: no spectral filtering (the code's SRP_NR, SRP_NS)
         else:
-            h_weak = h - (coeff * (1 - mask)) @ self.V.T  # eq. fallback: dominant part removed
+            coeff = h @ self.V  # (n, k): coordinates along the right singular vectors
+            h_weak = h - (coeff * (1 - self.mask())) @ self.V.T  # eq. fallback: dominant out
             z = h_weak @ self.P  # eq. fallback: projection to r
         p = z @ self.Q + self.b  # eq. out: back to d_out
         if self.degree_gate:
@@ -209,15 +226,28 @@ class SRPPrompt(nn.Module):
 
 
 def srp_parameter_count(
-    dims: tuple[int, ...], rank: int = 32, null_dim: int = 16, degree_gate: bool = False
+    dims: tuple[int, ...],
+    rank: int = 32,
+    null_dim: int = 16,
+    degree_gate: bool = False,
+    variant: str = "srp",
 ) -> int:
-    """Trainable parameters of SRP (variant ``srp``) on an encoder with layer widths ``dims``
-    (d_0 -> d_1 -> ...), counted from the formulas: a dual layer has A (k r), B (m r), a
-    fallback layer P (d_in r); each has Q (r d_out), b (d_out), theta (1), and 2 gate scalars
-    with ``degree_gate``."""
+    """Trainable parameters of SRP (or the ablation ``variant``) on an encoder with layer widths
+    ``dims`` (d_0 -> d_1 -> ...), counted from the formulas. A dual layer has A (k r) unless
+    ``srp_ns`` and B (m r) unless ``srp_nm``; a fallback layer has P (d_in r); each layer has
+    Q (r d_out) and b (d_out), thresholds theta (1; 2 for ``srp_bi``; none for ``srp_nr`` and
+    ``srp_ns``), and 2 gate scalars with ``degree_gate``. The thresholds follow the released
+    code's ``SRP``, ``SRP_NM``, ``SRP_NS``, ``SRP_NR`` and ``SRP_Bi``."""
+    variant = checks.choice(variant, "variant", VARIANTS)
+    thetas = {"srp_bi": 2, "srp_nr": 0, "srp_ns": 0}.get(variant, 1)
     total = 0
     for d_in, d_out in zip(dims[:-1], dims[1:]):
         k, r = min(d_in, d_out), min(rank, d_out)
-        first = k * r + null_dim * r if use_decomposition(d_in, d_out, null_dim) else d_in * r
-        total += first + r * d_out + d_out + 1 + (2 if degree_gate else 0)
+        if use_decomposition(d_in, d_out, null_dim):
+            first = (k * r if variant != "srp_ns" else 0) + (
+                null_dim * r if variant != "srp_nm" else 0
+            )
+        else:
+            first = d_in * r
+        total += first + r * d_out + d_out + thetas + (2 if degree_gate else 0)
     return total
