@@ -675,6 +675,50 @@ def test_load_or_train_retrains_a_damaged_file(tmp_path, monkeypatch):
     assert loaded and calls == [1, 1]
 
 
+def test_load_or_train_retrains_from_a_fresh_module_not_a_half_loaded_one(tmp_path, monkeypatch):
+    """load_state_dict copies every entry that fits before it raises on one that does not
+    (torch.nn.Module.load_state_dict, strict=True); the retraining must not start from that."""
+    import torch
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    build, _ = _linear_factory([])
+    seen = []
+
+    def train(module):
+        seen.append(module.weight.detach().clone())
+        return module
+
+    key = {"a": 1}
+    path = core.checkpoint_path("spr_ldp", "toy", profile="reduced", key=key)
+    path.parent.mkdir(parents=True)
+    torch.save({"weight": torch.full((2, 3), 7.0), "bias": torch.zeros(5)}, path)  # bias unfit
+    with pytest.warns(UserWarning, match="could not be loaded"):
+        core.load_or_train("spr_ldp", "toy", profile="reduced", key=key, build=build, train=train)
+    assert torch.equal(seen[0], build().weight)  # fresh weights, not the 7s of the bad file
+
+
+def test_load_or_train_refuses_a_state_that_build_cannot_load(tmp_path, monkeypatch):
+    """A buffer that training resizes (a loss curve made empty by build()) would make every
+    later load fail and every notebook train again: refused when it is first saved."""
+    import torch
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+
+    def build():
+        module = torch.nn.Linear(3, 2)
+        module.register_buffer("curve", torch.zeros(0))
+        return module
+
+    def train(module):
+        module.curve = torch.ones(4)  # resized in training
+        return module
+
+    with pytest.raises(RuntimeError, match=r"does not fit what build\(\) makes.*curve"):
+        core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build,
+                           train=train)  # fmt: skip
+    assert not list((tmp_path / "reduced" / "spr_ldp").glob("*.pt"))  # nothing saved
+
+
 def test_load_or_train_refuses_bad_names_and_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
     build, train = _linear_factory([])

@@ -145,6 +145,11 @@ def checkpoint_path(slug: str, name: str, *, profile: str, key: Mapping[str, Any
     return checkpoints_dir(profile, slug) / f"{name}-{digest}.pt"
 
 
+def _state_shapes(module) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every entry of a module's state dict."""
+    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
+
+
 def load_or_train(
     slug: str,
     name: str,
@@ -161,7 +166,9 @@ def load_or_train(
 
     Returns ``(module, loaded)``. The module is in eval mode. ``name`` is a file-name stem
     (letters, digits, ``-``, ``_``); ``key`` must describe everything that decides the trained
-    weights. An unreadable checkpoint file is trained again and replaced, not trusted.
+    weights. An unreadable checkpoint file is trained again, from a fresh ``build()``, and
+    replaced, not trusted. A trained module whose state (names and shapes) differs from what
+    ``build()`` makes is refused with an error: its checkpoint could never be loaded.
     """
     import torch
 
@@ -176,19 +183,30 @@ def load_or_train(
             module.eval()
             return module, True
         except Exception as exc:  # noqa: BLE001 - a damaged cache is retrained, never trusted
-            # Said aloud: a model whose state does not fit what build() makes (a buffer sized
-            # at training time, say) would otherwise retrain in every notebook, unnoticed.
             warnings.warn(
                 f"checkpoint {path} could not be loaded ({type(exc).__name__}: {exc}); "
                 "training again",
                 stacklevel=2,
             )
+            # load_state_dict copies the entries that fit before it raises: start again from
+            # a fresh module, never from a half-loaded one.
+            module = build()
+    built = _state_shapes(module)
     # A pre-empted training leaves its last Lightning checkpoint in this folder and the next
     # attempt resumes from it (core.training.resumable); a finished one removes it.
     with resumable(folder / f".{name}-{digest}.resume"):
         trained = train(module)
     module = trained if trained is not None else module
     module.eval()
+    if _state_shapes(module) != built:
+        # A model whose state does not fit what build() makes (a buffer sized at training
+        # time, say) could never be loaded: it would train again in every notebook.
+        changed = sorted(set(built.items()) ^ set(_state_shapes(module).items()))
+        raise RuntimeError(
+            f"checkpoint {name!r}: the trained module's state does not fit what build() makes "
+            f"(entries whose names or shapes differ: {changed[:6]}); make build() create "
+            "every parameter and buffer at its trained shape"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
