@@ -379,6 +379,23 @@ def test_bradley_terry_symmetry():
     assert np.isfinite(float(rating.bt_loss([0.0], [1e4], [0.0])))
 
 
+def test_where_ours_departs_from_the_release_on_purpose():
+    """The released winner_to_comparisons_avg (annotation/pairwise_annotator.py) maps a
+    confidence of 1.5 for A to p = -0.25, which is no probability: ours refuses it. The
+    released BradleyTerryLoss (meta_learning_rater/model.py) takes log(sigmoid(.)) in float32,
+    which is -inf at a margin of 200; ours is the exact cross-entropy, 200 to float32."""
+    import torch
+
+    with pytest.raises(ValueError, match="confidence"):
+        rating.soft_label("A", 1.5)
+    with pytest.raises(ValueError, match="confidence"):
+        rating.soft_label("B", -0.1)
+    released = -torch.log(torch.sigmoid(torch.tensor([-200.0])))  # the release's form, p = 1
+    assert torch.isinf(released).all()
+    assert float(rating.bt_loss([200.0], [0.0], [1.0])) == pytest.approx(200.0, rel=1e-6)
+    assert float(rating.bt_loss([0.0], [200.0], [0.0])) == pytest.approx(200.0, rel=1e-6)
+
+
 def test_bradley_terry_recovers_a_known_ranking():
     rng = np.random.default_rng(0)
     n = 12
