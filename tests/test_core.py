@@ -713,10 +713,53 @@ def test_load_or_train_refuses_a_state_that_build_cannot_load(tmp_path, monkeypa
         module.curve = torch.ones(4)  # resized in training
         return module
 
-    with pytest.raises(RuntimeError, match=r"does not fit what build\(\) makes.*curve"):
+    with pytest.raises(RuntimeError, match=r"(?s)does not load into what build\(\) makes.*curve"):
         core.load_or_train("spr_ldp", "toy", profile="reduced", key={"a": 1}, build=build,
                            train=train)  # fmt: skip
     assert not list((tmp_path / "reduced" / "spr_ldp").glob("*.pt"))  # nothing saved
+
+
+def test_load_or_train_probe_keeps_the_random_state_and_dynamic_modules(tmp_path, monkeypatch):
+    """The check that a trained state loads into a fresh build() draws nothing from the
+    random generators, and a module that registers its buffers on load passes it."""
+    import random
+
+    import numpy as np
+    import torch
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+
+    def build():
+        random.random(), np.random.rand()
+        return torch.nn.Linear(3, 2)  # its initialisation draws from torch's generator
+
+    def draws():
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    for gen in (random.seed, np.random.seed, torch.manual_seed):
+        gen(1)
+    build()
+    expected = draws()  # one build, no training, then the draws
+    for gen in (random.seed, np.random.seed, torch.manual_seed):
+        gen(1)
+    core.load_or_train("spr_ldp", "lin", profile="reduced", key={"a": 1}, build=build,
+                       train=lambda m: m)  # fmt: skip
+    assert draws() == expected
+
+    class Grows(torch.nn.Module):  # takes whatever buffers a state holds
+        def _load_from_state_dict(self, state, prefix, *args, **kwargs):
+            for k, v in state.items():
+                self.register_buffer(k[len(prefix) :], v.clone())
+
+    def fill(module):
+        module.register_buffer("x", torch.arange(3.0))
+        return module
+
+    _, loaded = core.load_or_train("spr_ldp", "grows", profile="reduced", key={"a": 1},
+                                   build=Grows, train=fill)  # fmt: skip
+    again, loaded = core.load_or_train("spr_ldp", "grows", profile="reduced", key={"a": 1},
+                                       build=Grows, train=fill)  # fmt: skip
+    assert loaded and torch.equal(again.x, torch.arange(3.0))
 
 
 def test_load_or_train_refuses_bad_names_and_keys(tmp_path, monkeypatch):

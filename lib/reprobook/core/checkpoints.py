@@ -145,9 +145,21 @@ def checkpoint_path(slug: str, name: str, *, profile: str, key: Mapping[str, Any
     return checkpoints_dir(profile, slug) / f"{name}-{digest}.pt"
 
 
-def _state_shapes(module) -> dict[str, tuple[int, ...]]:
-    """Name -> shape of every entry of a module's state dict."""
-    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
+def _loads_into_a_fresh_build(build: Callable[[], Any], state: Mapping[str, Any]) -> None:
+    """Load ``state`` into a fresh ``build()`` (strict), leaving the random generators of
+    Python, NumPy and torch as they were; raises what ``load_state_dict`` raises."""
+    import random
+
+    import numpy as np
+    import torch
+
+    py, npy = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            build().load_state_dict(state)
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
 
 
 def load_or_train(
@@ -167,8 +179,8 @@ def load_or_train(
     Returns ``(module, loaded)``. The module is in eval mode. ``name`` is a file-name stem
     (letters, digits, ``-``, ``_``); ``key`` must describe everything that decides the trained
     weights. An unreadable checkpoint file is trained again, from a fresh ``build()``, and
-    replaced, not trusted. A trained module whose state (names and shapes) differs from what
-    ``build()`` makes is refused with an error: its checkpoint could never be loaded.
+    replaced, not trusted. A trained module whose state does not load into a fresh
+    ``build()`` is refused with an error before it is saved: it could never be loaded.
     """
     import torch
 
@@ -191,26 +203,27 @@ def load_or_train(
             # load_state_dict copies the entries that fit before it raises: start again from
             # a fresh module, never from a half-loaded one.
             module = build()
-    built = _state_shapes(module)
     # A pre-empted training leaves its last Lightning checkpoint in this folder and the next
     # attempt resumes from it (core.training.resumable); a finished one removes it.
     with resumable(folder / f".{name}-{digest}.resume"):
         trained = train(module)
     module = trained if trained is not None else module
     module.eval()
-    if _state_shapes(module) != built:
+    state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    try:
+        _loads_into_a_fresh_build(build, state)
+    except Exception as exc:  # noqa: BLE001 - reported with the reason
         # A model whose state does not fit what build() makes (a buffer sized at training
         # time, say) could never be loaded: it would train again in every notebook.
-        changed = sorted(set(built.items()) ^ set(_state_shapes(module).items()))
         raise RuntimeError(
-            f"checkpoint {name!r}: the trained module's state does not fit what build() makes "
-            f"(entries whose names or shapes differ: {changed[:6]}); make build() create "
-            "every parameter and buffer at its trained shape"
-        )
+            f"checkpoint {name!r}: the trained module's state does not load into what "
+            f"build() makes ({type(exc).__name__}: {exc}); make build() create every "
+            "parameter and buffer at its trained shape"
+        ) from exc
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, tmp)
+        torch.save(state, tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
