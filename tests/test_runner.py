@@ -587,3 +587,121 @@ def test_a_missing_package_or_a_broken_parameters_cell_is_one_line(
     assert cli.main(["run", "--no-progress"]) == 2
     line = one_line(capsys.readouterr().err)
     assert "a parameters cell does not parse (01_draw.ipynb, line 2): invalid syntax" in line
+
+
+# ------------------------------------------------------------------ inputs and the preflight
+
+_INPUTS_CONFIG = """RESOURCES = {
+    'full': Resources(gpus=0, cpus=2, mem_gb=4, hours=1, inputs=(
+        Input(name='jsonlib', kind='package', find='module:json', get='comes with Python'),
+        Input(name='Big model', kind='weights', find='hf-model:nobody/no-such-model',
+              get='huggingface-cli download nobody/no-such-model', licence='Apache-2.0',
+              size_gb=28.0, unless='llm=emulated'),
+        Input(name='Some data', kind='dataset', find='env-path:TOY_DATA_DIR',
+              get='set TOY_DATA_DIR to the unpacked archive'),
+    )),
+}
+"""
+
+
+def test_inputs_are_read_from_the_config_text_and_checked(
+    toy_book: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from reprobook.core import resources
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("TOY_DATA_DIR", raising=False)
+    config = toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py"
+    config.write_text(_INPUTS_CONFIG)
+    res = resources.read_resources(config, "full")
+    assert [i.name for i in res.inputs] == ["jsonlib", "Big model", "Some data"]
+    assert resources.read_resources(config, "reduced").inputs == ()
+    assert [i.name for i in resources.missing_inputs(res)] == ["Big model", "Some data"]
+    assert [i.name for i in resources.missing_inputs(res, {"llm": "emulated"})] == ["Some data"]
+    # present once there: a snapshot with a config in the hub cache, a folder named by the env
+    snap = tmp_path / "hf" / "hub" / "models--nobody--no-such-model" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    assert resources.missing_inputs(res)[0].name == "Big model"  # no config.json yet
+    (snap / "config.json").write_text("{}")
+    monkeypatch.setenv("TOY_DATA_DIR", str(tmp_path))
+    assert resources.missing_inputs(res) == []
+    # a dataset is found in either cache: the hub's snapshots or datasets' prepared folder
+    data = resources.Input(name="d", kind="dataset", find="hf-dataset:org/set", get="x")
+    assert not resources.input_present(data)
+    (tmp_path / "hf" / "datasets" / "org___set").mkdir(parents=True)
+    assert resources.input_present(data)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("inputs=[Input(name='a', kind='model', find='module:x', get='y')]", "Input.kind"),
+        ("inputs=(Input(name='a', kind='data', find='url:x', get='y'),)", "Input.find"),
+        ("inputs=(Input(name='a', kind='data', find='module:x', get=''),)", "Input.get"),
+        ("inputs=(Input(name='a', kind='data', find='module:x', get='y', unless='x'),)", "unless"),
+        ("inputs=(Input(name='a', kind='data', find='module:x', get='y', ur='z'),)", "fields"),
+        ("inputs=(Input(name=NAME, kind='data', find='module:x', get='y'),)", "literal"),
+        ("inputs=(dict(name='a'),)", r"Input\(\.\.\.\) calls"),
+        ("inputs='CIFAR'", "tuple of Input"),
+    ],
+)
+def test_malformed_inputs_are_refused_with_the_file_and_the_reason(
+    toy_book: Path, text: str, message: str
+) -> None:
+    from reprobook.core import resources
+
+    config = toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py"
+    config.write_text(f"RESOURCES = {{'full': Resources(gpus=0, {text})}}\n")
+    with pytest.raises(ValueError, match=message) as err:
+        resources.read_resources(config, "full")
+    assert str(config) in str(err.value)
+
+
+def test_full_profile_stops_before_any_work_listing_every_missing_input(
+    toy_book: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("TOY_DATA_DIR", raising=False)
+    (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(_INPUTS_CONFIG)
+    assert cli.main(["run", "toy", "--profile", "full", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "needs inputs this machine lacks; nothing was run" in err
+    assert "Big model (weights, Apache-2.0, 28 GB)" in err and "-p llm=emulated" in err
+    assert "Some data (dataset, unknown)" in err and "TOY_DATA_DIR" in err
+    assert "jsonlib" not in err  # present
+    assert not (toy_book / "_build" / "results").exists()  # nothing ran, nothing was removed
+    # the reduced profile declares no inputs and runs; list shows each input and where it is
+    assert cli.main(["list", "--profile", "full"]) == 0
+    out = capsys.readouterr().out
+    assert "    input: jsonlib (package, unknown), present; get: comes with Python" in out
+    assert "    input: Big model (weights, Apache-2.0, 28 GB), missing here; get:" in out
+
+
+def test_every_chapter_that_declares_inputs_is_stopped_by_the_preflight(monkeypatch) -> None:
+    """On a machine with none of the inputs, the full profile of the book names, per chapter,
+    every input its RESOURCES declare, and the stand-in a parameter selects (14)."""
+    from reprobook.core import resources
+
+    monkeypatch.setattr(resources, "input_present", lambda item: False)
+    chapters = runner.select_chapters(ROOT, None)
+    declared = {
+        ch.slug: resources.read_resources(
+            ROOT / "lib" / "reprobook" / "papers" / ch.slug / "config.py", "full"
+        ).inputs
+        for ch in chapters
+    }
+    with_inputs = {slug for slug, inputs in declared.items() if inputs}
+    assert {"facts_leaderboard", "tailcon", "tagbo", "tsqbench", "aeo_injection"} <= with_inputs
+    assert {"dcat_merging", "stomatabench"} <= with_inputs
+    message = runner.preflight(ROOT, chapters, set(declared), "full", {})
+    for slug in with_inputs:
+        assert f" {slug}:" in message
+        for item in declared[slug]:
+            assert item.describe() in message and item.get in message
+    assert "-p modelcompose=False" in message
+    waived = runner.preflight(ROOT, chapters, {"dcat_merging"}, "full", {"modelcompose": False})
+    assert waived == ""  # the stand-in needs none of them
+    assert runner.preflight(ROOT, chapters, set(declared), "reduced", {}) == ""

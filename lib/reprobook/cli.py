@@ -34,6 +34,7 @@ def _cmd_new(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     from .core.chapters import find_chapters
     from .core.paths import book_root
+    from .core.resources import input_present
     from .slurm import chapter_resources
 
     root = book_root()
@@ -48,6 +49,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         total_h += res.hours
         print(f"{ch.number} {ch.slug}: {ch.title} ({len(ch.claims)} claims)")
         print(f"    needs at the {args.profile} profile: {res.describe()}")
+        for item in res.inputs:
+            here = "present" if input_present(item) else "missing here"
+            print(f"    input: {item.describe()}, {here}; get: {item.get}")
         for nb in ch.notebooks:
             ids = [c.id for c in ch.claims if c.notebook == nb.stem]
             print(f"    {nb.name}" + (f"  [{', '.join(ids)}]" if ids else ""))

@@ -635,6 +635,32 @@ def plan(
     return jobs
 
 
+def preflight(
+    root: Path, chapters: list[Chapter], slugs: set[str], profile: str, params: dict[str, Any]
+) -> str:
+    """The inputs (data, weights, packages) the chosen chapters' RESOURCES declare for
+    ``profile`` and this machine lacks, as one message listing every one of them with how to
+    get it; ``""`` when nothing is missing. Inputs a parameter waives (``-p llm=emulated``)
+    are not needed."""
+    from .core.resources import missing_inputs, read_resources
+
+    lines = []
+    for ch in chapters:
+        if ch.slug not in slugs:
+            continue
+        res = read_resources(root / "lib" / "reprobook" / "papers" / ch.slug / "config.py", profile)
+        missing = missing_inputs(res, params)
+        if missing:
+            lines.append(f"  chapter {ch.number} {ch.slug}:")
+        for item in missing:
+            waiver = f" (or run the stand-in: -p {item.unless})" if item.unless else ""
+            lines.append(f"    - {item.describe()}, checked as {item.find}: {item.get}{waiver}")
+    if not lines:
+        return ""
+    head = f"the {profile} profile needs inputs this machine lacks; nothing was run:"
+    return "\n".join([head, *lines])
+
+
 def run(
     chapter_keys: list[str] | None = None,
     profile: str = "reduced",
@@ -668,6 +694,11 @@ def run(
     todo = plan(root, chapters, profile, overrides, force, tag)
     summary = RunSummary(profile=profile, jobs=todo, tag=tag)
     pending = [j for j in todo if j.status == "pending"]
+    lacking = preflight(root, chapters, {j.chapter for j in pending}, profile, overrides)
+    if lacking and not dry_run:
+        raise RunError(lacking)
+    if lacking:
+        echo(lacking)
     cached = len(todo) - len(pending)
     where = f" (tag {tag}: {build_dir(root, tag).relative_to(root)})" if tag else ""
     echo(

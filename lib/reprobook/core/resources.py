@@ -1,23 +1,119 @@
-"""What one run of a chapter needs from a machine: GPUs, CPU cores, memory and wall time.
+"""What one run of a chapter needs from a machine: GPUs, CPU cores, memory, wall time, and
+the inputs that are not part of the book's locked environment (data, weights, packages).
 
 Each chapter's ``config.py`` declares it next to its sizes::
 
     RESOURCES = {
         "reduced": core.Resources(gpus=0, cpus=2, mem_gb=8, hours=0.25),
-        "full": core.Resources(gpus=1, cpus=8, mem_gb=64, hours=6),
+        "full": core.Resources(
+            gpus=1, cpus=8, mem_gb=64, hours=6,
+            inputs=(
+                core.Input(name="CIFAR-10", kind="dataset", find="hf-dataset:uoft-cs/cifar10",
+                           get="datasets.load_dataset('uoft-cs/cifar10') with network",
+                           licence="MIT", size_gb=0.13),
+            ),
+        ),
     }
 
 The runner reads this table from the file's text (it imports no paper package) to size a
-cluster job and to sum the book's GPU-hours. A chapter without one gets :data:`DEFAULTS`.
+cluster job, to sum the book's GPU-hours and, before a run at the full profile starts, to check
+that every input is present (:func:`missing_inputs`). A chapter without one gets
+:data:`DEFAULTS`.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import checks
+
+INPUT_KINDS = ("package", "dataset", "weights", "data")
+# how an input's presence is checked: "<way>:<what>"
+FIND_WAYS = {
+    "module": "an importable Python module (module:transformers)",
+    "hf-dataset": "a dataset in the Hugging Face caches (hf-dataset:uoft-cs/cifar10)",
+    "hf-model": "a model repository in the Hugging Face hub cache (hf-model:Qwen/Qwen3-4B)",
+    "env-path": "a file or folder named by an environment variable (env-path:IHEVAL_DIR)",
+}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input a profile needs beyond the locked environment: a dataset, model weights, a
+    package, or other data. ``find`` says how its presence is checked (:data:`FIND_WAYS`),
+    ``get`` how a reader gets it, ``unless`` names a notebook parameter setting that does
+    without it (a deliberate stand-in, ``"llm=emulated"``)."""
+
+    name: str
+    kind: str
+    find: str
+    get: str
+    licence: str = "unknown"
+    size_gb: float | None = None
+    unless: str | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("name", "get"):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"Input.{field} must be a non-empty string, got {value!r}")
+        checks.choice(self.kind, "Input.kind", INPUT_KINDS)
+        way, _, what = str(self.find).partition(":")
+        if way not in FIND_WAYS or not what:
+            raise ValueError(
+                f"Input.find must be '<way>:<what>' with way one of {', '.join(FIND_WAYS)}, "
+                f"got {self.find!r}"
+            )
+        if self.size_gb is not None:
+            checks.real(self.size_gb, "Input.size_gb", above=0)
+        if self.unless is not None and (not isinstance(self.unless, str) or "=" not in self.unless):
+            raise ValueError(f"Input.unless must be 'parameter=value', got {self.unless!r}")
+
+    def describe(self) -> str:
+        size = f", {self.size_gb:g} GB" if self.size_gb is not None else ""
+        return f"{self.name} ({self.kind}, {self.licence}{size})"
+
+    def waived_by(self, params: Mapping[str, object]) -> bool:
+        """Whether the run's parameters choose the stand-in that does without this input."""
+        if self.unless is None:
+            return False
+        key, _, value = self.unless.partition("=")
+        return key in params and str(params[key]) == value
+
+
+def _hf_home() -> Path:
+    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+
+
+def input_present(item: Input) -> bool:
+    """Whether ``item`` is on this machine, by its ``find`` (nothing is downloaded)."""
+    way, _, what = item.find.partition(":")
+    if way == "module":
+        try:
+            return importlib.util.find_spec(what) is not None
+        except (ImportError, ValueError):
+            return False
+    if way == "env-path":
+        value = os.environ.get(what)
+        return bool(value) and Path(value).exists()
+    hub = Path(os.environ.get("HF_HUB_CACHE", _hf_home() / "hub"))
+    if way == "hf-model":
+        return any((hub / f"models--{what.replace('/', '--')}" / "snapshots").glob("*/config.json"))
+    datasets_cache = Path(os.environ.get("HF_DATASETS_CACHE", _hf_home() / "datasets"))
+    snapshots = hub / f"datasets--{what.replace('/', '--')}" / "snapshots"
+    prepared = datasets_cache / what.replace("/", "___")
+    return any(snapshots.glob("*/*")) or prepared.is_dir()
+
+
+def missing_inputs(resources: Resources, params: Mapping[str, object] | None = None):
+    """The inputs of ``resources`` that this machine lacks, less those a parameter waives."""
+    params = params or {}
+    return [i for i in resources.inputs if not i.waived_by(params) and not input_present(i)]
 
 
 @dataclass(frozen=True)
@@ -26,6 +122,7 @@ class Resources:
     cpus: int = 2  # CPU cores
     mem_gb: float = 8.0  # memory, GiB
     hours: float = 0.5  # wall time of the whole chapter, hours
+    inputs: tuple[Input, ...] = ()  # what the profile needs beyond the locked environment
 
     def __post_init__(self) -> None:
         for name in ("gpus", "cpus"):
@@ -34,6 +131,8 @@ class Resources:
             )
         for name in ("mem_gb", "hours"):
             checks.real(getattr(self, name), f"Resources.{name}", above=0)
+        if not isinstance(self.inputs, tuple) or not all(isinstance(i, Input) for i in self.inputs):
+            raise ValueError(f"Resources.inputs must be a tuple of Input, got {self.inputs!r}")
 
     @property
     def gpu_hours(self) -> float:
@@ -90,17 +189,52 @@ def read_resources(config_py: Path, profile: str) -> Resources:
                 )
             ):
                 raise ValueError(f"{path}: RESOURCES[{profile!r}] must be a Resources(...) call")
-            try:
-                kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
-            except ValueError:
-                raise ValueError(
-                    f"{path}: RESOURCES[{profile!r}] takes literal keyword arguments only"
-                ) from None
+            where = f"{path}: RESOURCES[{profile!r}]"
+            kwargs = {}
+            for kw in call.keywords:
+                if kw.arg == "inputs":
+                    kwargs["inputs"] = _literal_inputs(kw.value, where)
+                    continue
+                try:
+                    kwargs[kw.arg] = ast.literal_eval(kw.value)
+                except ValueError:
+                    raise ValueError(f"{where} takes literal keyword arguments only") from None
             try:
                 return Resources(**kwargs)
             except TypeError as err:
                 raise ValueError(
-                    f"{path}: RESOURCES[{profile!r}]: {err}; fields: gpus, cpus, mem_gb, hours"
+                    f"{where}: {err}; fields: gpus, cpus, mem_gb, hours, inputs"
                 ) from None
         return DEFAULTS[profile]
     return DEFAULTS[profile]
+
+
+def _literal_inputs(node: ast.expr, where: str) -> tuple[Input, ...]:
+    """``inputs=(Input(...), ...)`` read from the text: a tuple or list of ``Input`` calls
+    with literal keyword arguments."""
+    if not isinstance(node, ast.Tuple | ast.List):
+        raise ValueError(f"{where}: inputs must be a tuple of Input(...) calls")
+    out = []
+    for call in node.elts:
+        if not (
+            isinstance(call, ast.Call)
+            and not call.args
+            and (
+                getattr(call.func, "attr", None) == "Input"
+                or getattr(call.func, "id", None) == "Input"
+            )
+        ):
+            raise ValueError(f"{where}: inputs must be Input(...) calls with keyword arguments")
+        try:
+            kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+        except ValueError:
+            raise ValueError(f"{where}: Input takes literal keyword arguments only") from None
+        try:
+            out.append(Input(**kwargs))
+        except TypeError as err:
+            raise ValueError(
+                f"{where}: Input: {err}; fields: name, kind, find, get, licence, size_gb, unless"
+            ) from None
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+    return tuple(out)

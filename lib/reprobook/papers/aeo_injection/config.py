@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 QWEN = "Qwen/Qwen2.5-14B-Instruct"  # the paper's example backbone
 IHEVAL = "zhihz0535/IHEval"  # the paper's benchmark (CC BY-NC-ND 4.0: loaded, never shipped)
@@ -74,5 +74,35 @@ PROFILES = {
 # about 30 GB of GPU memory and its weights and IHEval from the hub.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
-    "full": Resources(gpus=1, cpus=8, mem_gb=64, hours=2.0),
+    "full": Resources(
+        gpus=1,
+        cpus=8,
+        mem_gb=64,
+        hours=2.0,
+        inputs=(
+            Input(
+                name="transformers",
+                kind="package",
+                find="module:transformers",
+                get="pip install transformers==5.23.0 accelerate",
+                licence="Apache-2.0",
+            ),
+            Input(
+                name="Qwen2.5-14B-Instruct",
+                kind="weights",
+                find="hf-model:Qwen/Qwen2.5-14B-Instruct",
+                get="hf download Qwen/Qwen2.5-14B-Instruct",
+                licence="Apache-2.0",
+                size_gb=30.0,
+            ),
+            Input(
+                name="IHEval",
+                kind="dataset",
+                find="hf-dataset:zhihz0535/IHEval",
+                get="hf download zhihz0535/IHEval --repo-type dataset",
+                licence="CC BY-NC-ND 4.0",
+                size_gb=0.05,
+            ),
+        ),
+    ),
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 __all__ = ["DataConfig", "LLMConfig", "TrainConfig", "MergeConfig", "DcatConfig", "PROFILES"]
 
@@ -156,5 +156,38 @@ PROFILES: dict[str, dict[str, Any]] = {
 # 4096-wide layers; it has not been run (no weights, no transformers/peft here).
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=1, cpus=8, mem_gb=96, hours=4.0),
+    "full": Resources(
+        gpus=1,
+        cpus=8,
+        mem_gb=96,
+        hours=4.0,
+        inputs=(
+            Input(
+                name="transformers",
+                kind="package",
+                find="module:transformers",
+                get="pip install transformers peft",
+                licence="Apache-2.0",
+                unless="modelcompose=False",
+            ),
+            Input(
+                name="peft",
+                kind="package",
+                find="module:peft",
+                get="pip install peft",
+                licence="Apache-2.0",
+                unless="modelcompose=False",
+            ),
+            Input(
+                name="Vicuna-7B v1.5 and the ModelCompose weights",
+                kind="weights",
+                find="env-path:DCAT_MODELCOMPOSE_DIR",
+                get="hf download lmsys/vicuna-7b-v1.5 and Adu2021/ModelCompose into one folder, "
+                "and set DCAT_MODELCOMPOSE_DIR to it",
+                licence="Llama 2 Community Licence; ModelCompose: unknown",
+                size_gb=14.0,
+                unless="modelcompose=False",
+            ),
+        ),
+    ),
 }

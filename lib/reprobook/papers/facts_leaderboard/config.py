@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 __all__ = ["ProtocolConfig", "JudgesConfig", "QAConfig", "PROFILES", "RESOURCES"]
 
@@ -86,5 +86,44 @@ PROFILES: dict[str, dict[str, Any]] = {
 # simulation runs on CPUs at every size; the open models, when present, want one GPU.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=3.0),
+    "full": Resources(
+        gpus=1,
+        cpus=8,
+        mem_gb=32,
+        hours=3.0,
+        inputs=(
+            Input(
+                name="transformers",
+                kind="package",
+                find="module:transformers",
+                get="pip install transformers",
+                licence="Apache-2.0",
+            ),
+            Input(
+                name="Qwen2.5-7B-Instruct",
+                kind="weights",
+                find="hf-model:Qwen/Qwen2.5-7B-Instruct",
+                get="hf download Qwen/Qwen2.5-7B-Instruct",
+                licence="Apache-2.0",
+                size_gb=15.0,
+            ),
+            Input(
+                name="Llama-3.1-8B-Instruct",
+                kind="weights",
+                find="hf-model:meta-llama/Llama-3.1-8B-Instruct",
+                get="accept the licence on the hub, then "
+                "hf download meta-llama/Llama-3.1-8B-Instruct",
+                licence="Llama 3.1 Community Licence",
+                size_gb=16.0,
+            ),
+            Input(
+                name="FACTS Grounding public examples",
+                kind="dataset",
+                find="hf-dataset:google/FACTS-grounding-public",
+                get="hf download google/FACTS-grounding-public --repo-type dataset",
+                licence="CC-BY-4.0",
+                size_gb=0.02,
+            ),
+        ),
+    ),
 }

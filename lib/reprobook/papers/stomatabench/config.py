@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 __all__ = [
     "Sizes",
@@ -117,7 +117,28 @@ PROFILES: dict[str, dict[str, Any]] = {
 # about 11,000 images.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
-    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=3.0),
+    "full": Resources(
+        gpus=1,
+        cpus=8,
+        mem_gb=32,
+        hours=3.0,
+        inputs=(
+            Input(
+                name="torchvision",
+                kind="package",
+                find="module:torchvision",
+                get="pip install torchvision==0.28.0",
+                licence="BSD-3-Clause",
+            ),
+            Input(
+                name="hardwood stomata images",
+                kind="dataset",
+                find="hf-dataset:XintongHe/Stomatal_Images_Datasets",
+                get="hf download XintongHe/Stomatal_Images_Datasets --repo-type dataset",
+                licence="CC-BY-4.0",
+            ),
+        ),
+    ),
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 __all__ = [
     "SimilarityConfig",
@@ -148,5 +148,27 @@ PROFILES: dict[str, dict[str, Any]] = {
 # are small: the GPU serves the LLM of the full profile; the BO loops are CPU-bound.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
-    "full": Resources(gpus=1, cpus=16, mem_gb=32, hours=12.0),
+    "full": Resources(
+        gpus=1,
+        cpus=16,
+        mem_gb=32,
+        hours=12.0,
+        inputs=(
+            Input(
+                name="transformers",
+                kind="package",
+                find="module:transformers",
+                get="pip install transformers",
+                licence="Apache-2.0",
+            ),
+            Input(
+                name="Qwen2.5-7B-Instruct",
+                kind="weights",
+                find="hf-model:Qwen/Qwen2.5-7B-Instruct",
+                get="hf download Qwen/Qwen2.5-7B-Instruct",
+                licence="Apache-2.0",
+                size_gb=15.0,
+            ),
+        ),
+    ),
 }

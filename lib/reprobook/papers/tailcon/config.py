@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 
 @dataclass(frozen=True)
@@ -105,5 +105,21 @@ PROFILES = {
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
-    "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=4.0),
+    "full": Resources(
+        gpus=1,
+        cpus=8,
+        mem_gb=32,
+        hours=4.0,
+        inputs=(
+            Input(
+                name="CIFAR-10",
+                kind="dataset",
+                find="hf-dataset:uoft-cs/cifar10",
+                get="hf download uoft-cs/cifar10 --repo-type dataset "
+                "(or one load_dataset with network)",
+                licence="unknown (the dataset card names none)",
+                size_gb=0.13,
+            ),
+        ),
+    ),
 }

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reprobook.core.resources import Resources
+from reprobook.core.resources import Input, Resources
 
 __all__ = [
     "BenchConfig",
@@ -175,5 +175,41 @@ PROFILES: dict[str, dict[str, Any]] = {
 # add about half an hour of CPU.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
-    "full": Resources(gpus=1, cpus=8, mem_gb=48, hours=6.0),
+    "full": Resources(
+        gpus=1,
+        cpus=8,
+        mem_gb=48,
+        hours=6.0,
+        inputs=(
+            Input(
+                name="transformers",
+                kind="package",
+                find="module:transformers",
+                get="pip install transformers==5.23.0 trl==1.16.0 peft==0.21.2",
+                licence="Apache-2.0",
+            ),
+            Input(
+                name="trl",
+                kind="package",
+                find="module:trl",
+                get="pip install trl==1.16.0",
+                licence="Apache-2.0",
+            ),
+            Input(
+                name="peft",
+                kind="package",
+                find="module:peft",
+                get="pip install peft==0.21.2",
+                licence="Apache-2.0",
+            ),
+            Input(
+                name="Qwen3-4B",
+                kind="weights",
+                find="hf-model:Qwen/Qwen3-4B",
+                get="hf download Qwen/Qwen3-4B",
+                licence="Apache-2.0",
+                size_gb=8.0,
+            ),
+        ),
+    ),
 }
