@@ -696,12 +696,54 @@ def test_every_chapter_that_declares_inputs_is_stopped_by_the_preflight(monkeypa
     with_inputs = {slug for slug, inputs in declared.items() if inputs}
     assert {"facts_leaderboard", "tailcon", "tagbo", "tsqbench", "aeo_injection"} <= with_inputs
     assert {"dcat_merging", "stomatabench"} <= with_inputs
-    message = runner.preflight(ROOT, chapters, set(declared), "full", {})
+    everything = {ch.slug: set(ch.notebook_stems()) for ch in chapters}
+    message = runner.preflight(ROOT, chapters, everything, "full", {})
     for slug in with_inputs:
         assert f" {slug}:" in message
         for item in declared[slug]:
             assert item.describe() in message and item.get in message
     assert "-p modelcompose=False" in message
-    waived = runner.preflight(ROOT, chapters, {"dcat_merging"}, "full", {"modelcompose": False})
+    dcat = {"dcat_merging": everything["dcat_merging"]}
+    waived = runner.preflight(ROOT, chapters, dcat, "full", {"modelcompose": False})
     assert waived == ""  # the stand-in needs none of them
-    assert runner.preflight(ROOT, chapters, set(declared), "reduced", {}) == ""
+    assert runner.preflight(ROOT, chapters, everything, "reduced", {}) == ""
+    # an input that only some notebooks use is not asked of the others (08's CIFAR-10)
+    tail = runner.preflight(
+        ROOT, chapters, {"tailcon": {"03_mnist1d", "04_tail_erosion"}}, "full", {}
+    )
+    assert tail == "" and "CIFAR-10" in runner.preflight(
+        ROOT, chapters, {"tailcon": {"02_memory_consolidation"}}, "full", {}
+    )
+
+
+def test_a_notebook_run_by_hand_at_full_stops_at_start_without_its_inputs(
+    toy_book: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """core.start is where a notebook run outside the runner (Jupyter, papermill, Colab)
+    meets the same check, for the inputs this notebook uses, waived by its config's fields."""
+    import dataclasses
+
+    from reprobook import core
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("TOY_DATA_DIR", raising=False)
+    (toy_book / "lib" / "reprobook" / "papers" / "toy" / "config.py").write_text(
+        _INPUTS_CONFIG.replace(
+            "get='set TOY_DATA_DIR to the unpacked archive'",
+            "get='set TOY_DATA_DIR to the unpacked archive', notebooks=('02_count',)",
+        )
+    )
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        llm: str = "real"
+
+    with pytest.raises(core.MissingInputs, match="(?s)Big model.*Some data"):
+        core.start("toy", "02_count", profile="full", config=Cfg())
+    with pytest.raises(core.MissingInputs) as err:
+        core.start("toy", "01_draw", profile="full", config=Cfg())
+    assert "Big model" in str(err.value) and "Some data" not in str(err.value)
+    core.start("toy", "01_draw", profile="full", config=Cfg(llm="emulated"))  # waived
+    core.start("toy", "02_count", profile="reduced", config=Cfg())  # nothing declared

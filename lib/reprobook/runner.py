@@ -636,29 +636,27 @@ def plan(
 
 
 def preflight(
-    root: Path, chapters: list[Chapter], slugs: set[str], profile: str, params: dict[str, Any]
+    root: Path,
+    chapters: list[Chapter],
+    notebooks: dict[str, set[str]],
+    profile: str,
+    params: dict[str, Any],
 ) -> str:
-    """The inputs (data, weights, packages) the chosen chapters' RESOURCES declare for
-    ``profile`` and this machine lacks, as one message listing every one of them with how to
-    get it; ``""`` when nothing is missing. Inputs a parameter waives (``-p llm=emulated``)
-    are not needed."""
-    from .core.resources import missing_inputs, read_resources
+    """The inputs (data, weights, packages) that the chosen chapters' RESOURCES declare for
+    ``profile``, that the notebooks to run (``{slug: file stems}``) use, and that this machine
+    lacks, as one message listing every one with how to get it; ``""`` when nothing is
+    missing. Inputs a parameter waives (``-p modelcompose=False``) are not needed."""
+    from .core.resources import missing_inputs, missing_message, read_resources
 
-    lines = []
+    missing = {}
     for ch in chapters:
-        if ch.slug not in slugs:
-            continue
-        res = read_resources(root / "lib" / "reprobook" / "papers" / ch.slug / "config.py", profile)
-        missing = missing_inputs(res, params)
-        if missing:
-            lines.append(f"  chapter {ch.number} {ch.slug}:")
-        for item in missing:
-            waiver = f" (or run the stand-in: -p {item.unless})" if item.unless else ""
-            lines.append(f"    - {item.describe()}, checked as {item.find}: {item.get}{waiver}")
-    if not lines:
-        return ""
-    head = f"the {profile} profile needs inputs this machine lacks; nothing was run:"
-    return "\n".join([head, *lines])
+        if ch.slug in notebooks:
+            config = root / "lib" / "reprobook" / "papers" / ch.slug / "config.py"
+            res = read_resources(config, profile)
+            missing[f"chapter {ch.number} {ch.slug}"] = missing_inputs(
+                res, params, notebooks[ch.slug]
+            )
+    return missing_message(profile, missing)
 
 
 def run(
@@ -694,7 +692,10 @@ def run(
     todo = plan(root, chapters, profile, overrides, force, tag)
     summary = RunSummary(profile=profile, jobs=todo, tag=tag)
     pending = [j for j in todo if j.status == "pending"]
-    lacking = preflight(root, chapters, {j.chapter for j in pending}, profile, overrides)
+    to_run: dict[str, set[str]] = {}
+    for job in pending:
+        to_run.setdefault(job.chapter, set()).add(Path(job.notebook).stem)
+    lacking = preflight(root, chapters, to_run, profile, overrides)
     if lacking and not dry_run:
         raise RunError(lacking)
     if lacking:

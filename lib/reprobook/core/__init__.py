@@ -11,7 +11,14 @@ from .numerics import Failures, jitter, linprog_chain, tie_groups
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import ProfileError, resolve, resolve_notebook
-from .resources import Input, Resources, input_present, missing_inputs, read_resources
+from .resources import (
+    Input,
+    MissingInputs,
+    Resources,
+    input_present,
+    missing_inputs,
+    read_resources,
+)
 from .rng import as_generator
 from .runtime import (
     parallel_map,
@@ -73,6 +80,7 @@ __all__ = [
     "t_interval",
     "to_accelerator",
     "Input",
+    "MissingInputs",
     "Resources",
     "input_present",
     "missing_inputs",

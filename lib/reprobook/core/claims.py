@@ -477,6 +477,27 @@ def load_values(chapter: Chapter, profile: str, root: Path | None = None) -> dic
     return {cid: r["value"] for cid, r in load_records(chapter, profile, root).items()}
 
 
+def _check_inputs(ch, notebook: str, profile: str, config: Any, root: Path) -> None:
+    """Stop a notebook run by hand (Jupyter, papermill, Colab) before any work when its
+    chapter's RESOURCES declare inputs for ``profile`` that this notebook uses and this
+    machine lacks; the configuration's fields are the parameters that may waive one."""
+    import dataclasses
+    from collections.abc import Mapping
+
+    from .resources import MissingInputs, missing_inputs, missing_message, read_resources
+
+    res = read_resources(root / "lib" / "reprobook" / "papers" / ch.slug / "config.py", profile)
+    if not res.inputs:
+        return
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        params = dataclasses.asdict(config)
+    else:
+        params = dict(config) if isinstance(config, Mapping) else {}
+    missing = missing_inputs(res, params, [notebook])
+    if missing:
+        raise MissingInputs(missing_message(profile, {f"notebook {ch.slug}/{notebook}": missing}))
+
+
 def start(
     chapter: str,
     notebook: str,
@@ -511,6 +532,7 @@ def start(
             f"chapter {ch.slug} has no notebook {notebook!r}; "
             f"its notebooks: {', '.join(ch.notebook_stems())}"
         )
+    _check_inputs(ch, notebook, profile, config, root)
     quiet_lightning()
     used = seed_everything(seed, threads)
     run = Run(ch, notebook, profile, seed, config, root, used)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,7 @@ class Input:
     licence: str = "unknown"
     size_gb: float | None = None
     unless: str | None = None
+    notebooks: tuple[str, ...] = ()  # the notebooks (file stems) that use it; () for all
 
     def __post_init__(self) -> None:
         for field in ("name", "get"):
@@ -73,6 +74,16 @@ class Input:
             checks.real(self.size_gb, "Input.size_gb", above=0)
         if self.unless is not None and (not isinstance(self.unless, str) or "=" not in self.unless):
             raise ValueError(f"Input.unless must be 'parameter=value', got {self.unless!r}")
+        if not isinstance(self.notebooks, tuple) or not all(
+            isinstance(n, str) and n for n in self.notebooks
+        ):
+            raise ValueError(
+                f"Input.notebooks must be a tuple of notebook file stems, got {self.notebooks!r}"
+            )
+
+    def used_by(self, notebook: str) -> bool:
+        """Whether the notebook (file stem) uses this input."""
+        return not self.notebooks or notebook in self.notebooks
 
     def describe(self) -> str:
         size = f", {self.size_gb:g} GB" if self.size_gb is not None else ""
@@ -110,10 +121,43 @@ def input_present(item: Input) -> bool:
     return any(snapshots.glob("*/*")) or prepared.is_dir()
 
 
-def missing_inputs(resources: Resources, params: Mapping[str, object] | None = None):
-    """The inputs of ``resources`` that this machine lacks, less those a parameter waives."""
+def missing_inputs(
+    resources: Resources,
+    params: Mapping[str, object] | None = None,
+    notebooks: Iterable[str] | None = None,
+) -> list[Input]:
+    """The inputs of ``resources`` that this machine lacks, less those a parameter waives and,
+    given ``notebooks`` (file stems), those none of them uses."""
     params = params or {}
-    return [i for i in resources.inputs if not i.waived_by(params) and not input_present(i)]
+    stems = None if notebooks is None else list(notebooks)
+    return [
+        i
+        for i in resources.inputs
+        if (stems is None or any(i.used_by(n) for n in stems))
+        and not i.waived_by(params)
+        and not input_present(i)
+    ]
+
+
+class MissingInputs(RuntimeError):
+    """A profile's inputs that this machine lacks; the message lists each with how to get it."""
+
+
+def missing_message(profile: str, missing_by_place: Mapping[str, list[Input]]) -> str:
+    """One message listing every missing input, grouped by chapter or notebook; ``""`` when
+    nothing is missing."""
+    lines = []
+    for place, missing in missing_by_place.items():
+        if not missing:
+            continue
+        lines.append(f"  {place}:")
+        for item in missing:
+            waiver = f" (or run the stand-in: -p {item.unless})" if item.unless else ""
+            lines.append(f"    - {item.describe()}, checked as {item.find}: {item.get}{waiver}")
+    if not lines:
+        return ""
+    head = f"the {profile} profile needs inputs this machine lacks; nothing was run:"
+    return "\n".join([head, *lines])
 
 
 @dataclass(frozen=True)
@@ -233,7 +277,8 @@ def _literal_inputs(node: ast.expr, where: str) -> tuple[Input, ...]:
             out.append(Input(**kwargs))
         except TypeError as err:
             raise ValueError(
-                f"{where}: Input: {err}; fields: name, kind, find, get, licence, size_gb, unless"
+                f"{where}: Input: {err}; fields: name, kind, find, get, licence, size_gb, unless, "
+                "notebooks"
             ) from None
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None

@@ -119,6 +119,7 @@ RESOURCES = {
                 "(or one load_dataset with network)",
                 licence="unknown (the dataset card names none)",
                 size_gb=0.13,
+                notebooks=("01_baselines", "02_memory_consolidation"),
             ),
         ),
     ),
