@@ -747,3 +747,57 @@ def test_a_notebook_run_by_hand_at_full_stops_at_start_without_its_inputs(
     assert "Big model" in str(err.value) and "Some data" not in str(err.value)
     core.start("toy", "01_draw", profile="full", config=Cfg(llm="emulated"))  # waived
     core.start("toy", "02_count", profile="reduced", config=Cfg())  # nothing declared
+
+
+# ------------------------------------------------------------------ archived runs
+
+
+def test_archive_keeps_a_run_and_the_ledger_shows_it_beside_the_reduced_verdict(
+    toy_book: Path, monkeypatch, capsys
+) -> None:
+    from reprobook import archive, site
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    quiet = dict(root=toy_book, progress=False, echo=lambda *_: None)
+    # refused before there is a full run to keep
+    assert cli.main(["archive", "toy"]) == 2
+    assert "no full-profile results for 01_draw, 02_count" in capsys.readouterr().err
+    runner.run(**quiet)
+    runner.run(profile="full", **quiet)
+    assert cli.main(["archive", "toy", "--profile", "full"]) == 0
+    manifest = archive.read_manifest(toy_book, "full", "toy")
+    assert [n["notebook"] for n in manifest["notebooks"]] == ["01_draw", "02_count"]
+    assert all(n["wall_s"] > 0 and n["started"] for n in manifest["notebooks"])
+    assert manifest["hardware"]["cores"] >= 1
+    assert sorted(p.name for p in (toy_book / "archive" / "full" / "toy").iterdir()) == [
+        "01_draw.json",
+        "02_count.json",
+    ]
+    rows = ledger.attach_archived(ledger.collect("reduced", toy_book), toy_book)
+    full = {r["claim"]: r for r in ledger.collect("full", toy_book)}
+    for r in rows:  # the archived verdict is the full run's, under the current check
+        a = r["archived"]
+        assert (
+            a["verdict"] == full[r["claim"]]["verdict"] and a["value"] == full[r["claim"]]["value"]
+        )
+        assert a["profile"] == "full" and not a["stale"] and a["when"] and a["ran_on"]
+    assert "full profile (archived run)" in site.status_box(rows, "reduced")
+    assert "full (archived)" in ledger.render(rows, "markdown")
+    # the full results go; the archive stays, and goes stale when the claims file changes
+    shutil.rmtree(toy_book / "_build" / "results" / "full")
+    claims = toy_book / "notebooks" / "01_toy" / "claims.yml"
+    claims.write_text(claims.read_text() + "\n# edited\n")
+    rows = ledger.attach_archived(ledger.collect("reduced", toy_book), toy_book)
+    assert all(r["archived"]["stale"] for r in rows)
+    assert "[STALE]" in ledger.archived_cell(rows[0])
+    # and a stale result is not archived
+    runner.run(profile="full", **quiet)
+    claims.write_text(claims.read_text() + "# again\n")
+    with pytest.raises(archive.ArchiveError, match="other versions of claims.yml"):
+        archive.archive_chapter(
+            toy_book,
+            runner.select_chapters(toy_book, ["toy"])[0],
+            "full",
+            toy_book / "_build" / "results",
+            runner.load_state(toy_book, "full"),
+        )

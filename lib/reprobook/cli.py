@@ -171,6 +171,8 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
                 print(ledger.render_compare(pairs, _tag(a) or "default", _tag(b) or "default"))
             return 1 if any(p["flip"] for p in pairs) else 0
         rows = ledger.collect(args.profile, results=_results_of(args.tag))
+        if args.profile != "full":
+            rows = ledger.attach_archived(rows)
     except runner.RunError as err:
         print(f"reprobook ledger: {err}", file=sys.stderr)
         return 2
@@ -178,6 +180,26 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     import shutil
 
     print(ledger.render(rows, fmt, width=shutil.get_terminal_size((120, 40)).columns))
+    return 0
+
+
+def _cmd_archive(args: argparse.Namespace) -> int:
+    from . import archive, runner
+    from .core.paths import book_root
+
+    root = book_root()
+    try:
+        tag = None if args.tag is None else _tag(args.tag)
+        chapters = runner.select_chapters(root, args.chapters)
+        results = runner.tag_results_dir(root, tag or "")
+        state = runner.load_state(root, args.profile, tag or "")
+        for ch in chapters:
+            path = archive.archive_chapter(root, ch, args.profile, results, state)
+            print(f"archived chapter {ch.number} {ch.slug} at the {args.profile} profile: "
+                  f"{path.relative_to(root)}")  # fmt: skip
+    except (runner.RunError, archive.ArchiveError) as err:
+        print(f"reprobook archive: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -323,6 +345,15 @@ def parser() -> argparse.ArgumentParser:
         "exits 1 when a verdict flipped",
     )
     s.set_defaults(func=_cmd_ledger)
+
+    s = sub.add_parser(
+        "archive",
+        help="keep a finished run's results and manifest in archive/ (committed), for the book",
+    )
+    s.add_argument("chapters", nargs="+", metavar="CHAPTER", help="slug, folder or number")
+    s.add_argument("--profile", choices=["reduced", "full"], default="full")
+    s.add_argument("--tag", metavar="NAME", help="the results of a tagged run")
+    s.set_defaults(func=_cmd_archive)
 
     s = sub.add_parser("book", help="build the HTML book from the last run's executed notebooks")
     s.add_argument("--profile", default="reduced", choices=["reduced", "full"])

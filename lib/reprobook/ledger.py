@@ -142,6 +142,70 @@ def run_cell(row: dict[str, Any]) -> str:
     return f"{row['profile']} ({extra})" if extra else row["profile"]
 
 
+def machine_text(hardware: dict[str, Any] | None) -> str:
+    """``"1 GPU (NVIDIA H100), 16 cores"`` from a result's hardware facts."""
+    hw = hardware or {}
+    gpus = hw.get("gpus") or []
+    names = sorted({g.get("name", "GPU") if isinstance(g, dict) else str(g) for g in gpus})
+    gpu = (
+        f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({', '.join(names)})" if gpus else "no GPU"
+    )
+    return f"{gpu}, {hw.get('cores', '?')} cores"
+
+
+def attach_archived(
+    rows: list[dict[str, Any]], root: Path | None = None, profile: str = "full"
+) -> list[dict[str, Any]]:
+    """Add to each row whose chapter has an archived run at ``profile`` (see
+    :mod:`reprobook.archive`) an ``archived`` entry: that run's verdict under the claim's
+    current check, its value, where and when it ran, and whether it is stale (the claims
+    file or the notebook changed since). Rows of ``profile`` itself are left as they are."""
+    from .archive import archive_dir, read_manifest
+
+    root = root or book_root()
+    manifests = {}
+    for slug in {r["chapter"] for r in rows if r["profile"] != profile}:
+        manifest = read_manifest(root, profile, slug)
+        if manifest is not None:
+            manifests[slug] = manifest
+    if not manifests:
+        return rows
+    archived = {
+        (r["chapter"], r["claim"]): r
+        for r in collect(profile, root, results=archive_dir(root))
+        if r["chapter"] in manifests
+    }
+    for r in rows:
+        a = archived.get((r["chapter"], r["claim"]))
+        if a is None or r["profile"] == profile:
+            continue
+        m = manifests[r["chapter"]]
+        started = [n.get("started") or "" for n in m.get("notebooks", [])]
+        r["archived"] = {
+            "profile": profile,
+            "verdict": a["verdict"],
+            "verdict_label": a["verdict_label"],
+            "value": a["value"],
+            "interval": a["interval"],
+            "stale": a["stale"],
+            "ran_on": machine_text(m.get("hardware")),
+            "when": min(started)[:10] if any(started) else "",
+            "commit": (m.get("commit") or "")[:7],
+        }
+    return rows
+
+
+def archived_cell(row: dict[str, Any]) -> str:
+    """The archived run's verdict and value, with where and when it ran."""
+    a = row.get("archived")
+    if not a:
+        return ""
+    value = value_cell(a["value"], a.get("interval"))
+    text = a["verdict_label"] + (f": {value}" if value else "")
+    text += f" ({a['ran_on']}, {a['when']}, {a['commit']})"
+    return text + (" [STALE]" if a.get("stale") else "")
+
+
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
     """A MyST/GitHub Markdown table; pipes and newlines inside cells are escaped."""
 
@@ -187,6 +251,13 @@ def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> 
         ]
         for r in rows
     ]
+    widths = [16, None, 30, 14, 22, 16, 14, None, 14, 40]
+    archived = [r["archived"]["profile"] for r in rows if r.get("archived")]
+    if archived:
+        headers.append(f"{archived[0]} (archived)")
+        for line, r in zip(body, rows):
+            line.append(archived_cell(r))
+        widths.append(30)
     if fmt == "markdown":
         return markdown_table(headers, body)
     if fmt == "table":
@@ -196,7 +267,7 @@ def render(rows: list[dict[str, Any]], fmt: str = "table", width: int = 120) -> 
             body,
             headers=headers,
             tablefmt="simple",
-            maxcolwidths=[16, None, 30, 14, 22, 16, 14, None, 14, 40],
+            maxcolwidths=widths,
         )
         return text + "\n\n" + headline(rows)
     raise ValueError(

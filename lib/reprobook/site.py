@@ -116,6 +116,16 @@ def caveats(rows: list[dict[str, Any]]) -> str:
     return "\n".join(items)
 
 
+def _add_archived_column(headers: list[str], body: list[list[Any]], rows: list[dict]) -> None:
+    """A column with the archived full-profile run's verdict, value, machine and date, when
+    any row has one (:func:`reprobook.ledger.attach_archived`)."""
+    profiles = [r["archived"]["profile"] for r in rows if r.get("archived")]
+    if profiles:
+        headers.append(f"{profiles[0]} profile (archived run)")
+        for line, r in zip(body, rows):
+            line.append(ledger.archived_cell(r))
+
+
 def status_box(rows: list[dict], profile: str) -> str:
     """The admonition that opens a chapter: each claim's verdict, our value (with its interval
     for a statistical claim) and the paper's, its source and kind of evidence, then the notes
@@ -125,20 +135,20 @@ def status_box(rows: list[dict], profile: str) -> str:
     wide table hid the verdict column off the right edge of the page. The chapter's "What this
     chapter checks" section and the ledger page give each metric in full. The headline counts
     the paper's claims apart from our extensions and illustrations."""
-    table = ledger.markdown_table(
-        ["claim", "verdict", "ours", "paper", "rests on", "note"],
+    headers = ["claim", "verdict", "ours", "paper", "rests on", "note"]
+    body = [
         [
-            [
-                r["claim"],
-                _verdict_html(r),
-                ledger.value_cell(r["value"], r.get("interval")),
-                r["paper_value"],
-                _rests_on(r),
-                r.get("note_first", ""),
-            ]
-            for r in rows
-        ],
-    )
+            r["claim"],
+            _verdict_html(r),
+            ledger.value_cell(r["value"], r.get("interval")),
+            r["paper_value"],
+            _rests_on(r),
+            r.get("note_first", ""),
+        ]
+        for r in rows
+    ]
+    _add_archived_column(headers, body, rows)
+    table = ledger.markdown_table(headers, body)
     overridden = sorted({ledger.run_cell(r) for r in rows if r.get("overrides")})
     note = (
         f" Some values were measured with overridden parameters: {'; '.join(overridden)}."
@@ -330,7 +340,10 @@ def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = No
     """The ledger page's body: the overview figure, the run's facts, and per chapter a compact
     table (claim, verdict, ours, paper; each claim linked to the notebook that records it) with
     the statements, metrics, notes and revisions in a fold-out below it."""
-    rows = ledger.collect(profile, root) if rows is None else rows
+    if rows is None:
+        rows = ledger.collect(profile, root)
+        if profile != "full":
+            rows = ledger.attach_archived(rows, root)
     parts = [
         overview_block(rows, profile, "ledger-overview"),
         f"**{len(rows)} claims at the {profile} profile.** {ledger.headline(rows)}",
@@ -339,21 +352,21 @@ def ledger_page(root: Path, profile: str, rows: list[dict[str, Any]] | None = No
     for ch in find_chapters(root):
         mine = [r for r in rows if r["chapter"] == ch.slug]
         folder = f"/{ch.folder.relative_to(root).as_posix()}"
-        table = ledger.markdown_table(
-            ["claim", "verdict", "ours", "paper", "rests on", "note", "run"],
+        headers = ["claim", "verdict", "ours", "paper", "rests on", "note", "run"]
+        body = [
             [
-                [
-                    f"{{doc}}`{r['claim']} <{folder}/{r['notebook']}>`",
-                    _verdict_html(r),
-                    ledger.value_cell(r["value"], r.get("interval")),
-                    r["paper_value"],
-                    _rests_on(r),
-                    r.get("note_first", ""),
-                    ledger.run_cell(r) + ("" if r["seed"] is None else f", seed {r['seed']}"),
-                ]
-                for r in mine
-            ],
-        )
+                f"{{doc}}`{r['claim']} <{folder}/{r['notebook']}>`",
+                _verdict_html(r),
+                ledger.value_cell(r["value"], r.get("interval")),
+                r["paper_value"],
+                _rests_on(r),
+                r.get("note_first", ""),
+                ledger.run_cell(r) + ("" if r["seed"] is None else f", seed {r['seed']}"),
+            ]
+            for r in mine
+        ]
+        _add_archived_column(headers, body, mine)
+        table = ledger.markdown_table(headers, body)
         notes = "\n".join(
             [
                 "```{admonition} Statements, metrics, what each rests on, notes and revisions",
@@ -408,6 +421,8 @@ def stage(root: Path, profile: str, source_only: bool, allow_stale: bool = False
             f"run `reprobook run --profile {profile}` first"
         )
     rows = ledger.collect(profile, root)
+    if profile != "full":
+        rows = ledger.attach_archived(rows, root)
     stale = [f"{r['chapter']} {r['claim']}" for r in rows if r.get("stale")]
     if stale and not allow_stale:
         raise BuildError(
