@@ -595,7 +595,7 @@ _INPUTS_CONFIG = """RESOURCES = {
     'full': Resources(gpus=0, cpus=2, mem_gb=4, hours=1, inputs=(
         Input(name='jsonlib', kind='package', find='module:json', get='comes with Python'),
         Input(name='Big model', kind='weights', find='hf-model:nobody/no-such-model',
-              get='huggingface-cli download nobody/no-such-model', licence='Apache-2.0',
+              get='hf download nobody/no-such-model', licence='Apache-2.0',
               size_gb=28.0, unless='llm=emulated'),
         Input(name='Some data', kind='dataset', find='env-path:TOY_DATA_DIR',
               get='set TOY_DATA_DIR to the unpacked archive'),

@@ -22,7 +22,7 @@ def require_transformers():
         raise RuntimeError(
             f"the paper-scale profile runs {QWEN} through `{TRANSFORMERS}`, which is not "
             f"installed: run `pip install {TRANSFORMERS}` (and fetch the weights with "
-            "`huggingface-cli download`), or use the reduced profile"
+            "`hf download`), or use the reduced profile"
         ) from None
     return transformers
 
@@ -43,7 +43,7 @@ def load_backbone(name: str = QWEN):
     except OSError as err:
         raise RuntimeError(
             f"the weights of {name} are not in the local hub cache ({err}); fetch them with "
-            f"`huggingface-cli download {name}` on a machine with network access"
+            f"`hf download {name}` on a machine with network access"
         ) from None
     return model.eval(), tok
 
