@@ -93,6 +93,7 @@ RESOURCES = {
         hours=3.0,
         inputs=(
             Input(
+                notebooks=("01_protocol",),
                 name="transformers",
                 kind="package",
                 find="module:transformers",
@@ -100,6 +101,7 @@ RESOURCES = {
                 licence="Apache-2.0",
             ),
             Input(
+                notebooks=("01_protocol",),
                 name="Qwen2.5-7B-Instruct",
                 kind="weights",
                 find="hf-model:Qwen/Qwen2.5-7B-Instruct",
@@ -108,6 +110,7 @@ RESOURCES = {
                 size_gb=15.0,
             ),
             Input(
+                notebooks=("01_protocol",),
                 name="Llama-3.1-8B-Instruct",
                 kind="weights",
                 find="hf-model:meta-llama/Llama-3.1-8B-Instruct",
@@ -117,6 +120,7 @@ RESOURCES = {
                 size_gb=16.0,
             ),
             Input(
+                notebooks=("01_protocol",),
                 name="FACTS Grounding public examples",
                 kind="dataset",
                 find="hf-dataset:google/FACTS-grounding-public",

@@ -124,6 +124,7 @@ RESOURCES = {
         hours=3.0,
         inputs=(
             Input(
+                notebooks=("02_detectors", "03_coco_ap", "04_measurement_reliability"),
                 name="torchvision",
                 kind="package",
                 find="module:torchvision",
@@ -131,6 +132,7 @@ RESOURCES = {
                 licence="BSD-3-Clause",
             ),
             Input(
+                notebooks=("02_detectors", "03_coco_ap", "04_measurement_reliability"),
                 name="hardwood stomata images",
                 kind="dataset",
                 find="hf-dataset:XintongHe/Stomatal_Images_Datasets",

@@ -155,6 +155,7 @@ RESOURCES = {
         hours=12.0,
         inputs=(
             Input(
+                notebooks=("02_suzuki", "03_buchwald"),
                 name="transformers",
                 kind="package",
                 find="module:transformers",
@@ -162,6 +163,7 @@ RESOURCES = {
                 licence="Apache-2.0",
             ),
             Input(
+                notebooks=("02_suzuki", "03_buchwald"),
                 name="Qwen2.5-7B-Instruct",
                 kind="weights",
                 find="hf-model:Qwen/Qwen2.5-7B-Instruct",

@@ -182,6 +182,7 @@ RESOURCES = {
         hours=6.0,
         inputs=(
             Input(
+                notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
                 name="transformers",
                 kind="package",
                 find="module:transformers",
@@ -189,6 +190,7 @@ RESOURCES = {
                 licence="Apache-2.0",
             ),
             Input(
+                notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
                 name="trl",
                 kind="package",
                 find="module:trl",
@@ -196,6 +198,7 @@ RESOURCES = {
                 licence="Apache-2.0",
             ),
             Input(
+                notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
                 name="peft",
                 kind="package",
                 find="module:peft",
@@ -203,6 +206,7 @@ RESOURCES = {
                 licence="Apache-2.0",
             ),
             Input(
+                notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
                 name="Qwen3-4B",
                 kind="weights",
                 find="hf-model:Qwen/Qwen3-4B",
