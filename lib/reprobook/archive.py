@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.chapters import Chapter
-from .core.claims import load_results, source_digests
+from .core.claims import load_results, stale_sources
 from .core.paths import atomic_write_text
 
 __all__ = ["ArchiveError", "archive_dir", "manifest_path", "archive_chapter", "read_manifest"]
@@ -83,12 +83,8 @@ def archive_chapter(
             f"run `reprobook run {chapter.slug} --profile {profile}` first"
         )
     for stem in stems:
-        data, now = files[stem], source_digests(chapter, stem)
-        changed = [
-            name
-            for name, key in (("claims.yml", "claims_sha256"), (f"{stem}.ipynb", "notebook_sha256"))
-            if data.get(key) != now[key]
-        ]
+        data = files[stem]
+        changed = stale_sources(chapter, data)
         if changed:
             raise ArchiveError(
                 f"chapter {chapter.slug}: the result of {stem} was made under other versions of "

@@ -34,8 +34,7 @@ def _cmd_new(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     from .core.chapters import find_chapters
     from .core.paths import book_root
-    from .core.resources import input_present
-    from .slurm import chapter_resources
+    from .core.resources import chapter_resources, input_present
 
     root = book_root()
     total_gpu_h = total_h = 0.0

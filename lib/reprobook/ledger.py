@@ -146,11 +146,8 @@ def machine_text(hardware: dict[str, Any] | None) -> str:
     """``"1 GPU (NVIDIA H100), 16 cores"`` from a result's hardware facts."""
     hw = hardware or {}
     gpus = hw.get("gpus") or []
-    names = sorted({g.get("name", "GPU") if isinstance(g, dict) else str(g) for g in gpus})
-    gpu = (
-        f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({', '.join(names)})" if gpus else "no GPU"
-    )
-    return f"{gpu}, {hw.get('cores', '?')} cores"
+    gpu = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({', '.join(sorted(set(gpus)))})"
+    return f"{gpu if gpus else 'no GPU'}, {hw.get('cores', '?')} cores"
 
 
 def attach_archived(

@@ -646,13 +646,12 @@ def preflight(
     ``profile``, that the notebooks to run (``{slug: file stems}``) use, and that this machine
     lacks, as one message listing every one with how to get it; ``""`` when nothing is
     missing. Inputs a parameter waives (``-p modelcompose=False``) are not needed."""
-    from .core.resources import missing_inputs, missing_message, read_resources
+    from .core.resources import chapter_resources, missing_inputs, missing_message
 
     missing = {}
     for ch in chapters:
         if ch.slug in notebooks:
-            config = root / "lib" / "reprobook" / "papers" / ch.slug / "config.py"
-            res = read_resources(config, profile)
+            res = chapter_resources(root, ch.slug, profile)
             missing[f"chapter {ch.number} {ch.slug}"] = missing_inputs(
                 res, params, notebooks[ch.slug]
             )

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from .core.paths import atomic_write_text
-from .core.resources import Resources, read_resources
+from .core.resources import Resources, chapter_resources
 
 CONFIG_FILE = "reprobook-slurm.yml"
 OPTION_KEYS = ("partition", "account", "qos", "additional_parameters", "setup")
@@ -96,10 +96,6 @@ def load_options(root: Path, config: Path | None = None, **cli: Any) -> SlurmOpt
         additional_parameters=dict(extra),
         setup=tuple(str(x) for x in setup),
     )
-
-
-def chapter_resources(root: Path, slug: str, profile: str) -> Resources:
-    return read_resources(root / "lib" / "reprobook" / "papers" / slug / "config.py", profile)
 
 
 # the commands a submission runs on this machine: submitit's sbatch (and its check for srun),

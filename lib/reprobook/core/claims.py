@@ -52,6 +52,18 @@ def source_digests(chapter: Chapter, notebook: str) -> dict[str, str | None]:
     }
 
 
+def stale_sources(chapter: Chapter, data: dict[str, Any]) -> list[str]:
+    """The files (``claims.yml``, the notebook) that changed since the results ``data`` were
+    written: their digests differ from the ones the results recorded."""
+    nb = data.get("notebook")
+    now = source_digests(chapter, nb)
+    return [
+        name
+        for name, key in (("claims.yml", "claims_sha256"), (f"{nb}.ipynb", "notebook_sha256"))
+        if data.get(key) != now[key]
+    ]
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -444,16 +456,9 @@ def load_records(
     its claims.yml entry names (a file left by a renamed notebook is ignored)."""
     owner = {c.id: c.notebook for c in chapter.claims}
     records: dict[str, dict[str, Any]] = {}
-    current = {}
     for data in load_results(profile, root, chapter.slug, results):
         nb = data.get("notebook")
-        if nb not in current:
-            current[nb] = source_digests(chapter, nb)
-        stale = [
-            name
-            for name, key in (("claims.yml", "claims_sha256"), (f"{nb}.ipynb", "notebook_sha256"))
-            if data.get(key) != current[nb][key]
-        ]
+        stale = stale_sources(chapter, data)
         for cid, entry in data.get("claims", {}).items():
             if owner.get(cid) != nb:
                 continue
@@ -484,9 +489,9 @@ def _check_inputs(ch, notebook: str, profile: str, config: Any, root: Path) -> N
     import dataclasses
     from collections.abc import Mapping
 
-    from .resources import MissingInputs, missing_inputs, missing_message, read_resources
+    from .resources import MissingInputs, chapter_resources, missing_inputs, missing_message
 
-    res = read_resources(root / "lib" / "reprobook" / "papers" / ch.slug / "config.py", profile)
+    res = chapter_resources(root, ch.slug, profile)
     if not res.inputs:
         return
     if dataclasses.is_dataclass(config) and not isinstance(config, type):

@@ -253,6 +253,11 @@ def read_resources(config_py: Path, profile: str) -> Resources:
     return DEFAULTS[profile]
 
 
+def chapter_resources(root: Path, slug: str, profile: str) -> Resources:
+    """The ``RESOURCES[profile]`` of the chapter ``slug`` of the book at ``root``."""
+    return read_resources(root / "lib" / "reprobook" / "papers" / slug / "config.py", profile)
+
+
 def _literal_inputs(node: ast.expr, where: str) -> tuple[Input, ...]:
     """``inputs=(Input(...), ...)`` read from the text: a tuple or list of ``Input`` calls
     with literal keyword arguments."""
