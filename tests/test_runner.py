@@ -801,3 +801,29 @@ def test_archive_keeps_a_run_and_the_ledger_shows_it_beside_the_reduced_verdict(
             toy_book / "_build" / "results",
             runner.load_state(toy_book, "full"),
         )
+
+
+def test_a_kernel_that_died_before_starting_is_started_once_more(monkeypatch) -> None:
+    """Only a kernel that never started is retried, and only once; a failing cell is not."""
+    calls = []
+
+    def fake(errors):
+        def once(job, root, env, timeout):
+            calls.append(job.notebook)
+            error = errors[len(calls) - 1]
+            job.status, job.error = ("failed", error) if error else ("ok", None)
+            return job
+
+        return once
+
+    job = lambda: runner.Job("toy", "nb.ipynb", {}, "k", "out.ipynb")  # noqa: E731
+    died = f"RuntimeError: {runner.KERNEL_NOT_STARTED}"
+    monkeypatch.setattr(runner, "_execute_once", fake([died, None]))
+    assert runner._execute(job(), ROOT, {}, None).status == "ok" and len(calls) == 2
+    calls.clear()
+    monkeypatch.setattr(runner, "_execute_once", fake([died, died]))
+    assert runner._execute(job(), ROOT, {}, None).status == "failed" and len(calls) == 2
+    calls.clear()
+    monkeypatch.setattr(runner, "_execute_once", fake(["ValueError: a cell failed"]))
+    assert runner._execute(job(), ROOT, {}, None).error == "ValueError: a cell failed"
+    assert len(calls) == 1

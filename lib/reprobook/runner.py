@@ -423,7 +423,20 @@ def file_digest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
+KERNEL_NOT_STARTED = "Kernel died before replying to kernel_info"
+
+
 def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
+    """Execute one notebook; a kernel that died before it started (no cell ran, as happens on
+    a loaded machine) is started once more."""
+    job = _execute_once(job, root, env, timeout)
+    if job.status == "failed" and KERNEL_NOT_STARTED in (job.error or ""):
+        job.error = None
+        job = _execute_once(job, root, env, timeout)
+    return job
+
+
+def _execute_once(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
     source = root / job.notebook
     output = root / job.output
     output.parent.mkdir(parents=True, exist_ok=True)
