@@ -127,7 +127,7 @@ def test_unknown_override_is_refused_before_anything_runs(
         match=r"no notebook .* parameter named stepz; their parameters: n, profile, seed",
     ):
         runner.run(root=toy_book, overrides={"stepz": 3}, progress=False)
-    with pytest.raises(runner.RunError, match=r"--profile reduced\|full, not with -p"):
+    with pytest.raises(runner.RunError, match=r"--profile reduced\|full\|smoke, not with -p"):
         runner.run(root=toy_book, overrides={"profile": "full"}, progress=False)
     assert not (toy_book / "_build" / "executed").exists()
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
@@ -685,7 +685,7 @@ def test_every_chapter_that_declares_inputs_is_stopped_by_the_preflight(monkeypa
     every input its RESOURCES declare, and the stand-in a parameter selects (14)."""
     from reprobook.core import resources
 
-    monkeypatch.setattr(resources, "input_present", lambda item: False)
+    monkeypatch.setattr(resources, "input_present", lambda item, *where: False)
     chapters = runner.select_chapters(ROOT, None)
     declared = {
         ch.slug: resources.read_resources(

@@ -49,6 +49,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"{ch.number} {ch.slug}: {ch.title} ({len(ch.claims)} claims)")
         print(f"    needs at the {args.profile} profile: {res.describe()}")
         for item in res.inputs:
+            if args.profile == "smoke":
+                built = input_present(item, "smoke", root, ch.slug)
+                here = "fixture built" if built else "fixture built on the first smoke run"
+                if item.find.startswith("module:"):
+                    here = "present" if built else "missing here"
+                print(f"    input: {item.describe()} as a smoke fixture, {here}")
+                continue
             here = "present" if input_present(item) else "missing here"
             print(f"    input: {item.describe()}, {here}; get: {item.get}")
         for nb in ch.notebooks:
@@ -225,7 +232,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "list", help="chapters, their notebooks, claims and the resources a run needs"
     )
-    s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
+    s.add_argument("--profile", default="reduced", choices=["reduced", "full", "smoke"])
     s.set_defaults(func=_cmd_list)
 
     s = sub.add_parser(
@@ -249,7 +256,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="CHAPTER",
         help="slug, folder or number (default: every chapter)",
     )
-    s.add_argument("--profile", default="reduced", choices=["reduced", "full"])
+    s.add_argument(
+        "--profile",
+        default="reduced",
+        choices=["reduced", "full", "smoke"],
+        help="reduced (default): 2 CPU cores, about a minute a notebook; full: the paper's "
+        "scale; smoke: the full profile's code path cut to seconds on CPU, on tiny offline "
+        "fixtures of its inputs (never verdicts: run it before spending GPU hours)",
+    )
     s.add_argument(
         "-p",
         "--param",

@@ -96,6 +96,7 @@ def collect(
                     "has_partial": "partial" in c.check_for(profile),
                     "seed": rec.get("seed"),
                     "overrides": rec.get("overrides", {}),
+                    "stand_ins": rec.get("stand_ins", {}),
                     "notebook": c.notebook,
                     "stale": rec.get("stale", []) + problems,
                     "details": rec.get("details", {}),
@@ -136,10 +137,19 @@ def verdict_cell(row: dict[str, Any]) -> str:
     return text
 
 
+def stand_in_text(stand_ins: dict[str, Any] | None) -> str:
+    """``"stand-in llm=emulated"``: the deliberate stand-ins a run chose, or ``""``."""
+    if not stand_ins:
+        return ""
+    return "stand-in " + ", ".join(f"{k}={v}" for k, v in sorted(stand_ins.items()))
+
+
 def run_cell(row: dict[str, Any]) -> str:
-    """The profile, with any parameter the runner overrode (``reduced (n_instances=5)``)."""
-    extra = ", ".join(f"{k}={v}" for k, v in sorted((row.get("overrides") or {}).items()))
-    return f"{row['profile']} ({extra})" if extra else row["profile"]
+    """The profile, with any parameter the runner overrode and any deliberate stand-in it
+    chose (``reduced (n_instances=5)``, ``full (stand-in llm=emulated)``)."""
+    extra = [f"{k}={v}" for k, v in sorted((row.get("overrides") or {}).items())]
+    extra += [stand_in_text(row.get("stand_ins"))] if row.get("stand_ins") else []
+    return f"{row['profile']} ({', '.join(extra)})" if extra else row["profile"]
 
 
 def machine_text(hardware: dict[str, Any] | None) -> str:
@@ -185,6 +195,7 @@ def attach_archived(
             "value": a["value"],
             "interval": a["interval"],
             "stale": a["stale"],
+            "stand_ins": a.get("stand_ins") or {},
             "ran_on": machine_text(m.get("hardware")),
             "when": min(started)[:10] if any(started) else "",
             "commit": (m.get("commit") or "")[:7],
@@ -199,6 +210,8 @@ def archived_cell(row: dict[str, Any]) -> str:
         return ""
     value = value_cell(a["value"], a.get("interval"))
     text = a["verdict_label"] + (f": {value}" if value else "")
+    if a.get("stand_ins"):
+        text += f" [{stand_in_text(a['stand_ins'])}]"
     text += f" ({a['ran_on']}, {a['when']}, {a['commit']})"
     return text + (" [STALE]" if a.get("stale") else "")
 

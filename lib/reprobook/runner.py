@@ -308,7 +308,9 @@ def _check_overrides(
     root: Path, declared: list[tuple], overrides: dict[str, Any]
 ) -> dict[str, Any]:
     if "profile" in overrides:
-        raise RunError("the profile is chosen with --profile reduced|full, not with -p profile=...")
+        raise RunError(
+            "the profile is chosen with --profile reduced|full|smoke, not with -p profile=..."
+        )
     accepted = {name for _, _, params in declared for name in params}
     unknown = sorted(set(overrides) - accepted)
     if unknown:
@@ -658,17 +660,36 @@ def preflight(
     """The inputs (data, weights, packages) that the chosen chapters' RESOURCES declare for
     ``profile``, that the notebooks to run (``{slug: file stems}``) use, and that this machine
     lacks, as one message listing every one with how to get it; ``""`` when nothing is
-    missing. Inputs a parameter waives (``-p modelcompose=False``) are not needed."""
-    from .core.resources import chapter_resources, missing_inputs, missing_message
+    missing. Inputs a parameter waives (``-p modelcompose=False``) are not needed. At the smoke
+    profile the chapters' fixtures are built here first (and a fixture that cannot be built is
+    listed with why)."""
+    from .core.fixtures import FixtureError, ensure
+    from .core.resources import (
+        chapter_resources,
+        missing_inputs,
+        missing_message,
+        needed_inputs,
+    )
 
-    missing = {}
+    missing, broken = {}, []
     for ch in chapters:
         if ch.slug in notebooks:
             res = chapter_resources(root, ch.slug, profile)
+            if profile == "smoke":
+                try:
+                    finds = [i.find for i in needed_inputs(res, params, notebooks[ch.slug])]
+                    ensure(root, ch.slug, finds)
+                except FixtureError as err:
+                    broken.append(f"  chapter {ch.number} {ch.slug}: {err}")
+                    continue
             missing[f"chapter {ch.number} {ch.slug}"] = missing_inputs(
-                res, params, notebooks[ch.slug]
+                res, params, notebooks[ch.slug], profile, root, ch.slug
             )
-    return missing_message(profile, missing)
+    message = missing_message(profile, missing)
+    if broken:
+        head = "the smoke profile's fixtures could not be built; nothing was run:"
+        message = "\n".join([message, head, *broken] if message else [head, *broken])
+    return message
 
 
 def run(

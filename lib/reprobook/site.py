@@ -155,6 +155,16 @@ def status_box(rows: list[dict], profile: str) -> str:
         if overridden
         else ""
     )
+    stand_ins = sorted(
+        {
+            f"{r['claim']}: {ledger.stand_in_text(r['stand_ins'])}"
+            for r in rows
+            if r.get("stand_ins")
+        }
+    )
+    if stand_ins:
+        note += " Measured with deliberate stand-ins for the paper's inputs: "
+        note += "; ".join(stand_ins) + "."
     head = ledger.headline(rows).rstrip(".")
     return "\n".join(
         [

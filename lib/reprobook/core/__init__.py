@@ -10,12 +10,14 @@ from .display import md, show_source
 from .numerics import Failures, jitter, linprog_chain, tie_groups
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
-from .profiles import ProfileError, resolve, resolve_notebook
+from .profiles import PROFILE_NAMES, ProfileError, resolve, resolve_notebook, runs_full_path
 from .resources import (
     Input,
     MissingInputs,
     Resources,
     input_present,
+    load_hf_dataset,
+    locate,
     missing_inputs,
     read_resources,
 )
@@ -40,6 +42,10 @@ from .stats import (
 from .training import make_trainer, to_accelerator, unfilled_allocations
 
 __all__ = [
+    "PROFILE_NAMES",
+    "runs_full_path",
+    "locate",
+    "load_hf_dataset",
     "Failures",
     "jitter",
     "linprog_chain",

@@ -102,6 +102,9 @@ def _claim_value(value: Any) -> bool | int | float:
 
 
 OVERRIDES_ENV = "REPROBOOK_OVERRIDES"
+# what a smoke run shows where a verdict would be: its sizes are cut to seconds, its inputs are
+# fixtures, and its values decide nothing
+SMOKE_LABEL = "smoke run: no verdict"
 PROFILE_ENV = "REPROBOOK_PROFILE"
 
 
@@ -129,6 +132,7 @@ class Run:
         config: Any,
         root: Path,
         threads: int,
+        stand_ins: dict[str, str] | None = None,
     ):
         self.chapter = chapter
         self.notebook = notebook
@@ -160,6 +164,9 @@ class Run:
             # parameters the runner injected besides profile and seed (say n_instances=5): the
             # ledger shows them, so a value measured off the profile's sizes is never mistaken
             "overrides": _runner_overrides(),
+            # deliberate stand-ins for full-profile inputs (a parameter such as llm=emulated):
+            # the ledger shows them beside the verdict
+            "stand_ins": dict(stand_ins or {}),
             "started": _now(),
             "facts": runtime_facts(root),
             "torch_threads": threads,
@@ -328,7 +335,10 @@ class Run:
         )[0]
 
     def verdict_label(self, claim_id: str) -> str:
-        """The verdict as the book words it ("partially reproduced"), for prose."""
+        """The verdict as the book words it ("partially reproduced"), for prose. A smoke run
+        decides nothing: its label says so."""
+        if self.profile == "smoke":
+            return SMOKE_LABEL
         return verdict_label(self.verdict(claim_id), self.chapter.claim(claim_id))
 
     def describe(self, claim_id: str) -> str:
@@ -358,7 +368,9 @@ class Run:
                     "ours": format_estimate(value, interval),
                     "rests on": c.basis,
                     "evidence": c.evidence + (" (revised)" if c.revised else ""),
-                    "verdict": verdict_label(verdict, c),
+                    "verdict": SMOKE_LABEL
+                    if self.profile == "smoke"
+                    else verdict_label(verdict, c),
                 }
             )
         columns = ["claim", "metric", "paper", "ours", "rests on", "evidence", "verdict"]
@@ -482,25 +494,43 @@ def load_values(chapter: Chapter, profile: str, root: Path | None = None) -> dic
     return {cid: r["value"] for cid, r in load_records(chapter, profile, root).items()}
 
 
-def _check_inputs(ch, notebook: str, profile: str, config: Any, root: Path) -> None:
+def _check_inputs(ch, notebook: str, profile: str, config: Any, root: Path) -> dict[str, str]:
     """Stop a notebook run by hand (Jupyter, papermill, Colab) before any work when its
     chapter's RESOURCES declare inputs for ``profile`` that this notebook uses and this
-    machine lacks; the configuration's fields are the parameters that may waive one."""
+    machine lacks; the configuration's fields are the parameters that may waive one. At the
+    smoke profile the chapter's fixtures of those inputs are built first. Returns the
+    deliberate stand-ins the configuration chose (``{"llm": "emulated"}``): the parameters
+    that waive a full-profile input this notebook would otherwise use."""
     import dataclasses
     from collections.abc import Mapping
 
-    from .resources import MissingInputs, chapter_resources, missing_inputs, missing_message
+    from .fixtures import ensure
+    from .resources import (
+        MissingInputs,
+        chapter_resources,
+        missing_inputs,
+        missing_message,
+        needed_inputs,
+    )
 
-    res = chapter_resources(root, ch.slug, profile)
-    if not res.inputs:
-        return
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         params = dataclasses.asdict(config)
     else:
         params = dict(config) if isinstance(config, Mapping) else {}
-    missing = missing_inputs(res, params, [notebook])
+    stand_ins = {}
+    for item in chapter_resources(root, ch.slug, "full").inputs:
+        if item.used_by(notebook) and item.waived_by(params):
+            key, _, value = item.unless.partition("=")
+            stand_ins[key] = value
+    res = chapter_resources(root, ch.slug, profile)
+    if not res.inputs or profile == "reduced":
+        return stand_ins
+    if profile == "smoke":
+        ensure(root, ch.slug, [i.find for i in needed_inputs(res, params, [notebook])])
+    missing = missing_inputs(res, params, [notebook], profile, root, ch.slug)
     if missing:
         raise MissingInputs(missing_message(profile, {f"notebook {ch.slug}/{notebook}": missing}))
+    return stand_ins
 
 
 def start(
@@ -537,10 +567,10 @@ def start(
             f"chapter {ch.slug} has no notebook {notebook!r}; "
             f"its notebooks: {', '.join(ch.notebook_stems())}"
         )
-    _check_inputs(ch, notebook, profile, config, root)
+    stand_ins = _check_inputs(ch, notebook, profile, config, root)
     quiet_lightning()
     used = seed_everything(seed, threads)
-    run = Run(ch, notebook, profile, seed, config, root, used)
+    run = Run(ch, notebook, profile, seed, config, root, used, stand_ins)
     try:  # say where the results go, so a run by hand (Jupyter, papermill) knows where to look
         where = run.path.relative_to(root)
     except ValueError:

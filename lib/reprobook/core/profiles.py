@@ -1,4 +1,5 @@
-"""Profiles: each chapter declares a ``reduced`` and a ``full`` configuration per notebook.
+"""Profiles: each chapter declares a ``reduced``, a ``full`` and a ``smoke`` configuration per
+notebook.
 
 A configuration is a frozen dataclass whose fields are every size the notebook uses. A notebook
 resolves its profile once, with optional overrides, and reads every knob from the result::
@@ -6,7 +7,11 @@ resolves its profile once, with optional overrides, and reads every knob from th
     cfg = resolve({"reduced": Sizes(n=100), "full": Sizes(n=10_000)}, "reduced", n=50)
 
 ``reduced`` is the default everywhere (2 CPU cores, about a minute a notebook); ``full`` is the
-paper's scale on one GPU.
+paper's scale on one GPU. ``smoke`` runs the full profile's code path (its models, loaders,
+Trainer settings and evaluation) with every size cut to seconds on CPU, fed by tiny offline
+fixtures of the full profile's inputs (:mod:`reprobook.core.fixtures`); its values are never
+verdicts. A smoke configuration differs from the full one in sizes only (numbers, and tuples
+cut to a part of the full one's), which ``tests/test_smoke_profile.py`` holds every chapter to.
 """
 
 from __future__ import annotations
@@ -19,11 +24,23 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-PROFILE_NAMES = ("reduced", "full")
+PROFILE_NAMES = ("reduced", "full", "smoke")
+# profiles that run the full profile's code path (the smoke profile is the full one, cut small)
+FULL_PATH_PROFILES = ("full", "smoke")
 
 
 class ProfileError(ValueError):
     """An unknown profile, an unknown override key or an override of the wrong type."""
+
+
+def runs_full_path(profile: str) -> bool:
+    """Whether ``profile`` runs the full profile's code path (``full`` and ``smoke``): the branch
+    a notebook or library function takes for the paper's models, data and loaders. Raises
+    :class:`ProfileError` for an unknown profile."""
+    if profile not in PROFILE_NAMES:
+        valid = ", ".join(PROFILE_NAMES)
+        raise ProfileError(f"unknown profile {profile!r}; valid profiles: {valid}")
+    return profile in FULL_PATH_PROFILES
 
 
 def _accepts(value: Any, annotation: Any) -> bool:
@@ -69,6 +86,11 @@ def resolve(profiles: Mapping[str, T], profile: str, /, **overrides: Any) -> T:
     type, when the request does not fit.
     """
     if profile not in profiles:
+        if profile == "smoke" and "full" in profiles:
+            raise ProfileError(
+                "this configuration has no smoke profile: declare one beside 'full' "
+                "(the full configuration with its sizes cut to seconds on CPU)"
+            )
         raise ProfileError(
             f"unknown profile {profile!r}; valid profiles: {', '.join(sorted(profiles))}"
         )

@@ -19,6 +19,11 @@ The runner reads this table from the file's text (it imports no paper package) t
 cluster job, to sum the book's GPU-hours and, before a run at the full profile starts, to check
 that every input is present (:func:`missing_inputs`). A chapter without one gets
 :data:`DEFAULTS`.
+
+The smoke profile needs the full profile's inputs in fixture form: ``RESOURCES["smoke"]`` (or
+the default) sizes its job, and its inputs are always the full profile's, found among the
+chapter's fixtures (:mod:`reprobook.core.fixtures`). A chapter's code loads an input from
+:func:`locate`, which answers the hub id (or the path) at full and the fixture at smoke.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import ast
 import importlib.util
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import checks
@@ -101,9 +106,19 @@ def _hf_home() -> Path:
     return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
 
 
-def input_present(item: Input) -> bool:
-    """Whether ``item`` is on this machine, by its ``find`` (nothing is downloaded)."""
+def input_present(
+    item: Input, profile: str = "full", root: Path | None = None, slug: str | None = None
+) -> bool:
+    """Whether ``item`` is on this machine, by its ``find`` (nothing is downloaded). At the
+    smoke profile a dataset or weights input is present when chapter ``slug``'s fixture of it
+    is built (book at ``root``); a package must be importable at every profile."""
     way, _, what = item.find.partition(":")
+    if profile == "smoke" and way != "module":
+        if root is None or slug is None:
+            raise ValueError("input_present at the smoke profile needs the book root and slug")
+        from .fixtures import fixture_path
+
+        return fixture_path(root, slug, item.find).exists()
     if way == "module":
         try:
             return importlib.util.find_spec(what) is not None
@@ -121,22 +136,91 @@ def input_present(item: Input) -> bool:
     return any(snapshots.glob("*/*")) or prepared.is_dir()
 
 
-def missing_inputs(
+def needed_inputs(
     resources: Resources,
     params: Mapping[str, object] | None = None,
     notebooks: Iterable[str] | None = None,
 ) -> list[Input]:
-    """The inputs of ``resources`` that this machine lacks, less those a parameter waives and,
-    given ``notebooks`` (file stems), those none of them uses."""
+    """The inputs of ``resources`` that a run needs: less those a parameter waives and, given
+    ``notebooks`` (file stems), those none of them uses."""
     params = params or {}
     stems = None if notebooks is None else list(notebooks)
     return [
         i
         for i in resources.inputs
-        if (stems is None or any(i.used_by(n) for n in stems))
-        and not i.waived_by(params)
-        and not input_present(i)
+        if (stems is None or any(i.used_by(n) for n in stems)) and not i.waived_by(params)
     ]
+
+
+def missing_inputs(
+    resources: Resources,
+    params: Mapping[str, object] | None = None,
+    notebooks: Iterable[str] | None = None,
+    profile: str = "full",
+    root: Path | None = None,
+    slug: str | None = None,
+) -> list[Input]:
+    """The inputs of ``resources`` that this machine lacks, less those a parameter waives and,
+    given ``notebooks`` (file stems), those none of them uses (``profile``, ``root`` and
+    ``slug`` as :func:`input_present` takes them)."""
+    return [
+        i
+        for i in needed_inputs(resources, params, notebooks)
+        if not input_present(i, profile, root, slug)
+    ]
+
+
+def locate(chapter: str, find: str, profile: str, root: Path | None = None) -> str:
+    """Where chapter ``chapter``'s code loads the input checked as ``find`` from: at the full
+    profile the hub id (``hf-model:``, ``hf-dataset:``), the module name (``module:``) or the
+    path the environment variable names (``env-path:``); at the smoke profile the local folder
+    of the chapter's fixture of it (a package is the real one at both). The reduced profile
+    uses no inputs, and a ValueError says so, as it does for a ``find`` the chapter's full
+    profile does not declare."""
+    way, _, what = str(find).partition(":")
+    if way not in FIND_WAYS or not what:
+        raise ValueError(f"find must be '<way>:<what>' with way one of {', '.join(FIND_WAYS)}")
+    if profile not in ("full", "smoke"):
+        raise ValueError(
+            f"the {profile} profile uses no inputs; locate({find!r}) is for the full and smoke "
+            "profiles"
+        )
+    from .paths import book_root
+
+    root = Path(root) if root is not None else book_root()
+    declared = [i.find for i in chapter_resources(root, chapter, "full").inputs]
+    if find not in declared:
+        raise ValueError(
+            f"chapter {chapter} declares no input {find!r} in RESOURCES['full']; declared: "
+            f"{', '.join(declared) or 'none'}"
+        )
+    if way == "module":
+        return what
+    if profile == "smoke":
+        from .fixtures import ensure
+
+        return str(ensure(root, chapter, [find])[find])
+    if way == "env-path":
+        value = os.environ.get(what)
+        if not value:
+            raise MissingInputs(f"${what} is not set: it names the folder of {find}")
+        return value
+    return what
+
+
+def load_hf_dataset(chapter: str, find: str, profile: str, root: Path | None = None, **kwargs):
+    """The hub dataset checked as ``find`` (``"hf-dataset:uoft-cs/cifar10"``): at the full
+    profile ``datasets.load_dataset(id, **kwargs)`` (from the caches when offline), at smoke
+    the chapter's fixture, saved with ``save_to_disk`` (``kwargs`` ``split`` picks a split
+    there too; the others are for the hub only)."""
+    import datasets
+
+    where = locate(chapter, find, profile, root)
+    if profile == "smoke":
+        data = datasets.load_from_disk(where)
+        split = kwargs.get("split")
+        return data[split] if split is not None and isinstance(data, datasets.DatasetDict) else data
+    return datasets.load_dataset(where, **kwargs)
 
 
 class MissingInputs(RuntimeError):
@@ -190,16 +274,25 @@ class Resources:
 DEFAULTS = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.5),
     "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=4),
+    "smoke": Resources(gpus=0, cpus=2, mem_gb=8, hours=0.1),
 }
 
 
 def read_resources(config_py: Path, profile: str) -> Resources:
     """The ``RESOURCES[profile]`` a chapter's ``config.py`` declares (read from its text, with
-    literal arguments only), else the default for the profile. A malformed table is an error
-    that names the file."""
+    literal arguments only), else the default for the profile. At the smoke profile the inputs
+    are always the full profile's (in fixture form). A malformed table is an error that names
+    the file."""
     if profile not in DEFAULTS:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(DEFAULTS)}")
-    path = Path(config_py)
+    if profile == "smoke":
+        own = _read_resources(Path(config_py), "smoke")
+        return replace(own, inputs=_read_resources(Path(config_py), "full").inputs)
+    return _read_resources(Path(config_py), profile)
+
+
+def _read_resources(path: Path, profile: str) -> Resources:
+    path = Path(path)
     if not path.is_file():
         return DEFAULTS[profile]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))

@@ -1,0 +1,124 @@
+"""Tiny offline fixtures of a chapter's full-profile inputs, for the smoke profile.
+
+The smoke profile runs the full profile's code path on CPU in seconds. Where the full profile
+loads inputs from outside the locked environment (model weights, a hub dataset, a benchmark's
+files), the smoke profile loads a fixture of the same schema instead: a randomly initialised
+model of the same architecture family built from a small config and saved locally, a few rows
+in the dataset's schema saved with ``datasets``, a few files in the benchmark's layout. Nothing
+is downloaded.
+
+A chapter with inputs writes ``lib/reprobook/papers/<slug>/fixtures.py`` with one builder per
+input that is not a package::
+
+    def tiny_qwen(dest: Path) -> None:      # writes into dest, an empty folder
+        ...
+
+    FIXTURES = {"hf-model:Qwen/Qwen2.5-7B-Instruct": tiny_qwen}
+
+keyed by the input's ``find`` (see :class:`~reprobook.core.resources.Input`). The chapter's code
+asks :func:`~reprobook.core.resources.locate` where to load an input from: the hub id (or the
+path an environment variable names) at the full profile, the fixture's folder at smoke.
+Fixtures are built on demand (:func:`ensure`) under ``_build/fixtures/<slug>-<digest>/``, the
+digest being that of the chapter's ``fixtures.py``, so a changed builder is never served an
+old fixture; each is written to a temporary folder and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+FIXTURES_ENV = "REPROBOOK_FIXTURES"
+
+
+class FixtureError(RuntimeError):
+    """A chapter's smoke fixtures cannot be built: no builder for an input, or a builder that
+    failed or wrote nothing."""
+
+
+def fixtures_file(root: Path, slug: str) -> Path:
+    return Path(root) / "lib" / "reprobook" / "papers" / slug / "fixtures.py"
+
+
+def fixtures_root(root: Path) -> Path:
+    """``$REPROBOOK_FIXTURES``, else ``<book>/_build/fixtures``."""
+    env = os.environ.get(FIXTURES_ENV)
+    return Path(env) if env else Path(root) / "_build" / "fixtures"
+
+
+def chapter_fixture_dir(root: Path, slug: str) -> Path:
+    """The folder of chapter ``slug``'s fixtures, named by the digest of its ``fixtures.py``."""
+    source = fixtures_file(root, slug)
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12] if source.is_file() else "none"
+    return fixtures_root(root) / f"{slug}-{digest}"
+
+
+def fixture_path(root: Path, slug: str, find: str) -> Path:
+    """Where the fixture of the input checked as ``find`` (``"hf-model:Qwen/Qwen3-4B"``) lives."""
+    way, _, what = find.partition(":")
+    return chapter_fixture_dir(root, slug) / way / what.replace("/", "--")
+
+
+def builders(slug: str) -> dict:
+    """The chapter's ``FIXTURES`` table (``{}`` when it has no ``fixtures.py``)."""
+    try:
+        module = importlib.import_module(f"reprobook.papers.{slug}.fixtures")
+    except ModuleNotFoundError as err:
+        if err.name == f"reprobook.papers.{slug}.fixtures":
+            return {}
+        raise
+    table = getattr(module, "FIXTURES", None)
+    if not isinstance(table, dict):
+        raise FixtureError(f"reprobook.papers.{slug}.fixtures must define a dict FIXTURES")
+    return table
+
+
+def ensure(root: Path, slug: str, finds: Iterable[str]) -> dict[str, Path]:
+    """Build (once) the fixtures of chapter ``slug`` for the inputs checked as ``finds`` and
+    return where each lies. Package inputs (``module:``) have no fixture: the smoke profile
+    imports the real package. Raises :class:`FixtureError` naming every input without a
+    builder, or the builder that failed (its half-written folder is removed)."""
+    wanted = [f for f in dict.fromkeys(finds) if not f.startswith("module:")]
+    if not wanted:
+        return {}
+    table = builders(slug)
+    lacking = [f for f in wanted if f not in table]
+    if lacking:
+        raise FixtureError(
+            f"chapter {slug} has no smoke fixture for {', '.join(lacking)}: add a builder to "
+            f"FIXTURES in {fixtures_file(root, slug).relative_to(root)}"
+        )
+    out = {}
+    for find in wanted:
+        path = fixture_path(root, slug, find)
+        out[find] = path
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            table[find](tmp)
+            if not any(tmp.iterdir()):
+                raise FixtureError(f"chapter {slug}: the smoke fixture of {find} wrote nothing")
+        except Exception as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(err, FixtureError):
+                raise
+            raise FixtureError(
+                f"chapter {slug}: building the smoke fixture of {find} failed: "
+                f"{type(err).__name__}: {err}"
+            ) from err
+        try:
+            tmp.rename(path)
+        except OSError:
+            # built at the same time by another notebook of the chapter: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not path.exists():
+                raise
+    return out
