@@ -12,7 +12,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_OFFLINE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lint format browser-test seeds env lock clean
+.PHONY: book test smoke lint format browser-test seeds env lock clean
 
 env: $(STAMP)
 
@@ -38,9 +38,18 @@ test: $(STAMP) lint
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
 	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q -rs
+	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(MAKE) --no-print-directory smoke
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
 	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
 	$(MAKE) --no-print-directory browser-test
+
+# The full profile's code path of every chapter with its sizes cut to seconds on CPU, on tiny
+# fixtures of its inputs built offline under _build/fixtures (models of the real architecture
+# with random weights, a few rows in the datasets' schemas). Its values are never verdicts: run
+# it before spending GPU hours. torchvision has no CPU build for the locked torch, so chapter 15
+# runs its toy detector there, chosen by the parameter and recorded as a stand-in.
+smoke: $(STAMP)
+	$(BIN)/reprobook run --profile smoke --jobs $(JOBS) --no-progress -p detector=toy
 
 # One style: ruff's linter and formatter (pyproject.toml; notebooks/ruff.toml narrows the
 # notebooks to the book's 88-character column). `make format` applies the formatter's changes.

@@ -26,7 +26,6 @@ old fixture; each is written to a temporary folder and renamed into place.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import shutil
 from collections.abc import Iterable
@@ -63,17 +62,31 @@ def fixture_path(root: Path, slug: str, find: str) -> Path:
     return chapter_fixture_dir(root, slug) / way / what.replace("/", "--")
 
 
-def builders(slug: str) -> dict:
-    """The chapter's ``FIXTURES`` table (``{}`` when it has no ``fixtures.py``)."""
+def builders(root: Path, slug: str) -> dict:
+    """The ``FIXTURES`` table of chapter ``slug`` of the book at ``root`` (``{}`` when it has no
+    ``fixtures.py``): imported as ``reprobook.papers.<slug>.fixtures`` when that package is this
+    book's, else loaded from the file."""
+    import importlib
+    import importlib.util
+
+    source = fixtures_file(root, slug)
+    if not source.is_file():
+        return {}
+    name = f"reprobook.papers.{slug}.fixtures"
     try:
-        module = importlib.import_module(f"reprobook.papers.{slug}.fixtures")
-    except ModuleNotFoundError as err:
-        if err.name == f"reprobook.papers.{slug}.fixtures":
-            return {}
-        raise
+        package = importlib.import_module(f"reprobook.papers.{slug}")
+        ours = Path(package.__file__).resolve().parent == source.resolve().parent
+    except ImportError:
+        ours = False
+    if ours:
+        module = importlib.import_module(name)
+    else:
+        spec = importlib.util.spec_from_file_location(f"_fixtures_{slug}", source)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     table = getattr(module, "FIXTURES", None)
     if not isinstance(table, dict):
-        raise FixtureError(f"reprobook.papers.{slug}.fixtures must define a dict FIXTURES")
+        raise FixtureError(f"{source.relative_to(root)} must define a dict FIXTURES")
     return table
 
 
@@ -85,7 +98,7 @@ def ensure(root: Path, slug: str, finds: Iterable[str]) -> dict[str, Path]:
     wanted = [f for f in dict.fromkeys(finds) if not f.startswith("module:")]
     if not wanted:
         return {}
-    table = builders(slug)
+    table = builders(root, slug)
     lacking = [f for f in wanted if f not in table]
     if lacking:
         raise FixtureError(
