@@ -336,13 +336,14 @@ __all__ = ["config", "method", "estimate"]
 def _config_py(n: _Names) -> str:
     return f'''\
 """Profiles of the notebooks of chapter {n.number}: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-scale). Notebooks call ``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+``reduced`` instance (2 CPU cores, about a minute a notebook), a ``full`` one (the paper's
+scale) and a ``smoke`` one (the full one with its sizes cut to seconds). Notebooks call
+``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reprobook.core.resources import Resources
 
@@ -356,8 +357,13 @@ class FirstConfig:
     true_mean: float = 1.0  # the mean the draws come from
 
 
+FULL_FIRST = FirstConfig(n=10_000, n_repeats=10_000)
 PROFILES = {{
-    "first": {{"reduced": FirstConfig(), "full": FirstConfig(n=10_000, n_repeats=10_000)}},
+    "first": {{
+        "reduced": FirstConfig(),
+        "full": FULL_FIRST,
+        "smoke": replace(FULL_FIRST, n=50, n_repeats=20),
+    }},
 }}
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
