@@ -202,3 +202,62 @@ def test_each_paper_package_has_tests_under_its_name():
 
 def test_every_verdict_has_a_label_and_a_meaning():
     assert set(VERDICT_LABELS) == set(VERDICTS) == set(VERDICT_MEANINGS)
+
+
+def _imports_of(path: Path, package: str | None = None) -> set[str]:
+    """The absolute module names a file imports (relative imports resolved against its
+    package, by default the one its place under lib/ says), at any depth."""
+    import ast
+
+    if package is None:
+        package = ".".join(path.relative_to(ROOT / "lib").parent.parts)
+    package = package.split(".")
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            out.add(module)
+            out.update(f"{module}.{a.name}" for a in node.names)
+    return out
+
+
+def test_imports_point_one_way() -> None:
+    """The rules CONTRIBUTING states: core imports no paper; no paper imports another; the
+    runner, its executor, the Slurm executor, the ledger, the site and the command line import
+    no paper; and what the runner and the Slurm executor share lives in execute.py, which
+    imports neither (no circle between them)."""
+    lib = ROOT / "lib" / "reprobook"
+    wrong = []
+    for path in sorted(lib.rglob("*.py")):
+        names = _imports_of(path)
+        rel = path.relative_to(lib).as_posix()
+        papers = {n.split(".")[2] for n in names if n.startswith("reprobook.papers.")}
+        papers |= {"*"} if "reprobook.papers" in names and rel.startswith("core/") else set()
+        if rel.startswith("core/") and papers:
+            wrong.append(f"{rel} imports paper(s) {sorted(papers)}")
+        if rel.startswith("papers/"):
+            own = rel.split("/")[1]
+            others = papers - {own}
+            if others:
+                wrong.append(f"{rel} imports another paper: {sorted(others)}")
+        if "/" not in rel and rel != "__init__.py" and papers:
+            wrong.append(f"{rel} imports paper(s) {sorted(papers)}")
+        if rel in ("slurm.py", "execute.py") and "reprobook.runner" in names:
+            wrong.append(f"{rel} imports the runner")
+        if rel == "execute.py" and "reprobook.slurm" in names:
+            wrong.append("execute.py imports the Slurm executor")
+    assert wrong == []
+
+
+def test_the_import_rule_sees_relative_imports(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from ..tagbo import config\nfrom . import lp\nfrom ...runner import run\n"
+        "def f():\n    import reprobook.papers.tailcon\n"
+    )
+    names = _imports_of(probe, "reprobook.papers.spr_ldp")
+    assert "reprobook.papers.tailcon" in names
+    assert {"reprobook.papers.tagbo", "reprobook.papers.spr_ldp.lp", "reprobook.runner"} <= names

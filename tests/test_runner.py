@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, toy_notebook, write_nb
 
-from reprobook import cli, ledger, runner, slurm
+from reprobook import cli, execute, ledger, runner, slurm
 
 
 def statuses(summary: runner.RunSummary) -> dict[str, str]:
@@ -818,12 +818,12 @@ def test_a_kernel_that_died_before_starting_is_started_once_more(monkeypatch) ->
 
     job = lambda: runner.Job("toy", "nb.ipynb", {}, "k", "out.ipynb")  # noqa: E731
     died = f"RuntimeError: {runner.KERNEL_NOT_STARTED}"
-    monkeypatch.setattr(runner, "_execute_once", fake([died, None]))
+    monkeypatch.setattr(execute, "_execute_once", fake([died, None]))
     assert runner._execute(job(), ROOT, {}, None).status == "ok" and len(calls) == 2
     calls.clear()
-    monkeypatch.setattr(runner, "_execute_once", fake([died, died]))
+    monkeypatch.setattr(execute, "_execute_once", fake([died, died]))
     assert runner._execute(job(), ROOT, {}, None).status == "failed" and len(calls) == 2
     calls.clear()
-    monkeypatch.setattr(runner, "_execute_once", fake(["ValueError: a cell failed"]))
+    monkeypatch.setattr(execute, "_execute_once", fake(["ValueError: a cell failed"]))
     assert runner._execute(job(), ROOT, {}, None).error == "ValueError: a cell failed"
     assert len(calls) == 1

@@ -145,12 +145,12 @@ def _tag(name: str) -> str:
 
 def _results_of(tag: str):
     from . import runner
-    from .core.paths import book_root
+    from .core.paths import book_root, build_dir
 
     root = book_root()
     folder = runner.tag_results_dir(root, runner.check_tag(_tag(tag)))
     if _tag(tag) and not folder.exists():
-        tagged = root / "_build" / "tagged"
+        tagged = build_dir(root) / "tagged"
         known = sorted(p.name for p in tagged.iterdir()) if tagged.exists() else []
         raise runner.RunError(
             f"no run tagged {tag!r} (looked in {folder}); tags run so far: "

@@ -26,26 +26,35 @@ import concurrent.futures as cf
 import datetime as _dt
 import hashlib
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .core import checks
+from .core import checks, paths
 from .core.chapters import Chapter, find_chapters, get_chapter
-from .core.paths import atomic_write_text, book_root, results_dir
+from .core.paths import atomic_write_text, book_root, build_dir, tagged_results_dir
 from .core.profiles import PROFILE_NAMES
 from .core.runtime import runtime_facts
 
+# shared with the Slurm executor (reprobook.execute); named here too for the runner's callers
+from .execute import (  # noqa: F401
+    KERNEL_NOT_STARTED,
+    Job,
+    execute_job,
+    file_digest,
+    kernel_env,
+    load_state,
+    update_state,
+)
+
+tag_results_dir = tagged_results_dir
+_execute = execute_job
+
 LOCK_FILE = "requirements.lock"
-TAG_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 
 
 def default_tag(overrides: dict[str, Any]) -> str:
@@ -55,20 +64,11 @@ def default_tag(overrides: dict[str, Any]) -> str:
 
 
 def check_tag(tag: str) -> str:
-    if tag and (not set(tag) <= TAG_CHARS or tag.startswith(".")):
-        raise RunError(f"tag {tag!r}: use lower-case letters, digits, '_', '-' and '.' (not first)")
-    return tag
-
-
-def build_dir(root: Path, tag: str = "") -> Path:
-    """Where a run writes: ``<root>/_build`` for the default run, ``_build/tagged/<tag>`` else."""
-    return root / "_build" if not tag else root / "_build" / "tagged" / check_tag(tag)
-
-
-def tag_results_dir(root: Path, tag: str = "") -> Path:
-    """The results folder of a tagged run (``$REPROBOOK_RESULTS`` or ``_build/results``
-    untagged)."""
-    return results_dir(root) if not tag else build_dir(root, tag) / "results"
+    """``tag`` when it is a valid run tag, else :class:`RunError` saying what a tag may hold."""
+    try:
+        return paths.check_tag(tag)
+    except ValueError as err:
+        raise RunError(str(err)) from None
 
 
 class RunError(ValueError):
@@ -379,184 +379,6 @@ def notebook_key(
     return h.hexdigest()
 
 
-# ----------------------------------------------------------------------------- execution
-
-
-@dataclass
-class Job:
-    chapter: str
-    notebook: str  # path relative to the root
-    params: dict[str, Any]
-    key: str
-    output: str
-    status: str = "pending"  # pending | ok | failed | cached
-    wall_s: float | None = None
-    peak_mb: float | None = None
-    error: str | None = None
-    finished: str | None = None
-    slurm_job: str | None = None  # the Slurm job that ran it (--executor slurm)
-
-
-def _peak_rss_of_tree(proc: subprocess.Popen, stop: threading.Event, out: list[float]) -> None:
-    import psutil
-
-    try:
-        parent = psutil.Process(proc.pid)
-    except psutil.Error:
-        return
-    peak = 0
-    while not stop.is_set():
-        try:
-            procs = [parent, *parent.children(recursive=True)]
-            total = 0
-            for p in procs:
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            peak = max(peak, total)
-        except psutil.Error:
-            break
-        stop.wait(0.2)
-    out.append(peak / 2**20)
-
-
-def file_digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
-
-
-KERNEL_NOT_STARTED = "Kernel died before replying to kernel_info"
-
-
-def _execute(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
-    """Execute one notebook; a kernel that died before it started (no cell ran, as happens on
-    a loaded machine) is started once more."""
-    job = _execute_once(job, root, env, timeout)
-    if job.status == "failed" and KERNEL_NOT_STARTED in (job.error or ""):
-        job.error = None
-        job = _execute_once(job, root, env, timeout)
-    return job
-
-
-def _execute_once(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
-    source = root / job.notebook
-    output = root / job.output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "reprobook.execute",
-        str(source),
-        str(output),
-        json.dumps(job.params),
-        str(source.parent),
-    ]
-    start = time.perf_counter()
-    env = {
-        **env,
-        "REPROBOOK_OVERRIDES": json.dumps({k: v for k, v in job.params.items() if k != "profile"}),
-    }
-    # a session of its own, so a timeout stops the kernel too, not only the wrapper
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    stop, peak = threading.Event(), []
-    watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
-    watcher.start()
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        stdout, stderr = proc.communicate()
-        stderr = f"timed out after {timeout:.0f} s\n" + (stderr or "")
-    stop.set()
-    watcher.join()
-    job.wall_s = round(time.perf_counter() - start, 2)
-    job.peak_mb = round(peak[0], 1) if peak else None
-    job.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    if proc.returncode == 0:
-        job.status = "ok"
-    else:
-        job.status = "failed"
-        lines = [ln for ln in (stderr or "").strip().splitlines() if ln.strip()]
-        job.error = lines[-1] if lines else f"exit status {proc.returncode}"
-    return job
-
-
-def kernel_env(root: Path, profile: str, jobs: int, tag: str = "") -> dict[str, str]:
-    """The environment of every executed kernel: results folder, offline hubs, headless plots,
-    and one thread per notebook when several run at once."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "REPROBOOK_ROOT": str(root),
-            "REPROBOOK_RESULTS": str(tag_results_dir(root, tag)),
-            "REPROBOOK_PROFILE": profile,
-            "HF_DATASETS_OFFLINE": "1",
-            "HF_HUB_OFFLINE": "1",
-            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        }
-    )
-    if jobs > 1:
-        for var in (
-            "REPROBOOK_THREADS",
-            "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS",
-            "OPENBLAS_NUM_THREADS",
-        ):
-            env[var] = "1"
-    return env
-
-
-def _state_path(root: Path, profile: str, tag: str = "") -> Path:
-    return build_dir(root, tag) / "state" / f"{profile}.json"
-
-
-def update_state(root: Path, profile: str, tag: str, job: Job, results: Path) -> None:
-    """Record one finished notebook in the run's state, under a file lock: cluster jobs of
-    several chapters finish at once and each writes its own entries."""
-    import fcntl
-
-    path = _state_path(root, profile, tag)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            state = load_state(root, profile, tag)
-            if job.status == "ok":
-                state[job.notebook] = {
-                    "key": job.key,
-                    "status": "ok",
-                    "wall_s": job.wall_s,
-                    "peak_mb": job.peak_mb,
-                    "finished": job.finished,
-                    "results_sha256": file_digest(results),
-                }
-            else:
-                state.pop(job.notebook, None)
-            atomic_write_text(path, json.dumps(state, indent=2) + "\n")
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def load_state(root: Path, profile: str, tag: str = "") -> dict[str, Any]:
-    path = _state_path(root, profile, tag)
-    if path.exists():
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
-            return {}
-    return {}
-
-
 def select_chapters(root: Path, keys: list[str] | None) -> list[Chapter]:
     if not keys:
         return find_chapters(root)
@@ -663,7 +485,8 @@ def preflight(
     missing. Inputs a parameter waives (``-p modelcompose=False``) are not needed. At the smoke
     profile the chapters' fixtures are built here first (and a fixture that cannot be built is
     listed with why)."""
-    from .core.fixtures import FixtureError, ensure
+    import subprocess
+
     from .core.resources import (
         chapter_resources,
         missing_inputs,
@@ -676,12 +499,16 @@ def preflight(
         if ch.slug in notebooks:
             res = chapter_resources(root, ch.slug, profile)
             if profile == "smoke":
-                try:
-                    finds = [i.find for i in needed_inputs(res, params, notebooks[ch.slug])]
-                    ensure(root, ch.slug, finds)
-                except FixtureError as err:
-                    broken.append(f"  chapter {ch.number} {ch.slug}: {err}")
-                    continue
+                # built in a process of its own: the runner imports no paper package
+                finds = [i.find for i in needed_inputs(res, params, notebooks[ch.slug])]
+                if [f for f in finds if not f.startswith("module:")]:
+                    cmd = [sys.executable, "-m", "reprobook.core.fixtures", str(root), ch.slug]
+                    done = subprocess.run(cmd + finds, capture_output=True, text=True)
+                    if done.returncode != 0:
+                        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+                        why = lines[-1] if lines else f"exit status {done.returncode}"
+                        broken.append(f"  chapter {ch.number} {ch.slug}: {why}")
+                        continue
             missing[f"chapter {ch.number} {ch.slug}"] = missing_inputs(
                 res, params, notebooks[ch.slug], profile, root, ch.slug
             )

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .core.paths import atomic_write_text
+from .core.paths import atomic_write_text, tagged_results_dir
 from .core.resources import Resources, chapter_resources
 
 CONFIG_FILE = "reprobook-slurm.yml"
@@ -222,25 +222,24 @@ def chapter_job(
 ) -> list[dict]:
     """What a chapter's Slurm job runs: its notebooks in order, each entered in the run's state
     as soon as it finishes. Returns the notebooks' records (status, wall time, peak memory)."""
-    from . import runner
+    from .execute import Job, execute_job, kernel_env, update_state
 
     rootp = Path(root)
-    env = runner.kernel_env(rootp, profile, 1, tag)
+    env = kernel_env(rootp, profile, 1, tag)
     cpus = os.environ.get("SLURM_CPUS_PER_TASK")
     if cpus and cpus == "1":
         env.setdefault("REPROBOOK_THREADS", "1")
     job_id = os.environ.get("SLURM_JOB_ID")
     out = []
     for spec in jobs:
-        job = runner.Job(**spec)
-        job = runner._execute(job, rootp, env, timeout)
+        job = execute_job(Job(**spec), rootp, env, timeout)
         results = (
-            runner.tag_results_dir(rootp, tag)
+            tagged_results_dir(rootp, tag)
             / profile
             / job.chapter
             / f"{Path(job.notebook).stem}.json"
         )
-        runner.update_state(rootp, profile, tag, job, results)
+        update_state(rootp, profile, tag, job, results)
         record = asdict(job)
         record["slurm_job"] = job_id
         out.append(record)

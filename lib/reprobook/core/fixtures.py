@@ -18,9 +18,11 @@ input that is not a package::
 keyed by the input's ``find`` (see :class:`~reprobook.core.resources.Input`). The chapter's code
 asks :func:`~reprobook.core.resources.locate` where to load an input from: the hub id (or the
 path an environment variable names) at the full profile, the fixture's folder at smoke.
-Fixtures are built on demand (:func:`ensure`) under ``_build/fixtures/<slug>-<digest>/``, the
-digest being that of the chapter's ``fixtures.py``, so a changed builder is never served an
-old fixture; each is written to a temporary folder and renamed into place.
+Fixtures are built on demand (:func:`ensure`; the runner calls it in a process of its own,
+``python -m reprobook.core.fixtures ROOT SLUG FIND...``, so that it imports no paper) under
+``_build/fixtures/<slug>-<digest>/``, the digest being that of the chapter's ``fixtures.py``,
+so a changed builder is never served an old fixture; each is written to a temporary folder
+and renamed into place.
 """
 
 from __future__ import annotations
@@ -135,3 +137,24 @@ def ensure(root: Path, slug: str, finds: Iterable[str]) -> dict[str, Path]:
             if not path.exists():
                 raise
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m reprobook.core.fixtures ROOT SLUG FIND...``: build those fixtures; exit 1
+    with the reason on one line when one cannot be built."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2:
+        print("usage: python -m reprobook.core.fixtures ROOT SLUG [FIND ...]", file=sys.stderr)
+        return 2
+    try:
+        ensure(Path(args[0]), args[1], args[2:])
+    except FixtureError as err:
+        print(" ".join(str(err).split()), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 ROOT_ENV = "REPROBOOK_ROOT"
 RESULTS_ENV = "REPROBOOK_RESULTS"
+TAG_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 
 
 def _looks_like_root(path: Path) -> bool:
@@ -67,3 +68,24 @@ def atomic_write_text(path: Path, text: str) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` when it names a run (lower-case letters, digits, '_', '-', '.'; '' for the
+    untagged run), else a ValueError saying what a tag may hold."""
+    if tag and (not set(tag) <= TAG_CHARS or tag.startswith(".")):
+        raise ValueError(
+            f"tag {tag!r}: use lower-case letters, digits, '_', '-' and '.' (not first)"
+        )
+    return tag
+
+
+def build_dir(root: Path, tag: str = "") -> Path:
+    """Where a run writes: ``<root>/_build`` for the default run, ``_build/tagged/<tag>`` else."""
+    return Path(root) / "_build" if not tag else Path(root) / "_build" / "tagged" / check_tag(tag)
+
+
+def tagged_results_dir(root: Path, tag: str = "") -> Path:
+    """The results folder of a run: ``$REPROBOOK_RESULTS`` or ``_build/results`` untagged,
+    ``_build/tagged/<tag>/results`` for a tagged run (``seed1`` for ``-p seed=1``)."""
+    return results_dir(root) if not tag else build_dir(root, tag) / "results"
