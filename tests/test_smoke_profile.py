@@ -186,6 +186,8 @@ def test_a_deliberate_stand_in_is_recorded_and_shown_beside_the_verdict(smoke_bo
     run.record("T1", 0.2)
     record = json.loads(run.path.read_text())
     assert record["stand_ins"] == {"llm": "emulated"}
+    row = next(r for r in ledger.collect("smoke", smoke_book) if r["claim"] == "T1")
+    assert row["stand_ins"] == {"llm": "emulated"}  # it reaches the ledger's rows
     # not chosen: no stand-in; an input the notebook does not use waives nothing
     assert (
         json.loads(core.start("toy", "01_draw", "smoke", config=Cfg()).path.read_text())[
@@ -230,13 +232,17 @@ def _numbers(value) -> bool:
     return isinstance(value, tuple) and all(_numbers(v) for v in value)
 
 
-def size_only_differences(full, smoke) -> list[str]:
+def size_only_differences(full, smoke, prefix: str = "") -> list[str]:
     """The fields where ``smoke`` departs from ``full`` other than by a size: a changed
-    string, switch or None, or a tuple of names that is not a part of the full one's."""
+    string, switch or None, or a tuple of names that is not a part of the full one's (nested
+    configurations field by field)."""
     bad = []
     for field in dataclasses.fields(full):
         a, b = getattr(full, field.name), getattr(smoke, field.name)
         if a == b:
+            continue
+        if dataclasses.is_dataclass(a) and type(a) is type(b):
+            bad += size_only_differences(a, b, f"{prefix}{field.name}.")
             continue
         if _numbers(a) and _numbers(b):
             continue
@@ -248,7 +254,7 @@ def size_only_differences(full, smoke) -> list[str]:
             and not any(_numbers(x) for x in a)
         ):
             continue
-        bad.append(f"{field.name}: full {a!r}, smoke {b!r}")
+        bad.append(f"{prefix}{field.name}: full {a!r}, smoke {b!r}")
     return bad
 
 
@@ -261,6 +267,15 @@ def test_size_only_rule_catches_a_changed_switch_or_model() -> None:
         model: str = "big"
         exact: bool = True
 
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        inner: C = C()
+        steps: int = 100
+
+    assert size_only_differences(Outer(), Outer(inner=C(n=2), steps=3)) == []
+    assert size_only_differences(Outer(), Outer(inner=C(model="tiny"))) == [
+        "inner.model: full 'big', smoke 'tiny'"
+    ]
     full = C()
     assert size_only_differences(full, C(n=1, grid=(0.1,), tables=("b",))) == []
     assert size_only_differences(full, C(model="small")) == ["model: full 'big', smoke 'small'"]

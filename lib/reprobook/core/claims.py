@@ -33,7 +33,7 @@ from .chapters import (
     unit_verdicts,
     worst_verdict,
 )
-from .paths import atomic_write_text, book_root, results_dir, results_file
+from .paths import atomic_write_text, book_root, results_dir, results_file, tagged_results_dir
 from .profiles import PROFILE_NAMES, describe
 from .runtime import quiet_lightning, runtime_facts, seed_everything
 from .stats import as_interval
@@ -146,11 +146,7 @@ class Run:
             # run by hand (Jupyter, papermill) at another seed: kept apart from the book's own
             # results, where `reprobook run -p seed=N` puts them too
             self.path = (
-                root
-                / "_build"
-                / "tagged"
-                / f"seed{seed}"
-                / "results"
+                tagged_results_dir(root, f"seed{seed}")
                 / profile
                 / chapter.slug
                 / f"{notebook}.json"
@@ -483,6 +479,7 @@ def load_records(
                 "seed": data.get("seed"),
                 "notebook": nb,
                 "overrides": data.get("overrides") or {},
+                "stand_ins": data.get("stand_ins") or {},
                 "facts": data.get("facts", {}),
                 "stale": stale,
             }
