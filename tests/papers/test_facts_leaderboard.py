@@ -8,14 +8,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from reprobook import core
 from reprobook.core import InputError, book_root, resolve_notebook
+from reprobook.core.resources import chapter_resources
 from reprobook.papers.facts_leaderboard import (
     analysis,
     config,
     corpus,
     judges,
+    open_llms,
     policies,
     qa,
     rubric,
@@ -355,7 +359,7 @@ def test_grounding_loader_refuses_missing_columns_and_files(tmp_path: Path):
 
 def test_profiles_resolve():
     for name in config.PROFILES:
-        for profile in ("reduced", "full"):
+        for profile in ("reduced", "full", "smoke"):
             resolve_notebook(config.PROFILES, name, profile)
 
 
@@ -378,3 +382,243 @@ def test_macro_f1_from_confusion_counts_matches_scikit_learn():
 def test_unparseable_answers_add_no_counts():
     r = policies.Response(0, "x", "A", ("a", "b"), ("supported", "unsupported"), True)
     assert analysis.confusion_by_prompt([[None]], [r], 1).sum() == 0
+
+
+# --- the full profile's open models (llm="real"), on the smoke fixtures ---------------------------
+
+QWEN, LLAMA = config.PROFILES["protocol"]["full"].open_models
+
+
+def test_the_stand_in_is_a_choice_of_the_profile_never_a_fallback():
+    protocol = config.PROFILES["protocol"]
+    assert [protocol[p].llm for p in ("reduced", "full", "smoke")] == ["emulated", "real", "real"]
+    assert protocol["smoke"].open_models == protocol["full"].open_models == (QWEN, LLAMA)
+    assert open_llms.uses_real_models("emulated", "reduced") is False
+    assert open_llms.uses_real_models("emulated", "full") is False
+    assert open_llms.uses_real_models("real", "full") is True
+    assert open_llms.uses_real_models("real", "smoke") is True
+    with pytest.raises(InputError, match="run it at the full profile"):
+        open_llms.uses_real_models("real", "reduced")
+    with pytest.raises(InputError, match="llm"):
+        open_llms.uses_real_models("simulated", "full")
+    full = chapter_resources(book_root(), "facts_leaderboard", "full").inputs
+    assert {i.find for i in full} == {
+        "module:transformers",
+        open_llms.model_find(QWEN),
+        open_llms.model_find(LLAMA),
+        open_llms.DATASET,
+    }
+    assert all(i.unless == "llm=emulated" and i.notebooks == ("01_protocol",) for i in full)
+
+
+def test_the_full_profile_stops_without_its_inputs_and_records_the_stand_in(
+    tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty hub cache
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
+    full = config.PROFILES["protocol"]["full"]
+    with pytest.raises(core.MissingInputs) as stop:
+        core.start("facts_leaderboard", "01_protocol", profile="full", config=full)
+    for name in ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "FACTS Grounding public"):
+        assert name in str(stop.value)
+    assert "-p llm=emulated" in str(stop.value)
+    assert not (tmp_path / "results").exists()  # stopped before any work
+    emulated = resolve_notebook(config.PROFILES, "protocol", "full", llm="emulated")
+    run = core.start("facts_leaderboard", "01_protocol", profile="full", config=emulated)
+    assert json.loads(run.path.read_text())["stand_ins"] == {"llm": "emulated"}
+
+
+@pytest.mark.parametrize(
+    ("reply", "rating"),
+    [
+        ("Major Issue(s)", "Major Issue(s)"),
+        ("  minor issues, the list is short", "Minor Issue(s)"),
+        ("Rating: No Issues. (Not a Major Issue.)", "No Issues"),
+        ("The response is fine.", None),
+        ("", None),
+    ],
+)
+def test_eligibility_replies_are_read_or_left_unparseable(reply, rating):
+    assert open_llms.parse_eligibility(reply) == rating
+
+
+def test_label_replies_are_read_only_when_every_sentence_has_one_label():
+    assert open_llms.parse_labels("1: supported\n2: unsupported\n3: no_rad", 3) == [
+        "supported",
+        "unsupported",
+        "no_rad",
+    ]
+    assert open_llms.parse_labels("Here you go:\n**1.** Supported\n2) UNSUPPORTED", 2) == [
+        "supported",
+        "unsupported",
+    ]
+    assert open_llms.parse_labels("1: supported", 2) is None  # a sentence left out
+    assert open_llms.parse_labels("1: supported\n3: supported", 2) is None  # out of range
+    assert open_llms.parse_labels("1: supported\n1: unsupported", 1) is None  # two labels
+    assert open_llms.parse_labels("1: contradictory", 1) is None  # not a label of ours
+    assert open_llms.parse_labels("", 0) is None
+    # an unparseable reply is not grounded, eq. facts-grounded
+    assert scoring.grounded(open_llms.parse_labels("no idea", 1)) is False
+
+
+def test_sentences_split_at_ends_and_lines_without_list_markers():
+    text = "The table has 12 rows. It was compiled in 2019!\n- Each row is a town\n\n2. Done?"
+    assert open_llms.split_sentences(text) == [
+        "The table has 12 rows.",
+        "It was compiled in 2019!",
+        "Each row is a town",
+        "Done?",
+    ]
+    assert open_llms.split_sentences("  \n ") == []
+
+
+def test_the_public_examples_fixture_has_the_release_schema():
+    public = open_llms.public_examples("smoke", 3)
+    assert list(public.columns) == list(corpus.GROUNDING_COLUMNS) and len(public) == 3
+    assert all(isinstance(v, str) and v for v in public.to_numpy().ravel())
+    row = public.iloc[0]
+    assert row.full_prompt == f"{row.system_instruction}\n\n{row.context_document}\n\n" + (
+        row.user_request
+    )
+    assert len(open_llms.public_examples("smoke", 10_000)) == 4  # all the rows there are
+    with pytest.raises(InputError, match="full_prompt"):
+        open_llms._check_examples(public.drop(columns="full_prompt"), "rows")
+
+
+def test_fixture_models_are_the_real_families_decoded_greedily_with_their_templates():
+    qwen, qtok = open_llms.load(QWEN, "smoke")
+    llama, ltok = open_llms.load(LLAMA, "smoke")
+    assert type(qwen).__name__ == "Qwen2ForCausalLM" and type(llama).__name__ == "LlamaForCausalLM"
+    turn = [{"role": "user", "content": "How many rows?"}]
+    rendered = qtok.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
+    assert rendered == "<|im_start|>user\nHow many rows?<|im_end|>\n<|im_start|>assistant\n"
+    rendered = ltok.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
+    assert rendered.startswith("<|begin_of_text|><|start_header_id|>user<|end_header_id|>")
+    assert rendered.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert ltok.pad_token == "<|eot_id|>" and ltok.padding_side == "left"  # Llama has no pad
+    for model in (qwen, llama):  # the fixtures sample by default; the chapter decodes greedily
+        gen = model.generation_config
+        assert gen.do_sample is False and gen.repetition_penalty in (None, 1.0)
+    turns = [turn, [{"role": "user", "content": "Summarise the refund policy, please."}], turn]
+    first = open_llms.generate(qwen, qtok, turns, max_new_tokens=5, batch_size=2)
+    assert len(first) == 3 and first == open_llms.generate(qwen, qtok, turns, 5, 2)
+    assert first[0] == first[2]  # the same prompt in two batches, the same greedy reply
+    assert all(isinstance(r, str) for r in first) and any(first)  # untied weights: not blank
+
+
+def _scripted():
+    """A loader and a generate() that answer as two scripted models A and B: A answers with one
+    supported sentence, B with two; as a judge, A rates B's answers "Major Issue(s)" and labels
+    B's first sentence unsupported, while B rates the last of B's answers major and passes all
+    sentences."""
+
+    def loader(name, profile):
+        return name.rsplit("/", 1)[-1], None
+
+    def generate(model, tokenizer, turns, max_new_tokens, batch_size):
+        out = []
+        for turn in turns:
+            text = turn[-1]["content"]
+            if "Rate the response" in text:
+                answer_of_b = "Beta" in text
+                if model == "A":
+                    out.append("Major Issue(s)" if answer_of_b else "No Issues")
+                else:
+                    out.append("Major Issue(s)" if "request 2" in text else "Minor Issue(s)")
+            elif "numbered sentences" in text:
+                n = text.count("\n1. ") + text.count("\n2. ")
+                bad = model == "A" and "Beta" in text
+                out.append(
+                    "\n".join(
+                        f"{k}: {'unsupported' if bad and k == 1 else 'supported'}"
+                        for k in range(1, n + 1)
+                    )
+                )
+            else:
+                out.append("Alpha agrees." if model == "A" else "Beta says so. It is true.")
+        return out
+
+    return loader, generate
+
+
+def test_the_protocol_on_scripted_models_gives_the_scores_by_hand(monkeypatch):
+    loader, generate = _scripted()
+    monkeypatch.setattr(open_llms, "generate", generate)
+    examples = pd.DataFrame(
+        {
+            "system_instruction": ["Use the document."] * 3,
+            "user_request": [f"request {i}" for i in range(3)],
+            "context_document": ["A document."] * 3,
+            "full_prompt": [f"Use the document. A document. request {i}" for i in range(3)],
+        }
+    )
+    frame = open_llms.answer_and_judge(
+        examples,
+        ["org/A", "org/B"],
+        "smoke",
+        response_tokens=8,
+        eligibility_tokens=4,
+        label_tokens=8,
+        batch_size=2,
+        loader=loader,
+    )
+    assert list(frame.responder) == ["A"] * 3 + ["B"] * 3
+    assert list(frame.sentences) == [1, 1, 1, 2, 2, 2]
+    # eq. facts-eligible: B is asked only where A said "Major Issue(s)", i.e. on B's answers
+    assert list(frame.asked_B) == [False] * 3 + [True] * 3
+    assert list(frame.asked) == [1, 1, 1, 2, 2, 2]
+    assert list(frame.eligible) == [True] * 5 + [False]
+    assert list(frame.g_A) == [True] * 3 + [False] * 3 and frame.g_B.all()
+    table = open_llms.responder_table(frame)
+    assert table.loc["A"].to_dict() == {
+        "eligible": 1.0,
+        "adjusted": 1.0,
+        "unadjusted": 1.0,
+        "by A": 1.0,
+        "by B": 1.0,
+    }
+    assert table.loc["B", "unadjusted"] == 0.5 and table.loc["B", "adjusted"] == pytest.approx(
+        1 / 3
+    )
+    # A credits its own answers 1 and B's 0, B credits both 1: half of (1 - 0) - (1 - 1)
+    assert open_llms.self_preference(frame) == 0.5
+    assert open_llms.self_preference(frame[frame.responder == "A"]) is None
+    assert open_llms.unreadable(frame) == {
+        "A": {"ratings": 0.0, "labels": 0.0},
+        "B": {"ratings": 0.0, "labels": 0.0},
+    }
+
+
+def test_the_real_path_runs_on_the_tiny_models_and_returns_its_shapes():
+    smoke = config.PROFILES["protocol"]["smoke"]
+    public = open_llms.public_examples("smoke", 2)
+    frame = open_llms.answer_and_judge(
+        public,
+        smoke.open_models,
+        "smoke",
+        response_tokens=6,
+        eligibility_tokens=3,
+        label_tokens=6,
+        batch_size=2,
+    )
+    names = [open_llms.short_name(m) for m in smoke.open_models]
+    assert names == ["Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct"]
+    assert len(frame) == 4 and list(frame.responder) == [names[0]] * 2 + [names[1]] * 2
+    assert frame.asked.between(1, 2).all() and frame.eligible.dtype == bool
+    assert (frame.sentences > 0).any()  # the random models write something to be labelled
+    for n in names:
+        assert frame[f"g_{n}"].dtype == bool
+        assert all(r is None or r in judges.ELIGIBILITY_SCALE for r in frame[f"rating_{n}"])
+    table = open_llms.responder_table(frame)
+    assert list(table.index) == names
+    assert list(table.columns) == ["eligible", "adjusted", "unadjusted"] + [
+        f"by {n}" for n in names
+    ]
+    assert ((table >= 0) & (table <= 1)).all().all()
+    assert (table.adjusted <= table.unadjusted).all()
+    unread = open_llms.unreadable(frame)
+    assert set(unread) == set(names)
+    for shares in unread.values():
+        assert all(v is None or 0 <= v <= 1 for v in shares.values())

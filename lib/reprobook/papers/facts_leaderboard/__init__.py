@@ -2,11 +2,22 @@
 
 Library of chapter 01 (notebooks/01_facts_leaderboard): the suite's scores (:mod:`.scoring`),
 the offline FACTS-lite benchmark (:mod:`.corpus`, :mod:`.policies`, :mod:`.judges`,
-:mod:`.qa`, :mod:`.rubric`), the panel statistics (:mod:`.analysis`) and the notebooks'
-profiles (:mod:`.config`). The responders and judges are scripted stand-ins for language
-models, never models themselves.
+:mod:`.qa`, :mod:`.rubric`), the panel statistics (:mod:`.analysis`), the open models on the
+public Grounding examples (:mod:`.open_llms`, the full profile's ``llm="real"``) and the notebooks'
+profiles (:mod:`.config`). FACTS-lite's responders and judges are scripted stand-ins for
+language models; :mod:`.fixtures` builds the tiny offline models and rows of the smoke profile.
 """
 
-from . import analysis, config, corpus, judges, policies, qa, rubric, scoring
+from . import analysis, config, corpus, judges, open_llms, policies, qa, rubric, scoring
 
-__all__ = ["analysis", "config", "corpus", "judges", "policies", "qa", "rubric", "scoring"]
+__all__ = [
+    "analysis",
+    "config",
+    "corpus",
+    "judges",
+    "open_llms",
+    "policies",
+    "qa",
+    "rubric",
+    "scoring",
+]

@@ -1,16 +1,19 @@
 """Profiles of the notebooks of chapter 01 (the FACTS Leaderboard): one frozen dataclass per
-notebook, with a ``reduced`` instance (2 CPU cores, well under a minute a notebook) and a
-``full`` one. Notebooks call ``core.resolve_notebook(config.PROFILES, "protocol", profile, ...)``.
+notebook, with a ``reduced`` instance (2 CPU cores, well under a minute a notebook), a ``full``
+one and a ``smoke`` one (the full one with every size cut to seconds on a CPU). Notebooks call
+``core.resolve_notebook(config.PROFILES, "protocol", profile, ...)``.
 
-Notebooks: ``protocol`` (C1, C2, the rubric scorer), ``judges`` (C3, C4), ``parametric_search``
-(C5). Everything is an offline simulation; the full profile scales it up and, where
-``transformers``, the open models' weights and the public Grounding file are present, adds two
-open models as responders and judges (they are not in this book's environment).
+Notebooks: ``protocol`` (C1, C2, the rubric scorer, and the open models on the public Grounding
+examples), ``judges`` (C3, C4), ``parametric_search`` (C5). FACTS-lite is an offline simulation
+at every profile. ``ProtocolConfig.llm`` chooses what else notebook 01 runs: ``"real"`` (full
+and smoke) adds two open models as responders and judges of the public FACTS Grounding examples
+(:mod:`.open_llms`), ``"emulated"`` (reduced) keeps the scripted stand-ins only, and the run records
+the choice.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core.resources import Input, Resources
@@ -31,8 +34,15 @@ class ProtocolConfig:
     tfidf_threshold: float = 0.6  # TF-IDF judge: cosine needed for "supported"
     n_digits: int = 300  # image questions (the rest of the 1,797 digits train the describers)
     n_random_tables: int = 1000  # random per-split accuracy tables for C1's identity
-    grounding_path: str | None = None  # the public Grounding file (full profile only)
-    open_models: tuple[str, ...] = ()  # open models as responders and judges (full only)
+    # "real": the open models answer and judge the public Grounding examples (full, smoke);
+    # "emulated": the scripted responders and rule-based judges stand in for them (reduced)
+    llm: str = "emulated"
+    open_models: tuple[str, ...] = ()  # the open models, responders and judges in this order
+    n_grounding: int = 860  # public Grounding examples answered (860: all of them)
+    response_tokens: int = 512  # new tokens of an answer, at most
+    eligibility_tokens: int = 16  # new tokens of an eligibility rating, at most
+    label_tokens: int = 512  # new tokens of a reply of sentence labels, at most
+    batch_size: int = 4  # prompts generated together
 
 
 @dataclass(frozen=True)
@@ -65,35 +75,57 @@ class QAConfig:
 
 _OPEN = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct")
 
+_PROTOCOL_FULL = ProtocolConfig(
+    n_prompts=20_000, n_digits=898, n_random_tables=100_000, llm="real", open_models=_OPEN
+)
+_JUDGES_FULL = JudgesConfig(n_prompts=20_000, n_resamples=10_000)
+_QA_FULL = QAConfig(n_resamples=10_000, n_draws=20)
+
 PROFILES: dict[str, dict[str, Any]] = {
     "protocol": {
         "reduced": ProtocolConfig(),
-        "full": ProtocolConfig(
-            n_prompts=20_000, n_digits=898, n_random_tables=100_000, open_models=_OPEN
+        "full": _PROTOCOL_FULL,
+        "smoke": replace(
+            _PROTOCOL_FULL,
+            n_prompts=30,
+            n_digits=40,
+            n_random_tables=100,
+            n_grounding=3,
+            response_tokens=12,
+            eligibility_tokens=4,
+            label_tokens=12,
+            batch_size=2,
         ),
     },
     "judges": {
         "reduced": JudgesConfig(),
-        "full": JudgesConfig(n_prompts=20_000, n_resamples=10_000),
+        "full": _JUDGES_FULL,
+        "smoke": replace(_JUDGES_FULL, n_prompts=30, n_resamples=200),
     },
     "parametric_search": {
         "reduced": QAConfig(),
-        "full": QAConfig(n_resamples=10_000, n_draws=20),
+        "full": _QA_FULL,
+        "smoke": replace(_QA_FULL, n_resamples=200, n_draws=2),
     },
 }
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor). The
-# simulation runs on CPUs at every size; the open models, when present, want one GPU.
+# simulation runs on CPUs at every size; the open models (llm="real") want one GPU, one 7-8B
+# model in bfloat16 at a time. The full profile's hours are an estimate: its open-model path
+# (2 x 860 answers and 2 x 2 x 860 judgements, documents of up to about 32k tokens) has not been
+# timed at full size; the smoke profile runs it on tiny fixtures in seconds.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
+    "smoke": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.05),
     "full": Resources(
         gpus=1,
         cpus=8,
         mem_gb=32,
-        hours=3.0,
+        hours=5.0,
         inputs=(
             Input(
                 notebooks=("01_protocol",),
+                unless="llm=emulated",
                 name="transformers",
                 kind="package",
                 find="module:transformers",
@@ -102,6 +134,7 @@ RESOURCES = {
             ),
             Input(
                 notebooks=("01_protocol",),
+                unless="llm=emulated",
                 name="Qwen2.5-7B-Instruct",
                 kind="weights",
                 find="hf-model:Qwen/Qwen2.5-7B-Instruct",
@@ -111,6 +144,7 @@ RESOURCES = {
             ),
             Input(
                 notebooks=("01_protocol",),
+                unless="llm=emulated",
                 name="Llama-3.1-8B-Instruct",
                 kind="weights",
                 find="hf-model:meta-llama/Llama-3.1-8B-Instruct",
@@ -121,6 +155,7 @@ RESOURCES = {
             ),
             Input(
                 notebooks=("01_protocol",),
+                unless="llm=emulated",
                 name="FACTS Grounding public examples",
                 kind="dataset",
                 find="hf-dataset:google/FACTS-grounding-public",

@@ -4,8 +4,9 @@ The context documents are the dataset descriptions scikit-learn installs under
 ``sklearn/datasets/descr`` and the help topics of Python's ``pydoc_data.topics``: both are
 prose with many checkable facts (counts, names, defaults). A request asks about a few of a
 document's sentences, its *targets*; the generator knows them, which gives every response gold
-sentence labels. The public Grounding release has another schema; :func:`load_grounding` reads
-it (the full profile's data) and is tested on a small fixture in that schema.
+sentence labels. The public Grounding release has another schema (:data:`GROUNDING_COLUMNS`):
+the full profile loads it from the hub (:mod:`.open_llms`), and :func:`load_grounding` reads a
+local copy of it (CSV or JSON lines), tested on a small made-up file in that schema.
 """
 
 from __future__ import annotations
