@@ -200,5 +200,6 @@ def test_profiles_resolve():
     for nb in config.PROFILES:
         reduced = core.resolve_notebook(config.PROFILES, nb, "reduced")
         full = core.resolve_notebook(config.PROFILES, nb, "full")
-        assert type(reduced) is type(full)
+        smoke = core.resolve_notebook(config.PROFILES, nb, "smoke")
+        assert type(reduced) is type(full) is type(smoke)
     assert core.resolve_notebook(config.PROFILES, "suzuki", "reduced", n_iter=3).n_iter == 3

@@ -3,7 +3,8 @@
 Library of chapter 09 (notebooks/09_tagbo), a reconstruction from the abstract:
 :mod:`.data` (the vendored reaction tables), :mod:`.similarity` (Tanimoto, the ordinal-tier
 graph and its diffusion kernel), :mod:`.kernels` (the gpytorch kernel and the tier mean),
-:mod:`.priors` (the oracle-derived emulation of a tier prior), :mod:`.synthetic` (the
-constrained formulation task), :mod:`.bo` (models, acquisition and the benchmark harness);
-:mod:`.config` holds the notebooks' profiles.
+:mod:`.priors` (the oracle-derived emulation of a tier prior), :mod:`.llm` (the tiers an open
+LLM gives, at the full profile), :mod:`.synthetic` (the constrained formulation task),
+:mod:`.bo` (models, acquisition and the benchmark harness); :mod:`.config` holds the notebooks'
+profiles and :mod:`.fixtures` the smoke profile's tiny model.
 """

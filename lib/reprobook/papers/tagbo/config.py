@@ -9,15 +9,17 @@ replicate r draws its initial design, its prior corruption and its tie-breaks fr
 
 Reduced-profile savings, the same for every method: hyper-parameters are refitted every
 ``refit_every`` steps (in between, the model takes the new data with the last fit), a few
-replicates, short budgets. Full: a refit every step, 20 replicates over all 15 substrates,
-50 steps, every method, and (where ``transformers`` and a model's weights are present) tiers from
-an open LLM instead of the emulation.
+replicates, short budgets. Full: a refit every step, 20 to 30 replicates over all 15
+substrates, 50 steps, every method, and in ``suzuki`` and ``buchwald`` the tiers of an open LLM
+(``llm="real"``, :mod:`.llm`) instead of the emulation; ``llm="emulated"`` is the deliberate
+stand-in, which needs no model. Smoke: the full configurations with every size cut to seconds
+on CPU (the LLM is the chapter's tiny random fixture of the same architecture).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from reprobook.core.resources import Input, Resources
 
@@ -32,7 +34,8 @@ __all__ = [
 
 ALL_METHODS = ("random", "overlap", "cocabo", "descriptor", "tier_mean", "graph", "tagbo")
 ALL_SUBSTRATES = tuple(range(15))
-LLM_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # the open model the full profile would ask for tiers
+LLM_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # the open model the full profile asks for tiers
+LLM_FIND = "hf-model:" + LLM_MODEL  # how core finds it (RESOURCES["full"] below)
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class LookupConfig:
     n_replicates: int = 5  # replicates, the units of the intervals
     refit_every: int = 5  # hyper-parameter refit period (1: every step)
     maxiter: int = 50  # L-BFGS iterations of each fit
-    llm: bool = False  # ask an open LLM for the tiers (full; falls back to the emulation)
+    llm: Literal["emulated", "real"] = "emulated"  # TagBO's tiers: the emulated prior at
+    # p_flip (true tiers, corrupted; the stand-in) or "real": those LLM_MODEL gives (llm.py)
 
 
 @dataclass(frozen=True)
@@ -102,50 +106,81 @@ class SweepConfig:
 # 0.5 s (the screen of 120 combinations, one SLSQP run) plus its fit.
 # Both reaction tables run the same full-profile design.
 _LOOKUP_FULL = LookupConfig(
-    ALL_SUBSTRATES, ALL_METHODS, n_iter=50, n_replicates=30, refit_every=1, maxiter=200, llm=True
+    ALL_SUBSTRATES, ALL_METHODS, n_iter=50, n_replicates=30, refit_every=1, maxiter=200,
+    llm="real",
+)  # fmt: skip
+# Smoke: the full path (every method, a refit every step, the LLM's tiers from the tiny
+# fixture) on one substrate, two replicates of two steps and short fits.
+_LOOKUP_SMOKE = replace(_LOOKUP_FULL, substrates=(0,), n_iter=2, n_replicates=2, maxiter=10)
+_CONSTRAINED_FULL = ConstrainedConfig(
+    ALL_METHODS,
+    n_iter=50,
+    n_replicates=20,
+    refit_every=1,
+    maxiter=200,
+    n_screen=64,
+    top_k=3,
+    restarts=4,
+    mc=512,
 )
+_SWEEP_FULL = SweepConfig(
+    substrates=ALL_SUBSTRATES,
+    p_flips=(0.0, 0.2, 0.4, 0.7),
+    n_iter=50,
+    n_replicates=20,
+    refit_every=1,
+    maxiter=200,
+)
+_SIMILARITY_FULL = SimilarityConfig(n_train=96, n_repeats=20, maxiter=200, w_grid=41)
 PROFILES: dict[str, dict[str, Any]] = {
     "similarity": {
         "reduced": SimilarityConfig(),
-        "full": SimilarityConfig(n_train=96, n_repeats=20, maxiter=200, w_grid=41),
+        "full": _SIMILARITY_FULL,
+        "smoke": replace(
+            _SIMILARITY_FULL, n_train=24, n_repeats=2, p_flips=(0.0, 0.7), maxiter=10, w_grid=5
+        ),
     },
     "suzuki": {
         "reduced": LookupConfig(),
         "full": _LOOKUP_FULL,
+        "smoke": _LOOKUP_SMOKE,
     },
     "buchwald": {
         "reduced": LookupConfig(),
         "full": _LOOKUP_FULL,
+        "smoke": _LOOKUP_SMOKE,
     },
     "constrained": {
         "reduced": ConstrainedConfig(),
-        "full": ConstrainedConfig(
-            ALL_METHODS,
-            n_iter=50,
-            n_replicates=20,
-            refit_every=1,
-            maxiter=200,
-            n_screen=64,
-            top_k=3,
-            restarts=4,
-            mc=512,
+        "full": _CONSTRAINED_FULL,
+        "smoke": replace(
+            _CONSTRAINED_FULL,
+            n_iter=2,
+            n_replicates=2,
+            maxiter=10,
+            n_screen=4,
+            top_k=1,
+            restarts=1,
+            mc=16,
         ),  # fmt: skip
     },
     "prior_quality": {
         "reduced": SweepConfig(),
-        "full": SweepConfig(
-            substrates=ALL_SUBSTRATES,
-            p_flips=(0.0, 0.2, 0.4, 0.7),
-            n_iter=50,
-            n_replicates=20,
-            refit_every=1,
-            maxiter=200,
+        "full": _SWEEP_FULL,
+        "smoke": replace(
+            _SWEEP_FULL,
+            substrates=(0,),
+            p_flips=(0.0, 0.7),
+            n_iter=2,
+            n_replicates=2,
+            maxiter=10,
         ),  # fmt: skip
     },
 }
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor). The GPs
-# are small: the GPU serves the LLM of the full profile; the BO loops are CPU-bound.
+# are small: the GPU serves the LLM of the full profile; the BO loops are CPU-bound. The LLM is
+# used by 02_suzuki and 03_buchwald at llm="real"; llm="emulated" does without it.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.1),
     "full": Resources(
@@ -161,6 +196,7 @@ RESOURCES = {
                 find="module:transformers",
                 get="pip install transformers",
                 licence="Apache-2.0",
+                unless="llm=emulated",
             ),
             Input(
                 notebooks=("02_suzuki", "03_buchwald"),
@@ -170,6 +206,7 @@ RESOURCES = {
                 get="hf download Qwen/Qwen2.5-7B-Instruct",
                 licence="Apache-2.0",
                 size_gb=15.0,
+                unless="llm=emulated",
             ),
         ),
     ),

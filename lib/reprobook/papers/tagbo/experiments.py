@@ -19,7 +19,15 @@ from . import data, priors
 from .bo import METHODS, PRIOR_METHODS, Space, normalized_best, run_lookup
 from .similarity import fingerprints, tanimoto_gram
 
-__all__ = ["load_pool", "descriptor_space", "prior_for", "lookup_benchmark", "paired"]
+__all__ = [
+    "load_pool",
+    "descriptor_space",
+    "prior_for",
+    "true_prior",
+    "llm_agreement",
+    "lookup_benchmark",
+    "paired",
+]
 
 
 def load_pool(name: str, substrate: int) -> data.Pool:
@@ -34,9 +42,15 @@ def descriptor_space(pool: data.Pool, radius: int = 2, n_bits: int = 2048) -> Sp
     return Space(tuple(range(len(grams))), grams)
 
 
-def prior_for(pool: data.Pool, space: Space, kind: str | float, seed: int, replicate: int):
-    """The tiers of each variable: ``kind`` a p_flip in [0, 1] (true tiers, corrupted), or
-    "parrot" (tiers from the descriptors alone)."""
+def prior_for(pool: data.Pool, space: Space, kind: str | float, seed: int, replicate: int,
+              elicitor=None):  # fmt: skip
+    """The tiers of each variable: ``kind`` a p_flip in [0, 1] (true tiers, corrupted),
+    "parrot" (tiers from the descriptors alone) or "llm" (the tiers the language model of
+    ``elicitor``, an :class:`.llm.TierElicitor`, gives; the same for every replicate)."""
+    if kind == "llm":
+        if elicitor is None:
+            raise checks.InputError('the prior "llm" needs the model: pass elicitor=llm.load(...)')
+        return elicitor.tiers(pool)
     if kind == "parrot":
         return [priors.parroting_tiers(G) for G in space.desc_grams]
     p = checks.probability(kind, "kind")
@@ -46,6 +60,24 @@ def prior_for(pool: data.Pool, space: Space, kind: str | float, seed: int, repli
         truth = priors.true_tiers(priors.marginal_means(pool.X, pool.y, n, j))
         out.append(priors.corrupt_tiers(truth, p, rng))
     return out
+
+
+def true_prior(pool: data.Pool) -> list[np.ndarray]:
+    """The exact tiers of each variable of ``pool``: the tertiles of its levels' mean yields
+    (eq. `tagbo-tiers` of notebooks/09_tagbo/index.md), what the emulated prior corrupts."""
+    return [priors.true_tiers(priors.marginal_means(pool.X, pool.y, n, j))
+            for j, n in enumerate(pool.sizes)]  # fmt: skip
+
+
+def llm_agreement(name: str, substrates: Sequence[int], elicitor) -> float:
+    """The share of levels, over the pools ``substrates`` of table ``name`` and all their
+    variables, that ``elicitor`` (an :class:`.llm.TierElicitor`) puts in their exact tier. An
+    emulated prior at p_flip agrees on 1 - p_flip of them on average."""
+    hits = []
+    for sub in dict.fromkeys(int(s) for s in substrates):
+        pool = load_pool(name, sub)
+        hits.append(np.concatenate(elicitor.tiers(pool)) == np.concatenate(true_prior(pool)))
+    return float(np.concatenate(hits).mean())
 
 
 def lookup_benchmark(
@@ -61,13 +93,14 @@ def lookup_benchmark(
     refit_every: int = 1,
     radius: int = 2,
     n_bits: int = 2048,
+    elicitor=None,
 ) -> pd.DataFrame:
-    """Every method on every replicate; a prior method once per entry of ``priors_``. One row
-    per run: replicate, substrate, method, prior, auc (mean normalised best over the BO
-    steps), final (normalised best after the budget), curve (normalised best after each
-    evaluation), failures (how many of the run's steps had a fit or a proposal that failed
-    after every retry, see :func:`.bo.run_lookup`; 0 almost always) and failure_notes (each
-    failure's reason)."""
+    """Every method on every replicate; a prior method once per entry of ``priors_`` (each a
+    ``kind`` of :func:`prior_for`; "llm" asks ``elicitor``). One row per run: replicate,
+    substrate, method, prior, auc (mean normalised best over the BO steps), final (normalised
+    best after the budget), curve (normalised best after each evaluation), failures (how many
+    of the run's steps had a fit or a proposal that failed after every retry, see
+    :func:`.bo.run_lookup`; 0 almost always) and failure_notes (each failure's reason)."""
     for m in methods:
         checks.choice(m, "method", METHODS)
     rows, cache = [], {}
@@ -79,7 +112,8 @@ def lookup_benchmark(
         pool, space = cache[sub]
         for m in methods:
             for kind in priors_ if m in PRIOR_METHODS else [None]:
-                tiers = prior_for(pool, space, kind, seed, r) if kind is not None else None
+                tiers = (prior_for(pool, space, kind, seed, r, elicitor)
+                         if kind is not None else None)  # fmt: skip
                 failed = Failures("steps")
                 trace = run_lookup(pool.X, pool.y, space, m, tiers, n_init, n_iter, seed, r,
                                    maxiter, refit_every, failed)  # fmt: skip

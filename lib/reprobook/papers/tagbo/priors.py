@@ -2,8 +2,9 @@
 
 This uses the ground truth (the marginal mean of the objective over each level) and then
 corrupts it, so it says how good a prior must be for the method to help; it says nothing about
-any real language model. The paper's own prior comes from an LLM's reasoning, which this book
-cannot run (see the full profile of notebooks/09_tagbo).
+any real language model. The paper's own prior comes from an LLM; :mod:`.llm` asks an open one
+for its tiers in the full profile's lookup notebooks (``llm="real"``), of which this emulation
+is the deliberate stand-in (``llm="emulated"``).
 
 - :func:`true_tiers`: tertiles of the levels' marginal means (eq. `tagbo-tiers`);
 - :func:`corrupt_tiers`: each level's tier replaced, with probability p_flip, by one of the
@@ -14,8 +15,6 @@ cannot run (see the full profile of notebooks/09_tagbo).
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
 from reprobook.core import checks, tie_groups
@@ -25,7 +24,6 @@ __all__ = [
     "true_tiers",
     "corrupt_tiers",
     "parroting_tiers",
-    "llm_available",
     "N_TIERS",
 ]
 
@@ -110,8 +108,3 @@ def parroting_tiers(desc_gram) -> np.ndarray:
     big = np.abs(v) >= np.abs(v).max() * (1 - 1e-9)  # the largest entries, to rounding
     v = v * np.sign(v[np.argmax(big)])  # the first of them made positive
     return true_tiers(v)
-
-
-def llm_available() -> bool:
-    """Whether ``transformers`` can be imported: the full profile's LLM step needs it."""
-    return importlib.util.find_spec("transformers") is not None
