@@ -226,21 +226,39 @@ def test_gram_and_layer_inputs_by_hooks():
     assert not toy.llm[0]._forward_hooks  # hooks removed
 
 
-def test_lora_delta_and_the_paper_scale_message():
+def test_lora_delta_and_the_paper_scale_message(tmp_path):
     A, B = torch.randn(2, 5), torch.randn(3, 2)
     assert torch.allclose(paper_scale.lora_delta(A, B, 4.0), 2.0 * B @ A)
     with pytest.raises(ValueError, match="A must be"):
         paper_scale.lora_delta(A, torch.randn(3, 4), 1.0)
-    with pytest.raises(RuntimeError, match="vicuna-7b-v1.5"):
-        paper_scale.require({})
-    assert any("benchmarks" in m for m in paper_scale.missing({}))
+    with pytest.raises(core.MissingInputs, match="vicuna-7b-v1.5"):
+        paper_scale.require(tmp_path)
+    assert not any("benchmarks" in m for m in paper_scale.missing(tmp_path))  # none promised
+    assert "benchmarks" in paper_scale.NOT_RUN
+
+
+def test_dcat_isotropic_is_the_closed_form_with_identity_grams():
+    W_T, W_S, _, _ = _problem(seed=4)
+    eye = torch.eye(W_T.shape[1], dtype=torch.float64)
+    for lam, gamma in ((0.0, 0.1), (0.5, 0.0), (2.0, 0.3)):
+        expected = merging.dcat_closed_form(W_T, W_S, eye, eye, lam, gamma)
+        assert torch.allclose(merging.dcat_isotropic(W_T, W_S, lam, gamma), expected, atol=1e-12)
+    assert torch.equal(merging.dcat_isotropic(W_T, W_S, 0.0, 0.1), W_T)
+    with pytest.raises(ValueError, match="same shape"):
+        merging.dcat_isotropic(W_T, W_S[:, :2], 1.0, 0.1)
 
 
 def test_profiles_resolve():
     for name in config.PROFILES:
         reduced = core.resolve_notebook(config.PROFILES, name, "reduced")
         full = core.resolve_notebook(config.PROFILES, name, "full")
-        assert full.llm.d > reduced.llm.d and full.modelcompose and not reduced.modelcompose
+        assert full.llm.d > reduced.llm.d
+    dcat = {
+        p: core.resolve_notebook(config.PROFILES, "dcat_closed_form", p)
+        for p in ("reduced", "full", "smoke")
+    }
+    assert dcat["full"].modelcompose and dcat["smoke"].modelcompose
+    assert not dcat["reduced"].modelcompose  # the stand-in: the toy alone
     assert core.resolve_notebook(config.PROFILES, "dcat_closed_form", "reduced", n_cal=8).n_cal == 8
     with pytest.raises(ValueError, match="valid keys"):
         core.resolve_notebook(config.PROFILES, "asymmetric_merging", "reduced", nope=1)

@@ -3,8 +3,9 @@
 Library of chapter 14 (notebooks/14_dcat_merging): the toy data (:mod:`.data`), the tiny MLLM
 (:mod:`.model`), the merges on state dicts and the DCAT closed form (:mod:`.merging`), the
 alignment quantities and the InfoNCE bound (:mod:`.alignment`), the cached trainings and the
-experiments of the notebooks (:mod:`.experiments`), the paper-scale entry point
-(:mod:`.paper_scale`) and the profiles (:mod:`.config`).
+experiments of the notebooks (:mod:`.experiments`), the paper's scale (:mod:`.paper_scale`:
+ModelCompose's LoRAs on Vicuna-7B, read and merged in weight space), its smoke fixture
+(:mod:`.fixtures`) and the profiles (:mod:`.config`).
 """
 
 from . import config, data

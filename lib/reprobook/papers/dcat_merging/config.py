@@ -6,18 +6,22 @@ our reconstruction).
 
 Notebooks: ``01_two_modalities_one_llm`` (the base LLM, the vision donor and the audio
 recipient, trained over three seeds and cached with :func:`reprobook.core.load_or_train`),
-``02_asymmetric_merging`` (C1, C2) and ``03_dcat_closed_form`` (C3, C4). Notebooks resolve
-their configuration with ``core.resolve_notebook(config.PROFILES, "<notebook>", profile, ...)``.
+``02_asymmetric_merging`` (C1, C2) and ``03_dcat_closed_form`` (C3, C4, and the paper's scale,
+C5). Notebooks resolve their configuration with
+``core.resolve_notebook(config.PROFILES, "<notebook>", profile, ...)``.
 
 ``reduced``: 2 CPU cores, a 2-layer d = 64 LLM, about a minute a notebook. ``full``: the same
-design at d = 256 with 6 layers on one GPU, and ModelCompose's vision and audio LoRAs on
-Vicuna-7B (``modelcompose=True``), which need ``transformers``, ``peft``, the weights and the
-benchmarks; none of them can be had here, and :func:`.paper_scale.require` says so.
+design at d = 256 with 6 layers on one GPU, and, in notebook 3 (``modelcompose=True``),
+ModelCompose's vision, audio and video LoRAs on Vicuna-7B read from ``$DCAT_MODELCOMPOSE_DIR``
+and merged in weight space (:mod:`.paper_scale`; no benchmark is run). ``smoke``: the full
+profile's code path with every size cut to seconds, the ModelCompose folder being the
+chapter's fixture (:mod:`.fixtures`: a tiny Llama and tiny LoRAs in the same layout).
+``modelcompose=False`` is the deliberate stand-in that runs the toy alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core.resources import Input, Resources
@@ -70,7 +74,6 @@ class TrainConfig:
     data: DataConfig = DataConfig()
     llm: LLMConfig = LLMConfig()
     n_seeds: int = 5  # training seeds: seed, seed + 1, ...
-    modelcompose: bool = False  # the paper-scale part (ModelCompose LoRAs on Vicuna-7B)
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,6 @@ class MergeConfig:
     lambdas: tuple[float, ...] = (0.1, 1.0, 10.0)  # DCAT-A models in C2's set
     gamma_rel: float = 1e-3  # DCAT ridge: gamma = gamma_rel * mean diag(G_m + G_t)
     gamma_b: float = 1.0  # DCAT-B in C2's set: gamma / mean diag(G_m)
-    modelcompose: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,12 @@ class DcatConfig:
     cal_sizes: tuple[int, ...] = (4, 8, 16, 32, 64)  # C4
     fixed_lambda: float = 1.0  # C3b and C4: DCAT-A at this lambda ...
     fixed_alpha: float = 1.0  # ... and this alpha, so that something is always merged
-    modelcompose: bool = False
+    # The paper's scale (C5): ModelCompose's LoRAs on Vicuna-7B, merged with the non-zero
+    # `alphas`, the `lambdas` (DCAT-A with G = I), `ties_density`, `dare_drop`, `gamma_rel`
+    modelcompose: bool = False  # True: run it (full, smoke); False: the toy alone (stand-in)
+    mc_donor: str = "vision"  # the ModelCompose modality merged in (the data-rich one)
+    mc_recipients: tuple[str, ...] = ("audio", "video")  # the modalities it is merged into
+    n_mc_text: int = 16  # text-only sentences the merged LLM's NLL is measured on (at most 16)
 
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
@@ -139,11 +146,11 @@ _FULL_LLM = LLMConfig(
 PROFILES: dict[str, dict[str, Any]] = {
     "two_modalities": {
         "reduced": TrainConfig(),
-        "full": TrainConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5, modelcompose=True),
+        "full": TrainConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5),
     },
     "asymmetric_merging": {
         "reduced": MergeConfig(),
-        "full": MergeConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5, modelcompose=True),
+        "full": MergeConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5),
     },
     "dcat_closed_form": {
         "reduced": DcatConfig(),
@@ -151,9 +158,54 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
 }
 
+# The smoke profile: the full profile's code path (two seeds, so that every interval has one
+# degree of freedom; the ModelCompose part on the chapter's fixture) with every size cut to
+# seconds. It decides nothing. The data and model sizes below are shared by the notebooks, so
+# that notebooks 2 and 3 load the models that notebook 1 cached.
+_SMOKE_DATA = replace(
+    _FULL_DATA,
+    n_vision_cal=16,
+    n_vision_test=20,
+    n_audio_train=20,
+    n_audio_cal=16,
+    n_audio_test=20,
+    n_text_train=64,
+)
+_SMOKE_LLM = replace(  # 30 steps at a larger rate: enough for the merges' accuracies to differ
+    _FULL_LLM,
+    d=16,
+    heads=2,
+    mlp=32,
+    layers=1,
+    base_steps=30,
+    base_batch=16,
+    base_lr=3e-3,
+    donor_steps=30,
+    donor_batch=16,
+    recipient_steps=30,
+    recipient_batch=8,
+    lr=3e-3,
+)
+for _table in PROFILES.values():
+    _table["smoke"] = replace(_table["full"], data=_SMOKE_DATA, llm=_SMOKE_LLM, n_seeds=2)
+PROFILES["asymmetric_merging"]["smoke"] = replace(
+    PROFILES["asymmetric_merging"]["smoke"], alphas=(0.0, 0.5, 1.0), n_cal=8, lambdas=(1.0,)
+)
+PROFILES["dcat_closed_form"]["smoke"] = replace(
+    PROFILES["dcat_closed_form"]["smoke"],
+    alphas=(0.0, 0.5, 1.0),
+    n_cal=4,
+    lambdas=(0.0, 1.0),
+    gammas_b=(1.0,),
+    cal_sizes=(4, 8),
+    n_mc_text=3,
+)
+
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor). The full
-# profile's ModelCompose part holds three 7B models in bf16 (about 45 GB) and Gram matrices of
-# 4096-wide layers; it has not been run (no weights, no transformers/peft here).
+# profile's ModelCompose part (notebook 3) holds Vicuna-7B in float32 on the GPU (about 27 GB)
+# and a copy of its adapted weight matrices in memory (about 26 GB); its merges and their text
+# NLLs take minutes. It has not been run: the weights cannot be had here. The smoke profile runs
+# it on the chapter's fixture in seconds.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
     "full": Resources(
@@ -166,9 +218,10 @@ RESOURCES = {
                 name="transformers",
                 kind="package",
                 find="module:transformers",
-                get="pip install transformers peft",
+                get="pip install transformers",
                 licence="Apache-2.0",
                 unless="modelcompose=False",
+                notebooks=("03_dcat_closed_form",),
             ),
             Input(
                 name="peft",
@@ -177,16 +230,20 @@ RESOURCES = {
                 get="pip install peft",
                 licence="Apache-2.0",
                 unless="modelcompose=False",
+                notebooks=("03_dcat_closed_form",),
             ),
             Input(
                 name="Vicuna-7B v1.5 and the ModelCompose weights",
                 kind="weights",
                 find="env-path:DCAT_MODELCOMPOSE_DIR",
-                get="hf download lmsys/vicuna-7b-v1.5 and Adu2021/ModelCompose into one folder, "
-                "and set DCAT_MODELCOMPOSE_DIR to it",
+                get="in one folder DIR: hf download lmsys/vicuna-7b-v1.5 --local-dir "
+                "DIR/vicuna-7b-v1.5; hf download Adu2021/ModelCompose --local-dir "
+                "DIR/ModelCompose (one vision, one audio and one video checkpoint); then "
+                "export DCAT_MODELCOMPOSE_DIR=DIR",
                 licence="Llama 2 Community Licence; ModelCompose: unknown",
                 size_gb=14.0,
                 unless="modelcompose=False",
+                notebooks=("03_dcat_closed_form",),
             ),
         ),
     ),

@@ -37,6 +37,7 @@ __all__ = [
     "regmean",
     "dcat_closed_form",
     "dcat_b_closed_form",
+    "dcat_isotropic",
     "dcat",
     "dcat_b",
     "layer_inputs",
@@ -205,6 +206,26 @@ def dcat_closed_form(W_T, W_S, G_m, G_t, lam: float, gamma: float) -> torch.Tens
     A = G_m + lam * G_t + gamma * eye  # (d_in, d_in): the objective's curvature
     B = W_T @ (G_m + gamma * eye) + lam * W_S @ G_t  # (d_out, d_in): its linear term
     return _right_solve(B, A, gamma > 0, "give gamma > 0")  # B A^{-1}, A symmetric
+
+
+def dcat_isotropic(W_T, W_S, lam: float, gamma: float) -> torch.Tensor:
+    """DCAT-A for one linear layer when nothing is known of its inputs (G_m = G_t = I): the
+    closed form of :func:`dcat_closed_form` then reduces to
+    W* = [(1 + gamma) W_T + lam W_S] / (1 + lam + gamma)
+       = W_T + lam / (1 + lam + gamma) (W_S - W_T),
+    a step from the recipient toward the donor. It needs no calibration data and no solve, so
+    it applies to layers of any width (ModelCompose's LoRAs on Vicuna-7B, whose modality tokens
+    cannot be formed here); returned in the dtype and on the device of ``W_T``.
+
+    Implements eq. `dcat-merging-closed-form` of notebooks/14_dcat_merging/index.md with
+    G_m = G_t = I.
+    """
+    lam = checks.real(lam, "lam", minimum=0)
+    gamma = checks.real(gamma, "gamma", minimum=0)
+    W_T, W_S = torch.as_tensor(W_T), torch.as_tensor(W_S)
+    checks.same_shape("W_T", W_T, "W_S", W_S)
+    step = lam / (1.0 + lam + gamma)  # eq. closed-form with G_m = G_t = I
+    return W_T + step * (W_S.to(W_T.dtype) - W_T)
 
 
 def dcat_b_closed_form(W_TA, W_S, G_m, C_tm, gamma: float) -> torch.Tensor:
