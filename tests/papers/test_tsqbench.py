@@ -1,13 +1,15 @@
 """Tests of chapter 12's library (TSQBench-lite, the tools, the agent's roles, the rater)."""
 
+import dataclasses
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from reprobook import core
-from reprobook.papers.tsqbench import agent, bench, config, full, rating, tools
+from reprobook.papers.tsqbench import agent, bench, config, experiments, full, rating, tools
 
 
 # --------------------------------------------------------------------------- injectors
@@ -445,11 +447,196 @@ def test_profiles_resolve():
         core.resolve_notebook(config.PROFILES, "bench", "huge")
 
 
-def test_full_profile_names_what_to_install():
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        with pytest.raises(RuntimeError, match=r"pip install transformers==\S+ trl==\S+ peft=="):
-            full.require("transformers")
-    prompt = full.perceiver_prompt(np.arange(10.0), np.arange(10.0))
-    assert "planned_dimensions" in prompt
+# --------------------------------------------------------------------------- full path, smoke
+def test_smoke_is_the_full_profile_cut_to_sizes_and_llm_is_a_choice():
+    for name, profiles in config.PROFILES.items():
+        full_cfg, smoke = profiles["full"], profiles["smoke"]
+        for f in dataclasses.fields(full_cfg):
+            a, b = getattr(full_cfg, f.name), getattr(smoke, f.name)
+            if isinstance(a, (str, bool)) or a is None:
+                assert a == b, (name, f.name)
+            else:
+                assert isinstance(b, type(a)), (name, f.name)
+    for name in ("bench", "perceiver"):
+        assert [config.PROFILES[name][p].llm for p in core.PROFILE_NAMES] == [
+            "emulated",
+            "real",
+            "real",
+        ]
+    inputs = config.RESOURCES["full"].inputs
+    assert {i.find for i in inputs} == {
+        "module:transformers",
+        "module:trl",
+        "module:peft",
+        full.MODEL_INPUT,
+    }
+    assert all(i.unless == "llm=emulated" for i in inputs)
+    assert all(i.notebooks == ("01_tsqbench_lite", "02_perceiver_grpo") for i in inputs)
+
+
+def test_the_stand_in_is_recorded_and_a_missing_model_stops_the_real_path(monkeypatch):
+    from reprobook.core import resources
+
+    reduced = core.resolve_notebook(config.PROFILES, "perceiver", "reduced")
+    run = core.start("tsqbench", "02_perceiver_grpo", profile="reduced", config=reduced)
+    assert run._data["stand_ins"] == {"llm": "emulated"}
+    monkeypatch.setattr(resources, "input_present", lambda item, *where: False)
+    real = core.resolve_notebook(config.PROFILES, "perceiver", "full")
+    with pytest.raises(core.MissingInputs, match=r"Qwen3-4B.*-p llm=emulated"):
+        core.start("tsqbench", "02_perceiver_grpo", profile="full", config=real)
+    emulated = core.resolve_notebook(config.PROFILES, "bench", "full", llm="emulated")
+    run = core.start("tsqbench", "01_tsqbench_lite", profile="full", config=emulated)
+    assert run._data["stand_ins"] == {"llm": "emulated"}
+    # the reduced profile has no inputs: asking it for the real model is refused, not replaced
+    with pytest.raises(ValueError, match="uses no inputs"):
+        experiments.llm_judge(replace(reduced, llm="real"), "reduced")
+    with pytest.raises(ValueError, match="llm"):
+        experiments.llm_judge(replace(reduced, llm="fake"), "full")
+    assert experiments.llm_judge(emulated, "full") is None
+
+
+def test_the_records_say_which_judge_and_which_policy_decided():
+    cfgs = {p: core.resolve_notebook(config.PROFILES, "perceiver", p) for p in core.PROFILE_NAMES}
+    assert experiments.policy_record(cfgs["reduced"], "reduced") == {
+        "llm": "emulated",
+        "policy": "GRPO (precision)",
+        "model": "MLP Perceiver, 2 hidden layers of 64, on 36 no-tool features",
+    }
+    assert experiments.policy_record(cfgs["full"], "full") == {
+        "llm": "real",
+        "policy": "LLM GRPO (precision)",
+        "model": "Qwen/Qwen3-4B with a LoRA (rank 16)",
+    }
+    smoke = experiments.policy_record(replace(cfgs["smoke"], reward="f1"), "smoke")
+    assert smoke["policy"] == "LLM GRPO (f1)"
+    assert smoke["model"] == "smoke fixture: tiny random Qwen3 with a LoRA (rank 16)"
+    bench_cfg = core.resolve_notebook(config.PROFILES, "bench", "full")
+    assert experiments.judge_record(bench_cfg, "full") == {"llm": "real", "judge": "Qwen/Qwen3-4B"}
+    assert experiments.judge_record(replace(bench_cfg, llm="emulated"), "full")["llm"] == "emulated"
+    with pytest.raises(ValueError, match="runs no LLM"):
+        full.model_label("reduced")
+
+
+def test_prompts_carry_both_views_the_dimensions_and_the_schema():
+    a, b = np.arange(10.0), np.r_[np.arange(9.0), np.nan]
+    prompt = full.perceiver_prompt(a, b)
+    assert all(f"'{d}'" in prompt for d in bench.DIMENSIONS)
+    assert '{"planned_dimensions": [...]}' in prompt
+    assert prompt.count("statistics: ") == 2 and prompt.count("preview: [") == 2
+    assert "Series A\n" in prompt and "Series B\n" in prompt and "nan" in prompt
+    judge = full.judge_prompt(a, b, "trend")
+    assert "dimension 'trend'" in judge and "A or B" in judge
+    with pytest.raises(ValueError):
+        full.judge_prompt(a, b, "colour")
+
+
+@pytest.fixture(scope="module")
+def tiny_llm(tmp_path_factory):
+    """The smoke fixture of Qwen3-4B, built once, and its loaded tokenizer and model."""
+    import transformers
+
+    from reprobook.papers.tsqbench import fixtures
+
+    where = tmp_path_factory.mktemp("qwen3")
+    fixtures.tiny_qwen3(where)
+    tok = transformers.AutoTokenizer.from_pretrained(where)
+    return where, tok, transformers.AutoModelForCausalLM.from_pretrained(where).eval()
+
+
+def test_the_fixture_is_a_qwen3_with_the_chat_format(tiny_llm):
+    where, tok, llm = tiny_llm
+    assert llm.config.model_type == "qwen3" and llm.config.num_hidden_layers == 2
+    assert llm.config.vocab_size == len(tok) and llm.config.eos_token_id == tok.eos_token_id
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    ida, idb = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
+    assert ida != idb and tok.unk_token_id not in (ida, idb)
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "<think>why</think>\n\nsaid"},
+    ]
+    text = tok.apply_chat_template(msgs, tokenize=False)
+    assert text == (
+        "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n"
+        "<|im_start|>assistant\nsaid<|im_end|>\n"
+    )
+    prompt = tok.apply_chat_template(
+        msgs[1:2], tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    # what the model answers after that block is read by the parser, <think> stripped
+    answer = '<think>\n\n</think>\n\n{"planned_dimensions": ["trend"]}'
+    assert tok.decode(tok(answer)["input_ids"]) == answer
+    assert agent.parse_dimensions(answer) == ["trend"]
+
+
+def test_the_llm_judge_is_a_probability_of_a_over_b(tiny_llm):
+    _, tok, llm = tiny_llm
+    p = bench.make_pairs(1, 3)[0]
+    pa = full.llm_judge_probability(tok, llm, p.a, p.b, "trend")
+    ids = full._chat_ids(tok, full.judge_prompt(p.a, p.b, "trend"), "cpu")
+    with torch.no_grad():
+        logits = llm(input_ids=ids).logits[0, -1]
+    la, lb = logits[tok.convert_tokens_to_ids("A")], logits[tok.convert_tokens_to_ids("B")]
+    assert 0 < pa < 1 and pa == pytest.approx(float(torch.sigmoid(la - lb)), abs=1e-6)
+    answers = full.llm_select(tok, llm, bench.make_pairs(2, 4), max_new_tokens=3)
+    assert len(answers) == 2  # noise from a random model: None (unparsable) or a list
+    assert all(a is None or set(a) <= set(bench.DIMENSIONS) for a in answers)
+
+
+def test_one_grpo_step_changes_only_the_lora_weights(tiny_llm):
+    import transformers
+
+    where, tok, _ = tiny_llm
+    llm = transformers.AutoModelForCausalLM.from_pretrained(where)
+    before = {n: p.detach().clone() for n, p in llm.named_parameters()}
+    pairs = bench.make_pairs(1, 5)
+    calls = []
+
+    def reward(text, target, training):
+        calls.append((text, target, training))
+        return float(sum(map(ord, text)) % 97)  # spread over the group, so advantages move
+
+    torch.manual_seed(0)
+    trained, curve = full.grpo_lora(
+        llm,
+        tok,
+        [full.perceiver_prompt(p.a, p.b) for p in pairs],
+        [list(p.target_dimensions) for p in pairs],
+        reward,
+        group=4,
+        batch=4,
+        accumulation=1,
+        lr=1e-2,
+        answer_tokens=4,
+    )
+    assert len(curve) == 1 and len(calls) == 4  # one step: one prompt, four answers
+    assert all(isinstance(t, str) and g == list(pairs[0].target_dimensions) for t, g, _ in calls)
+    assert all(training is True for *_, training in calls)
+    lora, base = {}, {}
+    for name, p in trained.named_parameters():
+        key = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        (lora if "lora_" in name else base)[key] = p
+        assert p.requires_grad == ("lora_" in name)
+    assert base.keys() == before.keys()
+    assert all(torch.equal(base[k].detach(), before[k]) for k in before)
+    lora_b = [p for k, p in lora.items() if "lora_B" in k]
+    assert len(lora_b) == 7 * 2  # every linear layer of the two blocks (lm_head is tied)
+    assert any(p.abs().sum() > 0 for p in lora_b)  # B starts at zero: the step moved it
+    with pytest.raises(ValueError, match="multiple of group"):
+        full.grpo_lora(llm, tok, ["x"], [[]], reward, group=4, batch=6)
+
+
+def test_the_real_perceiver_runs_on_the_smoke_fixture(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROBOOK_FIXTURES", str(tmp_path))
+    cfg = replace(core.resolve_notebook(config.PROFILES, "perceiver", "smoke"), n_test=2)
+    metrics, facts = full.perceiver_llm_metrics(cfg, 0, "smoke")
+    assert list(metrics) == ["LLM (base)", "LLM GRPO (precision)"]
+    assert all(
+        set(m) == {"precision", "recall", "f1", "exact", "n_selected"} for m in metrics.values()
+    )
+    assert facts["steps"] == 1 and len(facts["curve"]) == 1
+    assert 0 <= facts["unparsable_base"] <= 1 and 0 <= facts["unparsable_trained"] <= 1
+    assert any(tmp_path.rglob("model.safetensors"))  # loaded through core.locate's fixture
+    with pytest.raises(ValueError):
+        full.perceiver_llm_metrics(replace(cfg, llm="emulated"), 0, "smoke")

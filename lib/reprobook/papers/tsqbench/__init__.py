@@ -5,7 +5,8 @@ generator and the no-tool view), :mod:`.tools` (the Inspector's analysis tools, 
 series), :mod:`.agent` (the no-tool judge, the Inspector's rules, the Adjudicator, the
 Perceiver's rewards and GRPO), :mod:`.rating` (soft labels, the Bradley-Terry rater, CBF, CO2
 and data selection), :mod:`.experiments` (the notebooks' steps), :mod:`.full` (the LLM roles of
-the full profile) and :mod:`.config` (the profiles).
+the full profile), :mod:`.fixtures` (their tiny model at the smoke profile) and :mod:`.config`
+(the profiles).
 """
 
 from . import agent, bench, config, experiments, rating, tools

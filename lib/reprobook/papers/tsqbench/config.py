@@ -5,6 +5,13 @@ one (the paper's scale on one GPU). Notebooks call
 
 Notebooks: ``bench`` (C1), ``perceiver`` (C2), ``agent`` (C3), ``selection`` (C4). Every claim
 is decided over the three seeds ``seed, seed + 1, seed + 2``; the seed is a notebook parameter.
+The ``smoke`` instances run the full profile's path (the LLM roles on a tiny random Qwen3 built
+by ``fixtures.py``) with every size cut to seconds; they decide nothing.
+
+The LLM roles of notebooks 1 and 2 are a deliberate choice, the field ``llm``: "emulated" runs
+the stand-ins (a logistic no-tool judge, an MLP Perceiver), "real" runs Qwen3-4B (the judge, and
+the Perceiver trained by GRPO with a LoRA). The reduced profile is "emulated", full and smoke
+are "real"; ``-p llm=emulated`` at full runs the stand-ins on purpose, and the run records it.
 
 Where the released code and its design notes disagree, the option is a field and its default is
 named: ``reward`` ("precision", the released training code; "f1", the design document),
@@ -16,7 +23,7 @@ generator uses 0.8), ``group`` (8, the reproduction notes; the design: 4), ``cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core.resources import Input, Resources
@@ -48,7 +55,7 @@ class BenchConfig:
     n_dims: str = "code"  # dimensions per pair: "code" (1-5) or "design" (0-5)
     changepoint: str = "binseg"  # ruptures search: "binseg" or "pelt" (released)
     detrend: str = "centered"  # moving averages: "centered" or "trailing" (released)
-    llm_judge: bool = False  # full: ask the real LLM without tools (needs transformers)
+    llm: str = "emulated"  # no-tool judge of C1: "emulated" (logistic) or "real" (Qwen3-4B)
 
 
 @dataclass(frozen=True)
@@ -61,13 +68,18 @@ class PerceiverConfig:
     hidden: int = 64  # MLP width (2 hidden layers)
     updates: int = 300  # GRPO updates
     prompts: int = 16  # training pairs per update
-    group: int = 8  # answers sampled per pair (reproduction notes: 8; design: 4)
-    beta: float = 0.04  # KL penalty to the initial policy
+    group: int = 8  # answers sampled per pair, both GRPO runs (reproduction notes: 8; design: 4)
+    beta: float = 0.04  # KL penalty to the initial policy, both GRPO runs
     lr: float = 3e-3  # Adam step (the LoRA run: 5e-5)
     supervised_epochs: int = 300  # full-batch BCE epochs of the supervised reference
     reward: str = "precision"  # the reward that decides C2: "precision" or "f1"
     n_dims: str = "code"  # dimensions per pair: "code" (1-5) or "design" (0-5)
-    llm_policy: bool = False  # full: GRPO on Qwen3-4B with trl and a LoRA (peft)
+    llm: str = "emulated"  # policy deciding C2: "emulated" (the MLP) or "real" (Qwen3-4B)
+    llm_pairs: int = 2000  # "real": training pairs of the LoRA run, once each (split's first)
+    llm_batch: int = 8  # "real": sampled answers per device step (a multiple of group)
+    llm_accumulation: int = 4  # "real": device steps per optimiser step
+    llm_lr: float = 5e-5  # "real": AdamW step of the LoRA weights
+    answer_tokens: int = 256  # "real": most new tokens of an answer (sampled and greedy)
 
 
 @dataclass(frozen=True)
@@ -119,60 +131,107 @@ class SelectionConfig:
 # The light/heavy calibration of notebooks 1 and 3 at full: strengths 0.1, 0.2, ..., 1.0.
 _FULL_CAL_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
+_FULL = {
+    "bench": BenchConfig(
+        n_judge_train=2000,
+        n_test=600,
+        cal_pairs=30,
+        cal_grid=_FULL_CAL_GRID,
+        changepoint="pelt",
+        llm="real",
+    ),
+    "perceiver": PerceiverConfig(
+        n_train=4000,
+        n_test=1000,
+        updates=2000,
+        hidden=256,
+        llm="real",
+        llm_pairs=4000,
+    ),
+    "agent": AgentConfig(
+        n_judge_train=2000,
+        n_policy_train=4000,
+        n_test=600,
+        cal_grid=_FULL_CAL_GRID,
+        cal_pairs=30,
+        updates=2000,
+        changepoint="pelt",
+    ),
+    "selection": SelectionConfig(
+        n_seeds=5,
+        n_pairs=1500,
+        rater_epochs=200,
+        cbf_pool=2000,
+        cbf_test=3000,
+        cnn_channels=64,
+        cnn_epochs=100,
+        co2_stride=4,
+        changepoint="pelt",
+    ),
+}
+
+# smoke: the full path with every size cut to seconds on one CPU thread (two seeds where a
+# notebook allows it; the LLM roles on the tiny random Qwen3 of fixtures.py, one GRPO step).
+_SMOKE = {
+    "bench": replace(
+        _FULL["bench"], n_seeds=2, n_judge_train=80, n_test=6, cal_grid=(0.5,), cal_pairs=1
+    ),
+    "perceiver": replace(
+        _FULL["perceiver"],
+        n_seeds=2,
+        n_train=24,
+        n_test=4,
+        hidden=8,
+        updates=3,
+        prompts=4,
+        group=2,
+        supervised_epochs=3,
+        llm_pairs=1,
+        llm_batch=2,
+        llm_accumulation=1,
+        answer_tokens=8,
+    ),
+    "agent": replace(
+        _FULL["agent"],
+        n_seeds=2,
+        n_judge_train=80,
+        n_policy_train=24,
+        n_test=8,
+        cal_grid=(0.5,),
+        cal_pairs=2,
+        hidden=8,
+        updates=3,
+    ),
+    "selection": replace(
+        _FULL["selection"],
+        n_seeds=2,
+        n_pairs=24,
+        rater_hidden=8,
+        rater_epochs=3,
+        cbf_pool=24,
+        cbf_test=24,
+        cnn_channels=4,
+        cnn_epochs=1,
+        co2_stride=128,
+    ),
+}
+
 PROFILES: dict[str, dict[str, Any]] = {
-    "bench": {
-        "reduced": BenchConfig(),
-        "full": BenchConfig(
-            n_judge_train=2000,
-            n_test=600,
-            cal_pairs=30,
-            cal_grid=_FULL_CAL_GRID,
-            changepoint="pelt",
-            llm_judge=True,
-        ),
-    },
-    "perceiver": {
-        "reduced": PerceiverConfig(),
-        "full": PerceiverConfig(
-            n_train=4000,
-            n_test=1000,
-            updates=2000,
-            hidden=256,
-            llm_policy=True,
-        ),
-    },
-    "agent": {
-        "reduced": AgentConfig(),
-        "full": AgentConfig(
-            n_judge_train=2000,
-            n_policy_train=4000,
-            n_test=600,
-            cal_grid=_FULL_CAL_GRID,
-            cal_pairs=30,
-            updates=2000,
-            changepoint="pelt",
-        ),
-    },
-    "selection": {
-        "reduced": SelectionConfig(),
-        "full": SelectionConfig(
-            n_seeds=5,
-            n_pairs=1500,
-            rater_epochs=200,
-            cbf_pool=2000,
-            cbf_test=3000,
-            cnn_channels=64,
-            cnn_epochs=100,
-            co2_stride=4,
-            changepoint="pelt",
-        ),
-    },
+    name: {"reduced": reduced, "full": _FULL[name], "smoke": _SMOKE[name]}
+    for name, reduced in (
+        ("bench", BenchConfig()),
+        ("perceiver", PerceiverConfig()),
+        ("agent", AgentConfig()),
+        ("selection", SelectionConfig()),
+    )
 }
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor). full, an
 # estimate: Qwen3-4B in bfloat16 (about 8 GB) answering 600 x 3 judge prompts and GRPO with a
 # LoRA over 4,000 prompts x 8 answers fit one 80 GB GPU in a few hours; the tools and stand-ins
-# add about half an hour of CPU.
+# add about half an hour of CPU. The packages are in the book's lock, not in the package's own
+# dependencies (a Colab install lacks trl and peft). `-p llm=emulated` waives every input: the
+# stand-ins then decide C1 and C2, and the run records that choice.
 RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=4, hours=0.1),
     "full": Resources(
@@ -183,14 +242,16 @@ RESOURCES = {
         inputs=(
             Input(
                 notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
+                unless="llm=emulated",
                 name="transformers",
                 kind="package",
                 find="module:transformers",
-                get="pip install transformers==5.23.0 trl==1.16.0 peft==0.21.2",
+                get="pip install transformers==5.25.0",
                 licence="Apache-2.0",
             ),
             Input(
                 notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
+                unless="llm=emulated",
                 name="trl",
                 kind="package",
                 find="module:trl",
@@ -199,6 +260,7 @@ RESOURCES = {
             ),
             Input(
                 notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
+                unless="llm=emulated",
                 name="peft",
                 kind="package",
                 find="module:peft",
@@ -207,6 +269,7 @@ RESOURCES = {
             ),
             Input(
                 notebooks=("01_tsqbench_lite", "02_perceiver_grpo"),
+                unless="llm=emulated",
                 name="Qwen3-4B",
                 kind="weights",
                 find="hf-model:Qwen/Qwen3-4B",

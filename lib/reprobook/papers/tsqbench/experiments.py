@@ -21,6 +21,10 @@ from .tools import ToolCache
 __all__ = [
     "calibrate_boundaries",
     "train_judge",
+    "llm_judge",
+    "judge_record",
+    "deciding_policy",
+    "policy_record",
     "compare_by_dimension",
     "perceiver_data",
     "perceiver_runs",
@@ -45,10 +49,13 @@ def calibrate_boundaries(
     grid=(0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0),
     n_per_value: int = 30,
     target: float = 0.85,
+    llm=None,
 ) -> tuple[dict, pd.DataFrame]:
     """For each (dimension, method), the smallest grid strength at which the no-tool judge
     picks the corrupted side in at least ``target`` of ``n_per_value`` single-defect pairs;
-    1.0 when no grid value reaches it. Returns the boundaries and the sweep's table.
+    1.0 when no grid value reaches it. Returns the boundaries and the sweep's table. With
+    ``llm`` (the tokenizer and model of :func:`llm_judge`) the LLM is the judge calibrated
+    against, as in the paper; the pairs drawn are the same.
 
     Implements eq. `tsqbench-calibration` of notebooks/12_tsqbench/index.md."""
     n_per_value = checks.integer(n_per_value, "n_per_value", minimum=1)
@@ -63,7 +70,11 @@ def calibrate_boundaries(
                     bench.make_pair(rng, dimensions=(d,), method=m, strength=float(s))
                     for _ in range(n_per_value)
                 ]
-                pa = judge.predict_features(np.array([judge.features(p.a, p.b) for p in ps]), d)
+                if llm is None:
+                    X = np.array([judge.features(p.a, p.b) for p in ps])
+                    pa = judge.predict_features(X, d)
+                else:
+                    pa = np.array([_llm_probability(llm, p.a, p.b, d) for p in ps])
                 truth = np.array([p.worse[d] == "A" for p in ps])
                 accs.append(float(np.mean((pa > 0.5) == truth)))
                 rows.append({"dimension": d, "method": m, "strength": s, "accuracy": accs[-1]})
@@ -72,18 +83,54 @@ def calibrate_boundaries(
     return bounds, pd.DataFrame(rows)
 
 
-def llm_or_none(enabled: bool):
-    """The full profile's LLM (tokenizer, model), or None with the reason printed when it is
-    switched off or cannot be had (then the stand-ins run, at the profile's sizes)."""
-    if not enabled:
-        return None
-    from . import config, full
+LLM_CHOICES = ("emulated", "real")  # the field ``llm`` of the bench and perceiver configs
 
-    try:
-        return full.load_llm(config.FULL_MODEL)
-    except RuntimeError as err:
-        print(f"The LLM is not available, so the stand-in runs instead: {err}")
+
+def llm_judge(cfg, profile: str):
+    """C1's no-tool judge as the configuration chooses it: None for ``llm="emulated"`` (the
+    logistic stand-in judges), the (tokenizer, model) of Qwen3-4B for ``llm="real"`` (the full
+    path; at the reduced profile, which has no inputs, ``core.locate`` refuses)."""
+    checks.choice(cfg.llm, "llm", LLM_CHOICES)
+    if cfg.llm == "emulated":
         return None
+    from . import full
+
+    return full.load_llm(profile)
+
+
+def judge_record(cfg, profile: str) -> dict[str, str]:
+    """What decided C1's judge accuracies, for the claim's record: the choice and the model."""
+    checks.choice(cfg.llm, "llm", LLM_CHOICES)
+    if cfg.llm == "emulated":
+        return {"llm": "emulated", "judge": "logistic regression on the no-tool view (stand-in)"}
+    # the LLM both sets the light/heavy boundaries (calibration) and is scored on the test pairs
+    from . import full
+
+    return {"llm": "real", "judge": full.model_label(profile)}
+
+
+def deciding_policy(cfg) -> str:
+    """The row of the Perceiver comparison whose F1 decides C2: the LLM trained by GRPO with a
+    LoRA for ``llm="real"``, the MLP trained by GRPO for ``llm="emulated"``."""
+    checks.choice(cfg.llm, "llm", LLM_CHOICES)
+    return f"LLM GRPO ({cfg.reward})" if cfg.llm == "real" else f"GRPO ({cfg.reward})"
+
+
+def policy_record(cfg, profile: str) -> dict[str, str]:
+    """What decided C2, for the claim's record: the choice, the policy's row and its model."""
+    if cfg.llm == "emulated":
+        model = f"MLP Perceiver, 2 hidden layers of {cfg.hidden}, on 36 no-tool features"
+    else:
+        from . import full
+
+        model = f"{full.model_label(profile)} with a LoRA (rank {full.LORA['r']})"
+    return {"llm": cfg.llm, "policy": deciding_policy(cfg), "model": model}
+
+
+def _llm_probability(llm, a, b, dimension: str) -> float:
+    from .full import llm_judge_probability
+
+    return llm_judge_probability(*llm, a, b, dimension)
 
 
 def compare_by_dimension(
@@ -91,17 +138,15 @@ def compare_by_dimension(
 ) -> pd.DataFrame:
     """The second benchmark task: for every injected dimension of every pair, does the judge
     (no tools) and does the Inspector (tools, eq. `tsqbench-margin`) name the corrupted side?
-    With ``llm`` (the full profile's tokenizer and model) the LLM is the no-tool judge."""
+    With ``llm`` (the tokenizer and model of :func:`llm_judge`) the LLM is the no-tool judge."""
     rows = []
     X = np.array([judge.features(p.a, p.b) for p in pairs])
     pa = {d: judge.predict_features(X, d) for d in bench.DIMENSIONS}
     if llm is not None:
-        from .full import llm_judge_probability
-
         for d in bench.DIMENSIONS:
             pa[d] = np.array(
                 [
-                    llm_judge_probability(*llm, p.a, p.b, d) if d in p.target_dimensions else 0.5
+                    _llm_probability(llm, p.a, p.b, d) if d in p.target_dimensions else 0.5
                     for p in pairs
                 ]
             )
@@ -196,11 +241,12 @@ def _sub(seed: int, k: int) -> int:
 
 
 def bench_seed(cfg, seed: int, llm=None) -> dict:
-    """C1 at one seed: fit the judge, recalibrate the boundaries against it, draw the test
-    split with them and score the per-dimension comparisons (judge and Inspector)."""
+    """C1 at one seed: fit the judge, recalibrate the boundaries against it (against the LLM
+    when ``llm`` is given), draw the test split with them and score the per-dimension
+    comparisons (judge and Inspector)."""
     judge = train_judge(cfg.n_judge_train, _sub(seed, 1))
     bounds, sweep = calibrate_boundaries(
-        judge, _sub(seed, 2), cfg.cal_grid, cfg.cal_pairs, cfg.cal_target
+        judge, _sub(seed, 2), cfg.cal_grid, cfg.cal_pairs, cfg.cal_target, llm=llm
     )
     test = bench.make_pairs(
         cfg.n_test, _sub(seed, 3), boundaries=bounds, p_heavy=cfg.p_heavy, n_dims=cfg.n_dims
