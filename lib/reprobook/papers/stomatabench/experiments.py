@@ -6,6 +6,12 @@ split, D3 trained at seed ``s``, and the three detectors' detections on the vali
 splits. The second notebook computes the replicates; the later ones load them through
 :func:`reprobook.core.load_or_train` (D3's weights, and the detections kept as the buffers of a
 small module), so they do not train again.
+
+The full path (full and smoke) adds, in each replicate, the detectors of
+``sizes.torchvision_models`` (:mod:`.full`: torchvision's, or D3's architecture standing in) and,
+once per notebook seed, the real stomata of the hub dataset (:mod:`.hub`), on which the learned
+detectors are trained and measured the same way (:func:`hub_replicate`). The claims stay on
+D1-D3, as their metrics say; the other detectors are shown beside them.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import numpy as np
 
 from reprobook.core import checks
 
-from . import detectors, full, metrics, synth
+from . import detectors, full, hub, metrics, synth
 from .config import Sizes
 
 SLUG = "stomatabench"
@@ -24,6 +30,14 @@ DETECTORS = ("D1", "D2", "D3")  # LoG blobs, template matching, tiny CenterNet
 EVAL_SPLITS = ("val", "near", "crop", "far")
 TEST_SPLITS = ("near", "crop", "far")
 FIELDS = ("image_id", "bbox", "score")
+HUB_DETECTORS = ("D3",)  # on real images: D3 and the learned detectors of the full profile
+HUB_EVAL_SPLITS = hub.EVAL_SPLITS  # real validation split and the two real test splits
+
+
+def detector_names(sizes: Sizes) -> tuple[str, ...]:
+    """D1-D3 and, on the full path, the detectors in the slots of ``sizes.torchvision_models``
+    (their own names, or ``toy-<name>`` for the stand-in)."""
+    return DETECTORS + full.learned_labels(sizes)
 
 
 def replicate_data(sizes: Sizes, seed: int) -> dict:
@@ -66,6 +80,39 @@ def d3_model(sizes: Sizes, seed: int, profile: str, data: dict | None = None):
     return load_or_train(
         SLUG, f"d3-s{int(seed)}", profile=profile, key=_key(sizes, seed), build=build, train=train
     )
+
+
+def learned_models(
+    sizes: Sizes, seed: int, profile: str, data: dict | None = None, prefix: str = ""
+) -> dict:
+    """The detectors of ``sizes.torchvision_models`` for the replicate at ``seed`` (``{}`` at
+    the reduced profile), trained on ``data["train"]`` (the replicate's synthetic data when
+    ``data`` is None) or loaded from the chapter's checkpoints: ``{label: (model, loaded)}``.
+    ``prefix`` names another training set (``"hub-"``: the real images, whose ``data`` must be
+    given, with ``"train"`` its training split)."""
+    from reprobook.core import load_or_train
+
+    full.check_requirements(sizes)
+    out = {}
+    lo = hi = sizes.size  # synthetic images: square, never resized
+    if prefix:  # real images: the resize of torchvision's transform fits their sizes
+        shapes = [np.shape(im) for im in data["train"][1]]
+        lo, hi = min(min(s) for s in shapes), max(max(s) for s in shapes)
+    for name, label in zip(sizes.torchvision_models, full.learned_labels(sizes)):
+
+        def train(_, name=name, lo=lo, hi=hi):
+            d = replicate_data(sizes, seed) if data is None else data
+            return full.train_learned(name, sizes, *d["train"], seed, lo, hi)
+
+        out[label] = load_or_train(
+            SLUG,
+            f"{prefix}{label}-s{int(seed)}",
+            profile=profile,
+            key={**_key(sizes, seed), "data": prefix, "resize": [lo, hi]},
+            build=lambda name=name, lo=lo, hi=hi: full.build_learned(name, sizes, lo, hi),
+            train=train,
+        )
+    return out
 
 
 def _stash_module():
@@ -113,10 +160,15 @@ def replicate(sizes: Sizes, seed: int, profile: str) -> dict:
     full.check_requirements(sizes)
     data = replicate_data(sizes, seed)
     d3, d3_loaded = d3_model(sizes, seed, profile, data)
+    learned = learned_models(sizes, seed, profile, data)
+    names = detector_names(sizes)
 
     def compute(stash):
         d1, d2 = fit_classical(data)
         dets = detect_all(data, d1, d2, d3, sizes.max_dets)
+        for label, (model, _) in learned.items():
+            for s in EVAL_SPLITS:
+                dets[s][label] = full.detect_learned(sizes, model, *data[s], sizes.max_dets)
         flat = {f"{s}__{d}__{f}": v[d][f] for s, v in dets.items() for d in v for f in FIELDS}
         return stash.fill(flat)
 
@@ -130,15 +182,16 @@ def replicate(sizes: Sizes, seed: int, profile: str) -> dict:
     )
     arrays = stash.arrays()
     dets = {
-        s: {d: {f: arrays[f"{s}__{d}__{f}"] for f in FIELDS} for d in DETECTORS}
-        for s in EVAL_SPLITS
+        s: {d: {f: arrays[f"{s}__{d}__{f}"] for f in FIELDS} for d in names} for s in EVAL_SPLITS
     }
     return {
         "seed": seed,
         "data": data,
         "d3": d3,
+        "learned": {k: m for k, (m, _) in learned.items()},
+        "detectors": names,
         "dets": dets,
-        "loaded": bool(d3_loaded and dets_loaded),
+        "loaded": bool(d3_loaded and dets_loaded and all(v[1] for v in learned.values())),
     }
 
 
@@ -147,15 +200,104 @@ def replicates(sizes: Sizes, seed: int, profile: str) -> list[dict]:
     return [replicate(sizes, seed + r, profile) for r in range(sizes.n_replicates)]
 
 
-def ap_table(reps: list[dict]):
-    """COCO AP, AP50 and AP75 of every detector on every split of every replicate, as a long
-    table (one row per replicate, split and detector)."""
+def hub_replicate(sizes: Sizes, seed: int, profile: str) -> dict:
+    """The real stomata at ``seed`` (full path only): the hub dataset's four splits
+    (:func:`.hub.hub_splits`), D3 and the detectors of ``sizes.torchvision_models`` trained on
+    its training split (or loaded), and their detections on the other three, cached like a
+    replicate's. Returns ``{"seed", "data", "category", "models", "detectors", "dets",
+    "loaded"}``."""
+    from reprobook.core import load_or_train
+
+    full.check_requirements(sizes)
+    rows = hub.hub_stomata(profile)
+    data, category, ids = hub.hub_splits(rows, sizes, seed)
+    key = {**_key(sizes, seed), "hub": ids, "category": int(category)}
+
+    def train_d3(_):
+        return detectors.train_centernet(
+            *data["hub-train"],
+            seed=seed,
+            steps=sizes.d3_steps,
+            batch=sizes.d3_batch,
+            crop=sizes.d3_crop,
+            width=sizes.d3_width,
+        )
+
+    d3, d3_loaded = load_or_train(
+        SLUG,
+        f"hub-d3-s{int(seed)}",
+        profile=profile,
+        key=key,
+        build=lambda: detectors.build_centernet(width=sizes.d3_width, steps=sizes.d3_steps),
+        train=train_d3,
+    )
+    split_data = {"train": data["hub-train"]}
+    learned = learned_models(sizes, seed, profile, split_data, prefix="hub-")
+    models = {"D3": (d3, d3_loaded), **learned}
+    names = HUB_DETECTORS + full.learned_labels(sizes)
+
+    def compute(stash):
+        flat = {}
+        for s in hub.EVAL_SPLITS:
+            for d in names:
+                model = models[d][0]
+                if d == "D3":
+                    found = full.centernet_detect_any(model, *data[s], sizes.max_dets)
+                else:
+                    found = full.detect_learned(sizes, model, *data[s], sizes.max_dets)
+                flat.update({f"{s}__{d}__{f}": found[f] for f in FIELDS})
+        return stash.fill(flat)
+
+    stash, dets_loaded = load_or_train(
+        SLUG, f"hub-dets-s{int(seed)}", profile=profile, key=key, build=_stash_module, train=compute
+    )
+    arrays = stash.arrays()
+    dets = {
+        s: {d: {f: arrays[f"{s}__{d}__{f}"] for f in FIELDS} for d in names}
+        for s in hub.EVAL_SPLITS
+    }
+    return {
+        "seed": seed,
+        "data": data,
+        "category": int(category),
+        "models": {k: m for k, (m, _) in models.items()},
+        "detectors": names,
+        "dets": dets,
+        "loaded": bool(dets_loaded and all(v[1] for v in models.values())),
+    }
+
+
+def hub_summary(rep: dict):
+    """One row per real split: images, stomata, mean stomata per image, and its species."""
+    import pandas as pd
+
+    rows = []
+    for s, (coco, _) in rep["data"].items():
+        n = synth.true_counts(coco)
+        species = sorted({im["species"] for im in coco["images"]})
+        rows.append(
+            {
+                "split": s,
+                "images": len(coco["images"]),
+                "stomata": int(n.sum()),
+                "per image": float(n.mean()),
+                "species": len(species),
+                "examples": ", ".join(species[:3]),
+            }
+        )
+    return pd.DataFrame(rows).set_index("split")
+
+
+def ap_table(reps: list[dict], splits=EVAL_SPLITS):
+    """COCO AP, AP50 and AP75 of every detector on every split of every replicate (or of the
+    real stomata, with ``splits=hub.EVAL_SPLITS``), as a long table (one row per replicate,
+    split and detector)."""
     import pandas as pd
 
     rows = []
     for rep in reps:
-        for s in EVAL_SPLITS:
-            for d in DETECTORS:
+        for s in splits:
+            for d in rep.get("detectors", DETECTORS):
                 ev = metrics.coco_eval(rep["data"][s][0], rep["dets"][s][d])
                 rows.append(
                     {
@@ -176,13 +318,25 @@ def reliability(rep: dict, n_thresholds: int = 200):
     detector: AP, the frozen threshold (from validation), F1 there and the best F1 of the split,
     the threshold-transfer loss, count MAE and bias (absolute and relative), density CCC and
     Bland–Altman limits, TP, FP, FN and the miss fraction at the frozen threshold."""
+    return _reliability_rows(rep, n_thresholds, "val", TEST_SPLITS, density=True)
+
+
+def hub_reliability(rep: dict, n_thresholds: int = 200):
+    """:func:`reliability` on the real stomata of :func:`hub_replicate`: the threshold frozen
+    on the real validation split, measured on the hardwood and Populus test splits. Their pixel
+    size is not known, so agreement is on counts (``count_CCC`` and Bland–Altman of counts)
+    instead of densities."""
+    return _reliability_rows(rep, n_thresholds, "hub-val", hub.TEST_SPLITS, density=False)
+
+
+def _reliability_rows(rep: dict, n_thresholds: int, val: str, tests, density: bool):
     import pandas as pd
 
     rows = []
-    for d in DETECTORS:
-        coco_v, _ = rep["data"]["val"]
-        t0 = metrics.frozen_threshold(coco_v, rep["dets"]["val"][d], n_thresholds)
-        for s in TEST_SPLITS:
+    for d in rep.get("detectors", DETECTORS):
+        coco_v, _ = rep["data"][val]
+        t0 = metrics.frozen_threshold(coco_v, rep["dets"][val][d], n_thresholds)
+        for s in tests:
             coco, _ = rep["data"][s]
             dets = rep["dets"][s][d]
             tp = metrics.match_all(coco, dets)
@@ -190,8 +344,11 @@ def reliability(rep: dict, n_thresholds: int = 200):
             at = metrics.sweep(coco, dets, [t0], tp)
             true = synth.true_counts(coco)
             pred = metrics.counts_at(coco, dets, t0)
-            dens_t, dens_p = metrics.densities(coco, true), metrics.densities(coco, pred)
-            ba = metrics.bland_altman(dens_p, dens_t)
+            if density:
+                agree_t, agree_p = metrics.densities(coco, true), metrics.densities(coco, pred)
+            else:
+                agree_t, agree_p = true.astype(float), pred.astype(float)
+            ba = metrics.bland_altman(agree_p, agree_t)
             fn, fp = int(at["fn"][0]), int(at["fp"][0])
             rows.append(
                 {
@@ -206,7 +363,7 @@ def reliability(rep: dict, n_thresholds: int = 200):
                     "count_MAE": float(np.mean(np.abs(pred - true))),
                     "count_bias": float(np.mean(pred - true)),
                     "rel_bias": float(np.mean(pred - true) / max(np.mean(true), 1e-9)),
-                    "density_CCC": metrics.ccc(dens_p, dens_t),
+                    "density_CCC" if density else "count_CCC": metrics.ccc(agree_p, agree_t),
                     "BA_bias": ba["bias"],
                     "BA_low": ba["low"],
                     "BA_high": ba["high"],
@@ -221,15 +378,18 @@ def reliability(rep: dict, n_thresholds: int = 200):
 
 # metric -> sign that makes larger better (the rankings of C1)
 RANKED = {"AP": 1, "F1": 1, "count_MAE": -1, "density_CCC": 1}
+# on the real stomata, whose pixel size is not known, counts stand for densities
+HUB_RANKED = {"AP": 1, "F1": 1, "count_MAE": -1, "count_CCC": 1}
 
 
-def ranking_taus(table) -> list[dict]:
-    """Kendall's tau between the detectors' order by AP and by each other metric of
-    :data:`RANKED`, on every split of one replicate's reliability table (eq. `stomatabench-tau`)."""
+def ranking_taus(table, detectors=DETECTORS, ranked=None) -> list[dict]:
+    """Kendall's tau between the order of ``detectors`` (D1-D3, those of the claims, unless
+    told) by AP and by each other metric of ``ranked`` (:data:`RANKED` unless told), on every
+    split of one replicate's reliability table (eq. `stomatabench-tau`)."""
     out = []
     for s, part in table.groupby("split", sort=False):
-        part = part.set_index("detector").loc[list(DETECTORS)]
-        for m, sign in RANKED.items():
+        part = part.set_index("detector").loc[list(detectors)]
+        for m, sign in (RANKED if ranked is None else ranked).items():
             if m == "AP":
                 continue
             tau = metrics.ranking_tau(part["AP"].to_numpy(), sign * part[m].to_numpy())
@@ -248,7 +408,7 @@ def c2_statistic(table) -> float:
     AP_i > AP_j, the largest excess of i over j in threshold-transfer loss or in absolute relative
     count bias (positive when a higher-AP detector is the less reliable one by either)."""
     best = -np.inf
-    for _, part in table.groupby("split", sort=False):
+    for _, part in table[table.detector.isin(DETECTORS)].groupby("split", sort=False):
         rows = part.to_dict("records")
         for i in rows:
             for j in rows:
@@ -260,11 +420,11 @@ def c2_statistic(table) -> float:
 
 
 def c3_statistic(table) -> float:
-    """C3 for one replicate: the smallest, over the detectors, of AP(near) - AP(crop),
+    """C3 for one replicate: the smallest, over D1-D3, of AP(near) - AP(crop),
     AP(crop) - AP(far) and miss fraction(far) - miss fraction(near); positive when AP falls
     along near, crop, far and the errors turn toward misses for every detector."""
     margins = []
-    for _, part in table.groupby("detector", sort=False):
+    for _, part in table[table.detector.isin(DETECTORS)].groupby("detector", sort=False):
         p = part.set_index("split")
         margins += [
             p.loc["near", "AP"] - p.loc["crop", "AP"],
@@ -274,12 +434,13 @@ def c3_statistic(table) -> float:
     return float(min(margins))
 
 
-def tau_groups(tables) -> dict[str, list[float]]:
+def tau_groups(tables, detectors=DETECTORS) -> dict[str, list[float]]:
     """C1's comparisons, one per test split and measurement metric: ``{"far: AP vs count_MAE":
-    [tau of replicate 1, tau of replicate 2, ...]}`` from the replicates' reliability tables."""
+    [tau of replicate 1, tau of replicate 2, ...]}`` from the replicates' reliability tables
+    (over D1-D3, those of the claim, unless ``detectors`` says otherwise)."""
     groups: dict[str, list[float]] = {}
     for table in tables:
-        for r in ranking_taus(table):
+        for r in ranking_taus(table, detectors):
             groups.setdefault(f"{r['split']}: {r['pair']}", []).append(float(r["tau"]))
     return groups
 
@@ -350,3 +511,18 @@ def simultaneous_extreme(groups, worst: str, level: float = 0.95, bounds=None):
     )
     group = found.group
     return Interval(float(rows[group]["mean"]), float(low), float(high), method, reps), group, table
+
+
+def full_path_summary(details: dict) -> str:
+    """The sentence the reliability notebook's findings add on the full path, from the details
+    it records with C1 (``all_detectors``, ``real_stomata``); ``""`` without them."""
+    if not details:
+        return ""
+    every = details["all_detectors"]
+    low = min(details["real_stomata"]["taus"], key=lambda r: r["tau"])
+    return (
+        f" Over all {len(every['detectors'])} detectors ({', '.join(every['detectors'])}) "
+        f"the smallest mean tau is {every['smallest_mean_tau']:.2f} ({every['deciding']}); "
+        f"on real stomata the orders part most on {low['split']}, {low['pair']} "
+        f"(tau {low['tau']:.2f})."
+    )
