@@ -1,8 +1,6 @@
 """Tests of chapter 13's library: the language's checker, the Gaussian scores, the asymmetric
 loss, the metrics, generation with hidden states and steering, and that no weight changes."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
@@ -10,7 +8,7 @@ from sklearn.covariance import LedoitWolf
 from sklearn.metrics import roc_auc_score
 
 from reprobook import core
-from reprobook.papers.aeo_injection import config, correct, detect, full
+from reprobook.papers.aeo_injection import config, correct, detect, experiments, full
 from reprobook.papers.aeo_injection import language as lang
 from reprobook.papers.aeo_injection.model import TinyGPT, generate, parameter_checksum
 
@@ -279,19 +277,13 @@ def test_training_targets_cover_only_the_response():
 def test_profiles_and_the_full_path():
     red = core.resolve_notebook(config.PROFILES, "detection", "reduced")
     fu = core.resolve_notebook(config.PROFILES, "detection", "full")
-    assert (red.layers, red.d) == (2, 64) and (fu.layers, fu.d) == (6, 256)
+    assert (red.layers, red.d) == (2, 64) and (red.backbone, red.benchmark) == ("tiny", "toy")
     assert fu.backbone == config.QWEN and fu.benchmark == config.IHEVAL
     assert core.resolve_notebook(config.PROFILES, "correction", "reduced", k=8).k == 8
-    assert "reduced profile" in full.paper_scale_status(red)
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        with pytest.raises(RuntimeError, match=r"pip install transformers=="):
-            full.require_transformers()
-    status = full.paper_scale_status(SimpleNamespace(**{**vars(red).copy()} if False else
-                                     {"backbone": config.QWEN, "benchmark": "no/such-set",
-                                      "layers": 6, "d": 256}))  # fmt: skip
-    assert "6 blocks, d = 256" in status
+    assert "tiny GPTs" in experiments.setting(red, "reduced")
+    assert config.QWEN in experiments.setting(fu, "full")
+    with pytest.raises(ValueError, match="uses no inputs"):
+        full.load_backbone(fu, "reduced")
 
 
 def test_a_trained_tiny_gpt_loads_into_a_freshly_built_one():

@@ -7,8 +7,11 @@ layer, the chaos scores, the asymmetric head and the correction are our reconstr
 Modules: :mod:`.language` (the instruction-hierarchy language and its checker), :mod:`.model`
 (a tiny GPT, batched greedy generation with hidden states and steering), :mod:`.detect` (PCA, the
 compliant Gaussian, chaos scores, the asymmetric head, baselines, AUROC and FPR95),
-:mod:`.correct` (gated steering), :mod:`.experiments` (what the notebooks share), :mod:`.full`
-(the paper-scale backbone and IHEval), :mod:`.config` (the profiles).
+:mod:`.correct` (gated steering), :mod:`.experiments` (what the notebooks share, on both paths),
+:mod:`.full` (the full profile's backbone: loading, decoding with states, steering, checksum),
+:mod:`.iheval` (IHEval's settings as the chapter's families, its scorers, the replicate splits),
+:mod:`.fixtures` (the smoke profile's tiny backbone and IHEval rows), :mod:`.config` (the
+profiles).
 """
 
 from . import config, language

@@ -15,7 +15,7 @@ from scipy.spatial.distance import pdist
 
 from reprobook.core import checks
 
-from . import detect
+from . import detect, full, iheval
 from . import language as lang
 from .correct import accuracy, gated_correction, steering_vector
 from .model import Generation, TinyGPT, compliance, generate, parameter_checksum, train_tiny_gpt
@@ -37,7 +37,8 @@ def model_key(cfg) -> dict:
 
 
 def tiny_model(cfg, seed: int, profile: str) -> tuple[TinyGPT, bool]:
-    """The tiny GPT of ``seed``: loaded when an earlier notebook trained it, else trained."""
+    """The tiny GPT of ``seed`` (the reduced profile's model): loaded when an earlier notebook
+    trained it, else trained."""
     from reprobook.core import load_or_train
 
     seed = checks.integer(seed, "seed", minimum=0)
@@ -252,7 +253,13 @@ class SeedResult:
 
 def prepare(cfg, seed: int, profile: str) -> list[SeedResult]:
     """For each model seed: the model, its generations on every prompt set, the detectors
-    fitted on its pool and every method's scores on its test prompts."""
+    fitted on its pool and every method's scores on its test prompts. On the full profile's
+    path (full, smoke) the model is the backbone and the replicates are splits of IHEval
+    (:func:`prepare_backbone`)."""
+    from reprobook.core import runs_full_path
+
+    if runs_full_path(profile):
+        return prepare_backbone(cfg, seed, profile)
     sets = prompt_sets(cfg, seed)
     out = []
     for s in range(seed, seed + cfg.n_model_seeds):
@@ -272,7 +279,7 @@ def detection_table(results: list[SeedResult], families) -> dict[str, dict[str, 
         t = r.runs["test"]
         sel = np.isin(t.prompts.family, families)
         y = ~t.ok[sel]
-        length = np.array([lang.response_of(g).size for g in t.gen.tokens])
+        length = response_lengths(t.gen)
         all_scores = {**r.test_scores, "length (control)": -length}
         for m, s in all_scores.items():
             row = rows.setdefault(m, {"AUROC": [], "FPR95 (viol. +)": [], "FPR95 (compl. +)": []})
@@ -302,10 +309,15 @@ def seen_unseen(results: list[SeedResult]):
 GATE = "AEO head"  # the score that gates the correction
 
 
-def correction_runs(cfg, r: SeedResult, taus=(0.5, 0.8, 0.9, 0.95, 0.99, 0.999)) -> dict:
+TAUS = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)  # quantiles of the gate's sweep
+
+
+def correction_runs(cfg, r: SeedResult, taus=TAUS) -> dict:
     """One model's final-answer correctness (bool per test prompt) for the base model, gated
     correction, correction on every prompt and an oracle gate (the true violations), with alpha
     chosen on the validation prompts; and the gated accuracy for each quantile in ``taus``."""
+    if isinstance(r.model, full.LLM):
+        return backbone_correction_runs(cfg, r, taus)
     ell = detection_layer(cfg)
     pool, val, test = r.runs["pool"], r.runs["val"], r.runs["test"]
     v = steering_vector(pool.z[:, ell], pool.ok)
@@ -347,3 +359,338 @@ def c3_per_seed(per_seed: list[dict], aligned) -> np.ndarray:
         d = p["acc"]["gated"].astype(float) - p["acc"]["base"].astype(float)
         out.append(min(d.mean(), d[aligned].mean() + 0.01))
     return np.array(out)
+
+
+# ------------------------------------------------------------------ the full profile's path
+# The backbone (``cfg.backbone`` through ``core.locate``) answers IHEval's prompts once; the
+# replicates are disjoint test blocks of the benchmark (iheval.replicate_sets), and the pool,
+# validation and test runs of each are parts of that one set of responses.
+
+_BACKBONES: dict = {}
+GENERATION_FIELDS = (
+    "backbone",
+    "benchmark",
+    "layers",
+    "d",
+    "layer",
+    "window",
+    "max_new_tokens",
+    "n_model_seeds",
+    "n_test_family",
+    "n_test_aligned",
+    "n_pool_t1",
+    "n_pool_aligned",
+    "n_val",
+)
+
+
+def backbone(cfg, profile: str) -> full.LLM:
+    """The backbone, loaded once per process."""
+    key = (cfg.backbone, cfg.layers, cfg.d, profile)
+    if key not in _BACKBONES:
+        _BACKBONES[key] = full.load_backbone(cfg, profile)
+    return _BACKBONES[key]
+
+
+def load_model(cfg, seed: int, profile: str):
+    """(model, loaded): the tiny GPT of ``seed`` at the reduced profile; the backbone on the
+    full profile's path (pretrained, so always loaded)."""
+    from reprobook.core import runs_full_path
+
+    if runs_full_path(profile):
+        return backbone(cfg, profile), True
+    return tiny_model(cfg, seed, profile)
+
+
+def response_lengths(gen) -> np.ndarray:
+    """Tokens of each response before its end (the toy's EOS, the backbone's stop token)."""
+    if isinstance(gen, full.ChatGeneration):
+        return gen.lengths
+    return np.array([lang.response_of(g).size for g in gen.tokens])
+
+
+def chat_run(prompts: iheval.ChatPrompts, gen: full.ChatGeneration) -> Run:
+    """A :class:`Run` of the backbone: IHEval's scorers decide compliance."""
+    return Run(
+        prompts,
+        gen,
+        iheval.compliance(gen.text, prompts),
+        gen.z,
+        gen.cloud,
+        gen.entropy.mean(1),
+        -gen.max_prob.mean(1),
+    )
+
+
+def subset_run(run: Run, index) -> Run:
+    index = np.asarray(index)
+    return Run(
+        run.prompts.subset(index),
+        run.gen.subset(index),
+        run.ok[index],
+        run.z[index],
+        run.cloud[index],
+        run.entropy[index],
+        run.neg_max_prob[index],
+    )
+
+
+def _generate(cfg, llm: full.LLM, prompts, **kw) -> full.ChatGeneration:
+    return full.generate(
+        llm,
+        prompts,
+        max_new_tokens=cfg.max_new_tokens,
+        window=cfg.window,
+        layer=detection_layer(cfg),
+        batch_size=cfg.gen_batch,
+        **kw,
+    )
+
+
+def _cache_file(cfg, seed: int, profile: str):
+    from reprobook.core import checkpoint_path
+
+    key = {**{f: getattr(cfg, f) for f in GENERATION_FIELDS}, "seed": seed}
+    path = checkpoint_path(SLUG, "backbone-responses", profile=profile, key=key)
+    return path.with_name(path.stem + ".npz")
+
+
+def backbone_generation(cfg, seed: int, profile: str, llm: full.LLM | None = None):
+    """(prompts, generation, replicate sets): the backbone's responses, with their states, to
+    every IHEval row that a replicate of ``seed`` uses, and each replicate's pool, validation
+    and test rows as indices into them. The responses are cached beside the checkpoints, so
+    the chapter's later notebooks read them instead of generating again."""
+    import os
+
+    every = iheval.load_prompts(profile)
+    sets = iheval.replicate_sets(cfg, every, seed)
+    used = np.unique(np.concatenate([i for s in sets.values() for i in s.values()]))
+    prompts = every.subset(used)
+    sets = {s: {k: np.searchsorted(used, i) for k, i in v.items()} for s, v in sets.items()}
+    path = _cache_file(cfg, seed, profile)
+    names = ("text", "lengths", "z", "cloud", "entropy", "max_prob")
+    if path.is_file():
+        with np.load(path) as got:
+            if np.array_equal(got["split"], prompts.split) and np.array_equal(
+                got["row"], prompts.row
+            ):
+                gen = full.ChatGeneration(*(got[n] for n in names))
+                gen.text = gen.text.astype(object)
+                return prompts, gen, sets
+    gen = _generate(cfg, llm if llm is not None else backbone(cfg, profile), prompts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}-{os.getpid()}.npz")
+    arrays = {n: getattr(gen, n) for n in names}
+    arrays["text"] = np.array([str(t) for t in gen.text])
+    np.savez(tmp, split=prompts.split, row=prompts.row, **arrays)
+    os.replace(tmp, path)
+    return prompts, gen, sets
+
+
+def prepare_backbone(cfg, seed: int, profile: str) -> list[SeedResult]:
+    """:func:`prepare` on the full profile's path: one backbone, its checksum taken before it
+    generates anything, and per replicate (a split of IHEval) the pool, validation and test
+    runs, the detectors fitted on the pool and every method's test scores."""
+    llm = backbone(cfg, profile)
+    checksum = full.parameter_checksum(llm.model)
+    prompts, gen, sets = backbone_generation(cfg, seed, profile, llm)
+    every = chat_run(prompts, gen)
+    out = []
+    for s, index in sets.items():
+        runs = {name: subset_run(every, i) for name, i in index.items()}
+        det = fit_detectors(cfg, runs["pool"], s)
+        out.append(SeedResult(s, llm, runs, det, scores(cfg, det, runs["test"]), checksum))
+    return out
+
+
+def replicate_test_runs(cfg, seed: int, profile: str) -> dict[int, tuple[Run, bool]]:
+    """Per replicate ``seed .. seed + n_model_seeds - 1``: (its test run, whether its model was
+    loaded rather than trained). The reduced profile's replicates are tiny GPTs of those seeds
+    on the test prompts of ``seed``; the full profile's are test blocks of IHEval answered by
+    the one backbone."""
+    from reprobook.core import runs_full_path
+
+    if runs_full_path(profile):
+        prompts, gen, sets = backbone_generation(cfg, seed, profile)
+        every = chat_run(prompts, gen)
+        return {s: (subset_run(every, i["test"]), True) for s, i in sets.items()}
+    test = prompt_sets(cfg, seed)["test"]
+    out = {}
+    for s in range(seed, seed + cfg.n_model_seeds):
+        model, loaded = tiny_model(cfg, s, profile)
+        out[s] = (run_model(cfg, model, test), loaded)
+    return out
+
+
+def test_run(cfg, model, seed: int, profile: str) -> Run:
+    """The test run of ``model`` at ``seed``: the toy's test prompts of ``seed``, or the
+    backbone's answers to the test block of replicate ``seed``."""
+    from reprobook.core import runs_full_path
+
+    if runs_full_path(profile):
+        prompts, gen, sets = backbone_generation(cfg, seed, profile, model)
+        return subset_run(chat_run(prompts, gen), sets[seed]["test"])
+    return run_model(cfg, model, prompt_sets(cfg, seed)["test"])
+
+
+def backbone_correction_runs(cfg, r: SeedResult, taus=TAUS) -> dict:
+    """:func:`correction_runs` for the backbone: the same quantities, with each steered
+    regeneration scored by IHEval's scorers. At the chosen alpha every test prompt is
+    regenerated once (the "always" row needs them all) and each gate picks, per prompt, the
+    steered or the base answer, as regenerating only the flagged prompts would."""
+    ell = detection_layer(cfg)
+    pool, val, test = r.runs["pool"], r.runs["val"], r.runs["test"]
+    v = steering_vector(pool.z[:, ell], pool.ok)
+    pool_c = scores(cfg, r.det, pool)[GATE][pool.ok]
+    tau = float(np.quantile(pool_c, cfg.tau_quantile))
+    val_score = scores(cfg, r.det, val)[GATE]
+
+    def steered_ok(run: Run, rows, alpha: float) -> np.ndarray:
+        if rows.size == 0 or alpha == 0.0:
+            return run.ok[rows]
+        sub = run.prompts.subset(rows)
+        steer = full.Steering(ell, v, alpha)
+        gen = _generate(cfg, r.model, sub, steer=steer, states=False)  # h + alpha v (aeo-steer)
+        return iheval.compliance(gen.text, sub)
+
+    val_acc = {}
+    for a in cfg.alphas:
+        acc, rows = val.ok.copy(), np.flatnonzero(val_score > tau)
+        acc[rows] = steered_ok(val, rows, a)
+        val_acc[a] = acc.mean()
+    alpha = max(cfg.alphas, key=lambda a: (val_acc[a], -a))
+    fixed = steered_ok(test, np.arange(len(test.ok)), alpha)
+    s = r.test_scores[GATE]
+    pick = lambda gate: np.where(gate, fixed, test.ok)  # noqa: E731
+    out = {"base": test.ok, "gated": pick(s > tau), "always": fixed, "oracle": pick(~test.ok)}
+    sweep = {q: pick(s > float(np.quantile(pool_c, q))) for q in taus}
+    return {
+        "acc": out,
+        "alpha": alpha,
+        "tau": tau,
+        "val_acc": val_acc,
+        "sweep": sweep,
+        "flagged": float((s > tau).mean()),
+    }
+
+
+def model_checksums_unchanged(results: list[SeedResult]) -> list[bool]:
+    """C4: per replicate, whether its model's checksum now equals the one taken when it was
+    loaded (each distinct model hashed once)."""
+    now: dict[int, str] = {}
+    for r in results:
+        if id(r.model) not in now:
+            m = r.model
+            now[id(m)] = (
+                full.parameter_checksum(m.model)
+                if isinstance(m, full.LLM)
+                else parameter_checksum(m)
+            )
+    return [now[id(r.model)] == r.checksum for r in results]
+
+
+def _short(text, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def examples(cfg, seed: int, profile: str):
+    """One example prompt per family (a DataFrame): the toy's prompts with their compliant
+    responses, or IHEval rows of each family with the system and user turns."""
+    import pandas as pd
+
+    from reprobook.core import runs_full_path
+
+    rng = np.random.default_rng(seed)
+    if not runs_full_path(profile):
+        ex = lang.concat([lang.make_prompts(f, 1, rng) for f in lang.FAMILIES])
+        return pd.DataFrame(
+            {
+                "family": ex.family,
+                "form": [lang.DESCRIPTIONS[f] for f in ex.family],
+                "prompt": [lang.render(t) for t in ex.tokens],
+                "compliant response": [lang.render(t) for t in ex.targets()],
+            }
+        )
+    p = iheval.load_prompts(profile)
+    rows = []
+    for f in iheval.FAMILIES:
+        i = int(rng.choice(np.flatnonzero(p.family == f)))
+        turns = {m["role"]: m["content"] for m in p.messages[i]}
+        rows.append(
+            {
+                "family": f,
+                "form": iheval.DESCRIPTIONS[f],
+                "system": _short(turns.get("system", "(none)"), 120),
+                "user": _short(turns["user"], 160),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def violation_examples(run: Run, n: int = 8):
+    """Up to ``n`` violations outside the restated family (a DataFrame): for the toy what the
+    system rule wanted, what the injected rule would give and what the model said; for the
+    backbone the user turn and its response."""
+    import pandas as pd
+
+    bad = np.flatnonzero(~run.ok & (run.prompts.family != "restated"))[:n]
+    rows = []
+    for i in bad:
+        p = run.prompts.subset([i])
+        if isinstance(run.prompts, iheval.ChatPrompts):
+            rows.append(
+                {
+                    "family": p.family[0],
+                    "user": _short(p.messages[0][-1]["content"], 120),
+                    "response": _short(run.gen.text[i], 160),
+                }
+            )
+            continue
+        r2 = int(p.injected[0])
+        rows.append(
+            {
+                "family": p.family[0],
+                "prompt": lang.render(p.tokens[0]),
+                "system rule wants": lang.render(p.targets()[0]),
+                "injected rule gives": ""
+                if r2 < 0
+                else lang.render(lang.target_tokens(r2, p.payload[0])),
+                "model said": lang.render(run.gen.tokens[i]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def carried_out(run: Run) -> list[bool]:
+    """For each violation under attack: whether the response does what the injection asked
+    (the toy: exactly the injected rule's output; IHEval: iheval.follows_injection)."""
+    if isinstance(run.prompts, iheval.ChatPrompts):
+        attack = np.isin(run.prompts.family, lang.ATTACKS) & ~run.ok
+        return [
+            iheval.follows_injection(run.prompts.task[i], run.prompts.answer[i], run.gen.text[i])
+            for i in np.flatnonzero(attack)
+        ]
+    p = run.prompts
+    return [
+        lang.is_compliant(t, int(r2), pay)
+        for t, r2, pay, ok in zip(run.gen.tokens, p.injected, p.payload, run.ok)
+        if not ok and r2 >= 0
+    ]
+
+
+def setting(cfg, profile: str) -> str:
+    """One sentence on what this run measures."""
+    from reprobook.core import runs_full_path
+
+    if not runs_full_path(profile):
+        return "The reduced profile trains tiny GPTs on the generated language."
+    where = (
+        "the smoke fixtures (a random tiny Qwen2, IHEval-shaped rows)"
+        if profile == "smoke"
+        else "the local hub cache"
+    )
+    return (
+        f"{cfg.backbone} answers IHEval ({cfg.benchmark}), both read from {where}; "
+        f"{cfg.n_model_seeds} replicates are disjoint test blocks of the benchmark."
+    )
