@@ -247,3 +247,17 @@ def test_profiles_resolve():
     assert full.sf.horizon == 32 and full.sf.window == 8 and full.rollout_frames == 128
     with pytest.raises(ValueError):
         core.resolve_notebook(config.PROFILES, "variants", "reduced", nonsense=1)
+
+
+def test_smoke_profile_keeps_the_full_windows_and_shares_its_networks():
+    """Smoke trains the full profile's stages (window 8, 32-frame clips, a generator step
+    every 5th Self Forcing iteration) at tiny sizes, over two seeds, and notebooks 2-4 share
+    its stage-2 networks through one variants configuration."""
+    smoke = {nb: core.resolve_notebook(config.PROFILES, nb, "smoke") for nb in config.PROFILES}
+    sf = smoke["self_forcing"]
+    assert sf.variants == smoke["variants"] == smoke["more_players"].variants
+    assert sf.sf.horizon == 32 and sf.sf.window == 8 and sf.sf.generator_every == 5
+    assert sf.sf.iterations > sf.sf.generator_every and sf.causal.frames == 32
+    assert sf.rollout_frames > 2 * sf.sf.window and smoke["variants"].seeds == 2
+    arch = smoke["variants"].arch
+    assert arch.width % arch.heads == 0 and arch.patch == 4

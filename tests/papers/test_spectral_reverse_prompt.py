@@ -179,3 +179,22 @@ def test_profiles_resolve():
     cfg = config.with_downstream(config.CompareConfig(), shots=7, epochs=None)
     assert cfg.downstream.shots == 7
     assert cfg.downstream.epochs == config.Downstream().epochs
+
+
+def test_smoke_profile_fits_the_full_protocol_into_small_sizes():
+    """Smoke keeps every graph, method and variant of the full profile and scores at every
+    step; its sizes still fit the CSBM blocks, the probes and the SRP bottleneck."""
+    for nb in config.PROFILES:
+        smoke = core.resolve_notebook(config.PROFILES, nb, "smoke")
+        full = config.PROFILES[nb]["full"]
+        spec = smoke.spec
+        assert spec.nuisance_dim + spec.n_classes < spec.dim and spec.n_classes == 7
+        assert smoke.n_seeds == 2 and smoke.encoder.hidden == 32
+        if hasattr(smoke, "downstream"):
+            down = smoke.downstream
+            assert down.eval_every == full.downstream.eval_every == 1
+            assert max(down.rank, down.null_dim) <= smoke.encoder.hidden
+    bias = core.resolve_notebook(config.PROFILES, "bias", "smoke")
+    assert bias.probe_dirs + bias.null_dim <= bias.encoder.hidden
+    compare = core.resolve_notebook(config.PROFILES, "compare", "smoke")
+    assert compare.methods == config.PROFILES["compare"]["full"].methods

@@ -839,3 +839,18 @@ def test_stein_experiment_tests_each_mechanism_once_and_is_seeded():
             if r["eps"] == eps and "same_as" in r:
                 assert r["same_as"] in stein
     assert len(a.curves) == sum(len(s) for s, _, _ in a.at_n.values()) * len(kw["ns"])
+
+
+def test_smoke_profile_cuts_the_full_grids_and_keeps_what_the_notebooks_fit():
+    """Smoke keeps two DP sizes at or above the slope fit's smallest k (C4), at least two
+    Monte Carlo repetitions (C6's units) and C6's privacy levels."""
+    from reprobook.papers.spr_ldp import config
+
+    structure = core.resolve_notebook(config.PROFILES, "structure", "smoke")
+    fitted = [k for k in structure.c4_dp_ks if k >= structure.c4_fit_min_k]
+    assert len(fitted) >= 2 and structure.c4_dp_budgets == (2, 4, 8, 16, None)
+    assert structure.c3_n_linprog >= 1 and structure.c3_divergences == config.DIVERGENCE_NAMES
+    pr = core.resolve_notebook(config.PROFILES, "privacy_range", "smoke")
+    assert pr.c6_repeats >= 2 and pr.c6_eps == (2.0, 4.0, 6.0)
+    lp = core.resolve_notebook(config.PROFILES, "lp_check", "smoke")
+    assert lp.n_instances + lp.n_large < 20 and lp.divergences == config.DIVERGENCE_NAMES

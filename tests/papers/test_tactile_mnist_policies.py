@@ -571,3 +571,22 @@ def test_final_minus_average_by_hand():
         V.final_minus_average({"a": [0.5, 0.6, 0.7]})
     with pytest.raises(ValueError, match="empty"):
         V.final_minus_average({})
+
+
+def test_smoke_profile_keeps_what_the_full_notebooks_draw_and_score():
+    """The smoke sizes still let the notebooks form intervals over seeds, draw six episodes
+    per strategy and run the tactile sensor at the full profile's resolution."""
+    from reprobook.papers.tactile_mnist import config
+
+    strategy = core.resolve_notebook(config.PROFILES, "where_you_look", "smoke")
+    full = config.PROFILES["where_you_look"]["full"]
+    assert strategy.seeds == 2 and strategy.test_episodes >= 6
+    assert strategy.policies == full.policies and strategy.level == full.level
+    touch = core.resolve_notebook(config.PROFILES, "touching_digits", "smoke")
+    assert (
+        touch.sensor_resolution
+        == 64
+        == config.PROFILES["touching_digits"]["full"].sensor_resolution
+    )
+    interface = core.resolve_notebook(config.PROFILES, "interface", "smoke")
+    assert interface.sensor_resolution == 64 and interface.n_episodes == 2

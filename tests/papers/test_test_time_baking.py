@@ -273,3 +273,19 @@ def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, mo
             )
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / "b"))
     assert all(experiments.trained(v, cfg, s, profile="reduced")[1] for v, s in side)
+
+
+def test_smoke_profile_cuts_sizes_and_keeps_the_full_switches():
+    """Smoke trains the full profile's variants (Muon steps, TTB-B, bfloat16 timing) at shapes
+    that fit together, and its three training notebooks share one checkpoint key."""
+    smoke = {nb: core.resolve_notebook(config.PROFILES, nb, "smoke") for nb in config.PROFILES}
+    full = config.PROFILES["variants"]["full"]
+    keys = {nb: config.train_key(smoke[nb]) for nb in ("scenes", "ttt_vs_ttb", "variants")}
+    assert keys["scenes"] == keys["ttt_vs_ttb"] == keys["variants"]
+    cfg = smoke["variants"]
+    assert cfg.with_b and cfg.muon_steps == full.muon_steps == 5 and cfg.n_seeds == 2
+    assert cfg.size % cfg.patch == 0 and cfg.dim % cfg.heads == 0
+    assert cfg.fw_hidden % cfg.fw_heads == 0 and smoke["scenes"].n_show <= cfg.n_test
+    rc = smoke["render_cost"]
+    assert rc.bf16 and rc.size % rc.patch == 0 and rc.dim % rc.heads == 0
+    assert set(rc.n_views) <= set(config.PROFILES["render_cost"]["full"].n_views)

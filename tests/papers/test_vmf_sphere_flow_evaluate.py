@@ -883,7 +883,7 @@ def test_every_profile_is_tested():
 
 
 def test_puzzle_config_pc_settings_match_the_ode_cost():
-    for profile in ("reduced", "full"):
+    for profile in ("reduced", "full", "smoke"):
         cfg = core.resolve_notebook(config.PROFILES, "shidoku_puzzles", profile)
         assert {samplers.count_nfe(S, c) for S, c in cfg.pc} == {samplers.count_nfe(cfg.steps)}
 
@@ -905,7 +905,7 @@ def test_resolve_gives_both_profiles(notebook):
 
 
 def test_learn_config_pc_settings_have_matched_nfe():
-    for profile, nfe in (("reduced", 33), ("full", None)):
+    for profile, nfe in (("reduced", 33), ("full", None), ("smoke", 9)):
         cfg = core.resolve_notebook(config.PROFILES, "learning_the_posterior", profile)
         counts = {samplers.count_nfe(S, c) for S, c in cfg.pc}
         assert len(counts) == 1, (profile, cfg.pc)
@@ -917,7 +917,7 @@ def test_learn_config_pc_settings_have_matched_nfe():
         assert list(cfg.eval_at) == sorted(cfg.eval_at)
 
 
-@pytest.mark.parametrize("profile", ["reduced", "full"])
+@pytest.mark.parametrize("profile", ["reduced", "full", "smoke"])
 def test_path_config_kappa_max_gives_mean_cosine_near_0_9(profile):
     cfg = core.resolve_notebook(config.PROFILES, "vmf_path", profile)
     assert len(cfg.kappa_max) == len(cfg.dims)
@@ -949,7 +949,7 @@ def test_claims_about_training_are_decided_only_with_three_training_seeds(notebo
 
 
 def test_c1_and_c2_sizes():
-    for profile in ("reduced", "full"):
+    for profile in ("reduced", "full", "smoke"):
         p = core.resolve_notebook(config.PROFILES, "vmf_path", profile)
         assert p.fractions[-1] == 1.0 and all(0 < f <= 1 for f in p.fractions)
         o = core.resolve_notebook(config.PROFILES, "perfect_posterior", profile)
@@ -1083,3 +1083,20 @@ def test_no_effect_of_the_language_claims_is_the_context_free_gap():
     for cid in ("C2", "C5"):
         assert chapter.claim(cid).no_effect == pytest.approx(gap, abs=0.05)
     assert chapter.claim("C6").no_effect < gap
+
+
+def test_smoke_profile_keeps_what_the_full_notebooks_compare():
+    """Smoke trains two seeds of every network (the full profile's intervals over training
+    seeds can be formed), samples each path at one NFE with and without correctors, and runs
+    the exact-posterior ODE at 17, 33 and 65 NFE, where notebook 2 compares the samplers."""
+    oracle = core.resolve_notebook(config.PROFILES, "perfect_posterior", "smoke")
+    assert {samplers.count_nfe(S) for S in oracle.ode_steps} >= {17, 33, 65}
+    assert oracle.n_final >= oracle.n
+    for notebook in ("learning_the_posterior", "three_paths", "time_conditioning"):
+        cfg = core.resolve_notebook(config.PROFILES, notebook, "smoke")
+        assert cfg.train_seeds == (0, 1) and cfg.net.width % cfg.net.heads == 0
+    paths = core.resolve_notebook(config.PROFILES, "three_paths", "smoke")
+    assert samplers.count_nfe(*paths.pc) == samplers.count_nfe(max(paths.steps))
+    sudoku = core.resolve_notebook(config.PROFILES, "sudoku_9x9", "smoke")
+    assert sudoku.paths == ("vmf", "geodesic", "euclidean") and len(sudoku.train_seeds) == 2
+    assert {samplers.count_nfe(S, c) for S, c in sudoku.pc} == {samplers.count_nfe(sudoku.steps)}

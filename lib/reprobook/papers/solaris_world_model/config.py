@@ -1,6 +1,7 @@
 """Profiles of the notebooks of chapter 19 (Solaris, arXiv 2602.22208): one frozen dataclass per
-notebook, ``reduced`` (2 CPU cores, about a minute a notebook) and ``full`` (one GPU; planned,
-not run here). Notebooks call ``core.resolve_notebook(config.PROFILES, "<notebook>", profile)``.
+notebook, ``reduced`` (2 CPU cores, about a minute a notebook), ``full`` (one GPU; planned,
+not run here) and ``smoke`` (the full one cut to seconds on CPU). Notebooks call
+``core.resolve_notebook(config.PROFILES, "<notebook>", profile)``.
 
 Data: DuetGrid (world.py) only. The paper's Duet recordings, VPT data and released JAX
 weights live on a model hub this book's machines cannot reach, and its 1.8 B-parameter model
@@ -10,7 +11,7 @@ need a larger window renderer, so it keeps 16 x 16 frames and widens the model).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reprobook.core.resources import Resources
 
@@ -96,24 +97,57 @@ _FULL_VARIANTS = VariantsConfig(
     val_clips=512,
 )
 
+_FULL_SELF_FORCING = SelfForcingConfig(
+    variants=_FULL_VARIANTS,
+    causal=Stage(2, 32, "diffusion_forcing", 8, 2000, 1e-4, 16, 8000),
+    sf=SelfForcingStage(32, 8, 1500, 5, 3e-6, 3e-7, 4, 4000),
+    memory_horizons=(8, 16, 32, 64),
+    rollout_frames=128,
+    rollout_episodes=64,
+    df_steps=16,
+)
+_FULL_PLAYERS = PlayersConfig(variants=_FULL_VARIANTS, repeats=5, calls=20)
+
+# The smoke profile: the full profile's code path (its window of 8 frames, the 32-frame
+# diffusion-forcing clips, Self Forcing with a generator step every 5th iteration) with every
+# size cut to seconds on one CPU thread; two training seeds, so the intervals over seeds exist.
+_SMOKE_VARIANTS = replace(
+    _FULL_VARIANTS,
+    arch=replace(_FULL_ARCH, width=32, depth=1, heads=2),
+    seeds=2,
+    multiplayer=replace(_FULL_VARIANTS.multiplayer, steps=3, batch=4, episodes=8),
+    single=replace(_FULL_VARIANTS.single, steps=2, batch=4, episodes=8),
+    staged=replace(_FULL_VARIANTS.staged, steps=2, batch=4, episodes=8),
+    eval_episodes=4,
+    sample_steps=4,
+    val_clips=8,
+)
+
 PROFILES = {
-    "data_and_judges": {"reduced": DataConfig(), "full": DataConfig(episodes=200)},
-    "variants": {"reduced": VariantsConfig(), "full": _FULL_VARIANTS},
+    "data_and_judges": {
+        "reduced": DataConfig(),
+        "full": DataConfig(episodes=200),
+        "smoke": replace(DataConfig(episodes=200), episodes=8),
+    },
+    "variants": {"reduced": VariantsConfig(), "full": _FULL_VARIANTS, "smoke": _SMOKE_VARIANTS},
     "self_forcing": {
         "reduced": SelfForcingConfig(),
-        "full": SelfForcingConfig(
-            variants=_FULL_VARIANTS,
-            causal=Stage(2, 32, "diffusion_forcing", 8, 2000, 1e-4, 16, 8000),
-            sf=SelfForcingStage(32, 8, 1500, 5, 3e-6, 3e-7, 4, 4000),
-            memory_horizons=(8, 16, 32, 64),
-            rollout_frames=128,
-            rollout_episodes=64,
-            df_steps=16,
+        "full": _FULL_SELF_FORCING,
+        "smoke": replace(
+            _FULL_SELF_FORCING,
+            variants=_SMOKE_VARIANTS,
+            causal=replace(_FULL_SELF_FORCING.causal, steps=2, batch=2, episodes=4),
+            sf=replace(_FULL_SELF_FORCING.sf, iterations=6, batch=2, episodes=4),
+            memory_horizons=(8, 16),
+            rollout_frames=24,
+            rollout_episodes=2,
+            df_steps=4,
         ),
     },
     "more_players": {
         "reduced": PlayersConfig(),
-        "full": PlayersConfig(variants=_FULL_VARIANTS, repeats=5, calls=20),
+        "full": _FULL_PLAYERS,
+        "smoke": replace(_FULL_PLAYERS, variants=_SMOKE_VARIANTS, repeats=2, calls=2),
     },
 }
 

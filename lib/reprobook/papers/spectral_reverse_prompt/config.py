@@ -150,15 +150,40 @@ _FULL_DOWN = Downstream(
 )
 _FULL = dict(spec=_FULL_SPEC, encoder=_FULL_ENCODER, pretrain=_FULL_PRETRAIN)
 
+_FULL_BIAS = replace(BiasConfig(), n_seeds=5, **_FULL)
+_FULL_COMPARE = replace(CompareConfig(), n_seeds=5, downstream=_FULL_DOWN, **_FULL)
+_FULL_ABLATION = replace(AblationConfig(), n_seeds=5, downstream=_FULL_DOWN, **_FULL)
+
+# The smoke profile: the full profile's code path (every graph, method and variant, the GCN and
+# its training loops, scoring at every step) with every size cut to seconds on one CPU thread;
+# two seeds, so that the intervals over seeds can still be formed.
+_SMOKE = dict(
+    spec=replace(_FULL_SPEC, n=300, dim=96, nuisance_dim=16),
+    encoder=replace(_FULL_ENCODER, hidden=32),
+    pretrain=replace(_FULL_PRETRAIN, epochs=3, anchors=64),
+    n_seeds=2,
+)
+_SMOKE_DOWN = replace(_FULL_DOWN, val_per_class=2, n_test=40, epochs=4, lrs=(0.001, 0.01))
+
 PROFILES = {
-    "bias": {"reduced": BiasConfig(), "full": replace(BiasConfig(), n_seeds=5, **_FULL)},
+    "bias": {
+        "reduced": BiasConfig(),
+        "full": _FULL_BIAS,
+        "smoke": replace(_FULL_BIAS, **_SMOKE, probe_shots=5, probe_test=100),
+    },
     "compare": {
         "reduced": CompareConfig(),
-        "full": replace(CompareConfig(), n_seeds=5, downstream=_FULL_DOWN, **_FULL),
+        "full": _FULL_COMPARE,
+        "smoke": replace(
+            _FULL_COMPARE, **_SMOKE, downstream=replace(_SMOKE_DOWN, rank=8, null_dim=8)
+        ),
     },
     "ablation": {
         "reduced": AblationConfig(),
-        "full": replace(AblationConfig(), n_seeds=5, downstream=_FULL_DOWN, **_FULL),
+        "full": _FULL_ABLATION,
+        "smoke": replace(
+            _FULL_ABLATION, **_SMOKE, downstream=replace(_SMOKE_DOWN, rank=8, null_dim=8)
+        ),
     },
 }
 

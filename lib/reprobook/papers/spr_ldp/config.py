@@ -14,6 +14,7 @@ functions at exactly these sizes.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,37 +106,62 @@ class PrivacyRangeConfig:
 #                          C6 about 3 s CPU for 3 eps x up to 5 mechanisms x 10 repetitions x 7 n
 #                          x 2000 draws, measured on a shared machine)
 # Whole notebooks, CPU time with the kernel's start, on a shared machine: 16 s, 21 s and 13 s.
+_FULL_LP_CHECK = LPCheckConfig(
+    ks=(2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+    n_instances=3000,
+    large_k=16,
+    n_large=50,
+)
+_FULL_STRUCTURE = StructureConfig(
+    c2_ks=(2, 3, 4, 5, 6, 7, 8),
+    c2_per_k=50,
+    c3_ks=(2, 3, 4, 5),
+    c3_n_instances=60,
+    c3_divergences=DIVERGENCE_NAMES,
+    c3_n_linprog=4,
+    c4_dp_ks=(50, 125, 250, 500, 1000, 2000, 5000),
+    c4_dp_budgets=(2, 4, 8, 16, None),
+    c4_lp_ks=(8, 10, 12, 14, 16, 18),
+    c4_repeats=1,  # one run of the k = 5000, ell = k DP takes minutes (k = 2000: 12 s)
+)
+_FULL_PRIVACY_RANGE = PrivacyRangeConfig(
+    n_eps=200,
+    c6_ns=(10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000),
+    c6_reps=20_000,
+)
+
+# The smoke profile: the full configurations with every size cut to seconds on one CPU thread
+# (the full profile runs the same code as the reduced one, at larger sizes).
 PROFILES: dict[str, dict[str, Any]] = {
     "lp_check": {
         "reduced": LPCheckConfig(),
-        "full": LPCheckConfig(
-            ks=(2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
-            n_instances=3000,
-            large_k=16,
-            n_large=50,
+        "full": _FULL_LP_CHECK,
+        "smoke": dataclasses.replace(
+            _FULL_LP_CHECK, ks=(2, 3, 4, 5, 6, 7, 8), n_instances=14, large_k=10, n_large=2
         ),
     },
     "structure": {
         "reduced": StructureConfig(),
-        "full": StructureConfig(
-            c2_ks=(2, 3, 4, 5, 6, 7, 8),
-            c2_per_k=50,
-            c3_ks=(2, 3, 4, 5),
-            c3_n_instances=60,
-            c3_divergences=DIVERGENCE_NAMES,
-            c3_n_linprog=4,
-            c4_dp_ks=(50, 125, 250, 500, 1000, 2000, 5000),
-            c4_dp_budgets=(2, 4, 8, 16, None),
-            c4_lp_ks=(8, 10, 12, 14, 16, 18),
-            c4_repeats=1,  # one run of the k = 5000, ell = k DP takes minutes (k = 2000: 12 s)
+        "full": _FULL_STRUCTURE,
+        "smoke": dataclasses.replace(
+            _FULL_STRUCTURE,
+            c2_per_k=1,
+            c3_ks=(2, 3),
+            c3_n_instances=4,
+            c3_n_linprog=1,
+            c4_dp_ks=(50, 125, 250),
+            c4_lp_ks=(8, 10, 12),
         ),
     },
     "privacy_range": {
         "reduced": PrivacyRangeConfig(),
-        "full": PrivacyRangeConfig(
-            n_eps=200,
-            c6_ns=(10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000),
-            c6_reps=20_000,
+        "full": _FULL_PRIVACY_RANGE,
+        "smoke": dataclasses.replace(
+            _FULL_PRIVACY_RANGE,
+            n_eps=20,
+            c6_ns=(10, 30, 100, 300, 1000),
+            c6_reps=500,
+            c6_repeats=3,
         ),
     },
 }

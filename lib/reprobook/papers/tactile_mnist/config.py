@@ -16,6 +16,7 @@ learning agents of APPLE) is not implemented; see the chapter's introduction.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,28 +60,46 @@ class TouchConfig:
     strip_steps: int = 8  # tactile images shown along one trajectory
 
 
+INTERFACE_FULL = InterfaceConfig(n_episodes=200, sensor_resolution=64)
+STRATEGY_FULL = StrategyConfig(seeds=5, train_episodes=20_000, test_episodes=2_000, epochs=50)
+TOUCH_FULL = TouchConfig(
+    digits_train_episodes=20_000,
+    digits_test_episodes=2_000,
+    tactile_train_episodes=20_000,
+    tactile_test_episodes=2_000,
+    sensor_resolution=64,
+    epochs=50,
+)
+
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
 # start included): interface 9-13 s, where_you_look 50-58 s (9 roll-out sets and predictors,
 # about 5 s each with 50 vectorised CircleSquare environments), touching_digits 46 s (digits
 # 24 s: ap_gym's single image environment steps at about 0.4 ms; tactile 13 s).
+# The smoke profile: the full profile's code path with its sizes cut to seconds on one CPU
+# thread (two seeds, so the intervals over seeds can still be formed).
 PROFILES: dict[str, dict[str, Any]] = {
     "interface": {
         "reduced": InterfaceConfig(),
-        "full": InterfaceConfig(n_episodes=200, sensor_resolution=64),
+        "full": INTERFACE_FULL,
+        "smoke": dataclasses.replace(INTERFACE_FULL, n_episodes=2),
     },
     "where_you_look": {
         "reduced": StrategyConfig(),
-        "full": StrategyConfig(seeds=5, train_episodes=20_000, test_episodes=2_000, epochs=50),
+        "full": STRATEGY_FULL,
+        "smoke": dataclasses.replace(
+            STRATEGY_FULL, seeds=2, train_episodes=40, test_episodes=20, epochs=2, num_envs=10
+        ),
     },
     "touching_digits": {
         "reduced": TouchConfig(),
-        "full": TouchConfig(
-            digits_train_episodes=20_000,
-            digits_test_episodes=2_000,
-            tactile_train_episodes=20_000,
-            tactile_test_episodes=2_000,
-            sensor_resolution=64,
-            epochs=50,
+        "full": TOUCH_FULL,
+        "smoke": dataclasses.replace(
+            TOUCH_FULL,
+            digits_train_episodes=20,
+            digits_test_episodes=10,
+            tactile_train_episodes=20,
+            tactile_test_episodes=10,
+            epochs=2,
         ),
     },
 }

@@ -1,12 +1,13 @@
 """Profiles of the notebooks of chapter 11: one frozen dataclass per notebook, with a
-``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (one GPU).
+``reduced`` instance (2 CPU cores, about a minute a notebook), a ``full`` one (one GPU) and a
+``smoke`` one (the full one cut to seconds on CPU).
 The training notebooks share :class:`Train`, so a model trained by one notebook is loaded by
 the next (the checkpoint key is :func:`train_key`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from reprobook.core.resources import Resources
 
@@ -94,15 +95,40 @@ FULL_TRAIN = dict(
     batch=16, steps=2000, lr=1e-3, warmup=100, n_train=16_384, n_test=256,
 )  # fmt: skip
 
+RENDER_COST_FULL = RenderCost(
+    size=256, dim=768, depth=24, heads=12, fw_hidden=1536,
+    n_views=(4, 8, 16, 32, 64), repeats=10, warmup=3, bf16=True,
+)  # fmt: skip
+
+# The smoke profile: the full profile's code path (Muon updates, TTB-B, bfloat16 timing) with
+# every size cut to seconds on one CPU thread; two seeds, so the intervals over seeds exist.
+SMOKE_TRAIN = dict(
+    size=16, patch=8, n_ctx=2, dim=32, depth=2, heads=2, mlp_hidden=64, fw_hidden=64,
+    batch=8, steps=4, warmup=1, n_train=16, n_test=16, n_seeds=2,
+)  # fmt: skip
+
 PROFILES = {
-    "scenes": {"reduced": Scenes(), "full": Scenes(**FULL_TRAIN)},
-    "ttt_vs_ttb": {"reduced": TTTvsTTB(), "full": TTTvsTTB(**FULL_TRAIN)},
-    "variants": {"reduced": Variants(), "full": Variants(**FULL_TRAIN, with_b=True)},
+    "scenes": {
+        "reduced": Scenes(),
+        "full": Scenes(**FULL_TRAIN),
+        "smoke": replace(Scenes(**FULL_TRAIN), **SMOKE_TRAIN),
+    },
+    "ttt_vs_ttb": {
+        "reduced": TTTvsTTB(),
+        "full": TTTvsTTB(**FULL_TRAIN),
+        "smoke": replace(TTTvsTTB(**FULL_TRAIN), **SMOKE_TRAIN, n_boot=200),
+    },
+    "variants": {
+        "reduced": Variants(),
+        "full": Variants(**FULL_TRAIN, with_b=True),
+        "smoke": replace(Variants(**FULL_TRAIN, with_b=True), **SMOKE_TRAIN, n_boot=200),
+    },
     "render_cost": {
         "reduced": RenderCost(),
-        "full": RenderCost(
-            size=256, dim=768, depth=24, heads=12, fw_hidden=1536,
-            n_views=(4, 8, 16, 32, 64), repeats=10, warmup=3, bf16=True,
+        "full": RENDER_COST_FULL,
+        "smoke": replace(
+            RENDER_COST_FULL, size=32, dim=32, depth=2, heads=2, fw_hidden=64,
+            n_views=(4, 8), repeats=2, warmup=1,
         ),
     },
 }  # fmt: skip

@@ -206,83 +206,142 @@ _FULL_PUZZLE_NET = Net(
     n_train=0,
 )
 _FULL_NET = dataclasses.replace(_FULL_PUZZLE_NET, n_train=1_000_000)  # the language networks
+_FULL_PATH = PathConfig(
+    dims=(3, 16, 64, 256),
+    kappa_max=(10.0, 72.0, 320.0, 1300.0),
+    n=100_000,
+    steps=512,
+    n_kappa=1000,
+    n_s=1000,
+)
+_FULL_ORACLE = OracleConfig(
+    n=5000,
+    n_final=20_000,
+    ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
+    pc=((4, 1), (4, 3), (8, 1), (8, 3), (16, 1), (16, 3), (32, 1), (32, 3), (64, 1), (128, 1)),
+    sde_sigma2=(0.1, 0.25, 1.0, 4.0),
+    shidoku_n=14_400,
+    shidoku_steps=128,
+)
+_FULL_LEARN = LearnConfig(
+    net=_FULL_NET,
+    eval_at=(1000, 2000, 5000, 10_000, 20_000),
+    n_eval=5000,
+    sample_seeds=5,
+    pc=((128, 0), (64, 1), (32, 3)),
+    sample_steps=128,
+    train_seeds=_FULL_SEEDS,
+)
+_FULL_PATHS = PathsConfig(
+    net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=_FULL_SEEDS
+)
+_FULL_PUZZLES = PuzzleConfig(
+    net=_FULL_PUZZLE_NET, copies=400, n_eval=2000, sample_seeds=5, train_seeds=_FULL_SEEDS
+)
+_FULL_SUDOKU = SudokuConfig(
+    net=dataclasses.replace(_FULL_PUZZLE_NET, n_train=200_000),
+    clues=25,
+    n_test=2000,
+    paths=("vmf", "geodesic", "euclidean"),
+    train_seeds=_FULL_SEEDS,
+)
+_FULL_TIME = TimeConfig(
+    net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5, train_seeds=_FULL_SEEDS
+)
+
+# The smoke profile: the full profile's code path (the paper-shaped networks' code, every path,
+# several training seeds) with every size cut to seconds on one CPU thread. Two training seeds,
+# so that the intervals over training seeds the full profile scores can still be formed.
+_SMOKE_SEEDS = (0, 1)
+_SMOKE_NET = dict(width=16, depth=1, heads=2, warmup_steps=2, batch_size=16, train_steps=8)
+_SMOKE_LANGUAGE_NET = dataclasses.replace(_FULL_NET, **_SMOKE_NET, n_train=512)
+
 PROFILES: dict[str, dict[str, Any]] = {
     "vmf_path": {
         "reduced": PathConfig(),
-        "full": PathConfig(
-            dims=(3, 16, 64, 256),
-            kappa_max=(10.0, 72.0, 320.0, 1300.0),
-            n=100_000,
-            steps=512,
-            n_kappa=1000,
-            n_s=1000,
+        "full": _FULL_PATH,
+        "smoke": dataclasses.replace(
+            _FULL_PATH, n=500, steps=32, n_kappa=41, n_s=61, n_quantiles=19
         ),
     },
     "perfect_posterior": {
         "reduced": OracleConfig(),
-        "full": OracleConfig(
-            n=5000,
-            n_final=20_000,
-            ode_steps=(4, 8, 16, 32, 64, 128, 256, 512),
-            pc=(
-                (4, 1),
-                (4, 3),
-                (8, 1),
-                (8, 3),
-                (16, 1),
-                (16, 3),
-                (32, 1),
-                (32, 3),
-                (64, 1),
-                (128, 1),
-            ),
-            sde_sigma2=(0.1, 0.25, 1.0, 4.0),
-            shidoku_n=14_400,
-            shidoku_steps=128,
+        "full": _FULL_ORACLE,
+        # ODE runs at 17, 33 and 65 NFE, which the notebook compares the other samplers at
+        "smoke": dataclasses.replace(
+            _FULL_ORACLE,
+            n=40,
+            n_final=80,
+            ode_steps=(4, 16, 32, 64),
+            pc=((4, 1), (16, 1), (32, 1)),
+            sde_sigma2=(0.25,),
+            shidoku_n=64,
+            shidoku_steps=8,
         ),
     },
     "learning_the_posterior": {
         "reduced": LearnConfig(),
-        "full": LearnConfig(
-            net=_FULL_NET,
-            eval_at=(1000, 2000, 5000, 10_000, 20_000),
-            n_eval=5000,
-            sample_seeds=5,
-            pc=((128, 0), (64, 1), (32, 3)),
-            sample_steps=128,
-            train_seeds=_FULL_SEEDS,
+        "full": _FULL_LEARN,
+        "smoke": dataclasses.replace(
+            _FULL_LEARN,
+            net=_SMOKE_LANGUAGE_NET,
+            eval_at=(4, 8),
+            n_eval=40,
+            sample_seeds=2,
+            pc=((8, 0), (4, 1), (2, 3)),
+            sample_steps=8,
+            train_seeds=_SMOKE_SEEDS,
         ),
     },
     "three_paths": {
         "reduced": PathsConfig(),
-        "full": PathsConfig(
-            net=_FULL_NET, n_eval=5000, steps=(8, 32, 128), sample_seeds=5, train_seeds=_FULL_SEEDS
+        "full": _FULL_PATHS,
+        "smoke": dataclasses.replace(
+            _FULL_PATHS,
+            net=_SMOKE_LANGUAGE_NET,
+            n_eval=40,
+            steps=(4, 8),
+            pc=(4, 1),
+            sample_seeds=2,
+            train_seeds=_SMOKE_SEEDS,
         ),
     },
     "shidoku_puzzles": {
         "reduced": PuzzleConfig(),
-        "full": PuzzleConfig(
-            net=_FULL_PUZZLE_NET,
-            copies=400,
-            n_eval=2000,
-            sample_seeds=5,
-            train_seeds=_FULL_SEEDS,
+        "full": _FULL_PUZZLES,
+        "smoke": dataclasses.replace(
+            _FULL_PUZZLES,
+            net=dataclasses.replace(_FULL_PUZZLE_NET, **_SMOKE_NET),
+            copies=2,
+            n_eval=16,
+            steps=8,
+            pc=((4, 1), (2, 3)),
+            sample_seeds=2,
+            train_seeds=_SMOKE_SEEDS,
         ),
     },
     "sudoku_9x9": {
         "reduced": SudokuConfig(),
-        "full": SudokuConfig(
-            net=dataclasses.replace(_FULL_PUZZLE_NET, n_train=200_000),
-            clues=25,
-            n_test=2000,
-            paths=("vmf", "geodesic", "euclidean"),
-            train_seeds=_FULL_SEEDS,
+        "full": _FULL_SUDOKU,
+        "smoke": dataclasses.replace(
+            _FULL_SUDOKU,
+            net=dataclasses.replace(_FULL_SUDOKU.net, **_SMOKE_NET, n_train=64),
+            n_test=4,
+            steps=8,
+            pc=((4, 1), (2, 3)),
+            train_seeds=_SMOKE_SEEDS,
         ),
     },
     "time_conditioning": {
         "reduced": TimeConfig(),
-        "full": TimeConfig(
-            net=_FULL_NET, n_eval=5000, sample_steps=128, sample_seeds=5, train_seeds=_FULL_SEEDS
+        "full": _FULL_TIME,
+        "smoke": dataclasses.replace(
+            _FULL_TIME,
+            net=_SMOKE_LANGUAGE_NET,
+            n_eval=40,
+            sample_steps=8,
+            sample_seeds=2,
+            train_seeds=_SMOKE_SEEDS,
         ),
     },
 }
