@@ -315,3 +315,14 @@ def test_the_smoke_profile_is_part_of_make_test() -> None:
     assert "reprobook run --profile smoke --jobs $(JOBS)" in smoke
     # the only stand-in it chooses is the detector of chapter 15 (no CPU torchvision)
     assert smoke.count(" -p ") == 1 and "-p detector=toy" in smoke
+
+
+def test_smoke_kernels_run_on_one_thread_even_alone(tmp_path: Path, monkeypatch) -> None:
+    from reprobook import execute
+
+    for var in ("REPROBOOK_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    alone = execute.kernel_env(tmp_path, "smoke", 1)
+    assert all(alone[v] == "1" for v in ("REPROBOOK_THREADS", "OMP_NUM_THREADS"))
+    assert "OMP_NUM_THREADS" not in execute.kernel_env(tmp_path, "full", 1)
+    assert execute.kernel_env(tmp_path, "full", 2)["OMP_NUM_THREADS"] == "1"

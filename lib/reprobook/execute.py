@@ -141,7 +141,8 @@ def _execute_once(job: Job, root: Path, env: dict[str, str], timeout: float | No
 
 def kernel_env(root: Path, profile: str, jobs: int, tag: str = "") -> dict[str, str]:
     """The environment of every executed kernel: results folder, offline hubs, headless plots,
-    and one thread per notebook when several run at once."""
+    and one thread per notebook when several run at once, and always at the smoke profile
+    (its models are a few layers wide: threads only contend)."""
     env = dict(os.environ)
     env.update(
         {
@@ -153,7 +154,7 @@ def kernel_env(root: Path, profile: str, jobs: int, tag: str = "") -> dict[str, 
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         }
     )
-    if jobs > 1:
+    if jobs > 1 or profile == "smoke":
         for var in (
             "REPROBOOK_THREADS",
             "OMP_NUM_THREADS",
