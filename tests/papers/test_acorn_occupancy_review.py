@@ -439,3 +439,18 @@ def test_against_truth_reads_each_policy_at_its_largest_budget():
     assert table.loc["acorn"].tolist() == pytest.approx([0.1, 0.6, 0.005])
     assert table.loc["random"].tolist() == pytest.approx([0.05, 0.55, 0.005])
     assert table.loc["(full labels)"].tolist() == pytest.approx([1.0, 0.15, 0.045])
+
+
+def test_the_smoke_profile_runs_every_full_policy_on_a_small_survey():
+    """Smoke runs the full profile's policies (site_top included) and its four-chain NUTS
+    check cut to two chains; the bootstrap needs at least 100 resamples, intervals two
+    surveys."""
+    from reprobook.papers.acorn_occupancy import config
+
+    for table in config.PROFILES.values():
+        smoke, full = table["smoke"], table["full"]
+        assert smoke.reps >= 2 and smoke.n_sites * smoke.n_units < full.n_sites * full.n_units
+        if hasattr(full, "policies"):
+            assert smoke.policies == full.policies
+    assert config.PROFILES["scores_or_thresholds"]["smoke"].n_boot >= 100
+    assert config.PROFILES["does_it_hold_up"]["smoke"].nuts_chains >= 2

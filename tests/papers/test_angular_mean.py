@@ -717,7 +717,7 @@ def test_config_values():
     sw = resolve("disagreement_sweep", separations=[0.2, 0.4])
     assert sw.separations == (0.2, 0.4) and set(sw.tables) <= set(gen.TABLES)
     assert pb.n_bootstrap >= 1000 and sw.cloud_reps >= 2  # intervals need resamples and repetitions
-    for profile in ("reduced", "full"):  # C5 and C6 are scored at 0.9 pi and 0.1 pi
+    for profile in ("reduced", "full", "smoke"):  # C5 and C6 are scored at 0.9 pi and 0.1 pi
         c = resolve("disagreement_sweep", profile).cloud_separations
         assert (min(c), max(c)) == (0.1, 0.9)
     for shares in sw.share_vectors:

@@ -306,6 +306,9 @@ def test_profiles_resolve():
         assert type(reduced) is type(full)
     full = core.resolve_notebook(config.PROFILES, "molecules", "full")
     assert len(full.depths) * len(full.dropouts) * len(full.weightings) == 12
+    smoke = core.resolve_notebook(config.PROFILES, "molecules", "smoke")
+    assert smoke.gnn_decides and smoke.gnn_seeds >= 2  # the D-MPNN over seeds decides C6b
+    assert smoke.n_train is smoke.n_val is None  # every molecule, as at full
     assert (
         core.resolve_notebook(config.PROFILES, "ranking", "reduced", n_resamples=50).n_resamples
         == 50

@@ -596,3 +596,19 @@ def test_strictly_best_and_same_as():
     assert L.same_as(cells, "L1", "constant") == ["a, t = 1"]
     with pytest.raises(ValueError, match="tol"):
         L.same_as(cells, "L1", "constant", tol=-1)
+
+
+def test_the_smoke_profile_cuts_the_full_sizes_to_what_the_notebooks_need():
+    """Smoke runs the full profile's code: the moment tester's largest sample size is its n,
+    C4's interval needs two seeds, and the learners keep the full profile's degrees."""
+    from reprobook.papers.testable_massart import config
+
+    mt = config.PROFILES["moment_tester"]["smoke"]
+    assert (
+        max(mt.sample_sizes) == mt.n
+        and mt.degree == config.PROFILES["moment_tester"]["full"].degree
+    )
+    tl = config.PROFILES["tester_learner"]["smoke"]
+    assert tl.seeds >= 2 and tl.degrees == config.PROFILES["tester_learner"]["full"].degrees
+    sw = config.PROFILES["sandwiching"]["smoke"]
+    assert set(sw.example_degrees) <= set(config.PROFILES["sandwiching"]["full"].degrees)

@@ -926,3 +926,21 @@ def test_train_worlds_trains_every_model_world_scores_loads_and_nothing_twice(
         row = worlds.world_scores(cfg, p, seed=5, replicate=0, profile="reduced")
         assert row["p_wrong"] == p
     assert len(list(tmp_path.rglob("*.pt"))) == 5
+
+
+def test_the_smoke_profile_trains_the_full_models_on_a_few_images():
+    """Smoke: the full profile's ViT and text Transformer, two replicates (the statistical
+    claims take a Student-t interval over replicates, also over the adversarial ones), and
+    candidate sets and attacks that fit its test set."""
+    from reprobook.core import resolve_notebook
+    from reprobook.papers.tpc_alignment import config, train
+
+    for notebook, table in config.PROFILES.items():
+        cfg = resolve_notebook(config.PROFILES, notebook, "smoke")
+        model = train.setup(cfg).model
+        assert model.image_encoder == "vit" and model.text_layers > 0
+        assert len(cfg.replicates) >= 2 and cfg.p_wrong == table["full"].p_wrong
+        if hasattr(cfg, "n_top"):
+            assert cfg.n_top + cfg.n_random < cfg.n_test
+    robust = resolve_notebook(config.PROFILES, "robustness", "smoke")
+    assert len(robust.robust_replicates) >= 2 and robust.n_attack <= robust.n_test

@@ -334,3 +334,18 @@ def test_profiles_resolve():
         cfg = core.resolve_notebook(config.PROFILES, name, "full")
         for b in cfg.batches:
             reparam.n_steps(cfg.base_steps * cfg.base_batch * 65, b, 65)
+
+
+def test_the_smoke_profile_cuts_the_full_sweeps_to_what_the_notebooks_need():
+    """Smoke runs the full profile's code: its batch sweep must divide the budget into whole
+    steps, its intervals need two seeds, and the scaling-law fit three widths."""
+    for name in ("batch", "budget"):
+        cfg = core.resolve_notebook(config.PROFILES, name, "smoke")
+        assert cfg.n_seeds >= 2 and set(cfg.batches) <= set(config.PROFILES[name]["full"].batches)
+        for f in (1, cfg.budget_factor):
+            for b in cfg.batches:
+                assert reparam.n_steps(f * cfg.base_steps * cfg.base_batch * 65, b, 65) >= 1
+    gamma = core.resolve_notebook(config.PROFILES, "gamma", "smoke")
+    assert len(gamma.widths) >= 3 and max(gamma.budgets) > 1 and 0.5 in gamma.gammas
+    for name in ("basics", "pretrain"):
+        assert core.resolve_notebook(config.PROFILES, name, "smoke").n_seeds >= 2

@@ -107,39 +107,56 @@ class RobustnessConfig:
 # fit with no reviews is made once per survey, not once per policy. The full profile's
 # (M, N, K) draw arrays are 400 MB each at M = 1,000 and 50,000 units.
 _FULL_SIZE = dict(n_sites=500, n_units=100)
+FULL_SCORES = ScoresConfig(
+    reps=200, thresholds=(0.3, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99), **_FULL_SIZE
+)
+FULL_REVIEW = ReviewConfig(
+    reps=20,
+    budget_frac=0.20,
+    n_draws=1000,
+    policies=("random", "top_score", "site_top", "uncertainty", "acorn", "acorn_beta1"),
+    short=(),
+    **_FULL_SIZE,
+)
+FULL_ROBUSTNESS = RobustnessConfig(
+    reps=20,
+    budget_frac=0.20,
+    n_draws=1000,
+    policies=("random", "top_score", "site_top", "uncertainty", "acorn"),
+    nuts_warmup=1000,
+    nuts_samples=1000,
+    nuts_chains=4,
+    **_FULL_SIZE,
+)
+# smoke: the full profile's policies and samplers on 400 units (40 sites x 10), two surveys
+# and rounds of 5 % of the units, seconds on one CPU thread
+_SMOKE_SIZE = dict(n_sites=40, n_units=10)
 PROFILES: dict[str, dict[str, Any]] = {
     "scores_or_thresholds": {
         "reduced": ScoresConfig(),
-        "full": ScoresConfig(
-            reps=200, thresholds=(0.3, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99), **_FULL_SIZE
-        ),
+        "full": FULL_SCORES,
+        "smoke": replace(FULL_SCORES, reps=3, n_boot=100, **_SMOKE_SIZE),
     },
     "which_to_review": {
         "reduced": ReviewConfig(),
-        "full": ReviewConfig(
-            reps=20,
-            budget_frac=0.20,
-            n_draws=1000,
-            policies=("random", "top_score", "site_top", "uncertainty", "acorn", "acorn_beta1"),
-            short=(),
-            **_FULL_SIZE,
-        ),
+        "full": FULL_REVIEW,
+        "smoke": replace(FULL_REVIEW, reps=2, batch_frac=0.05, n_draws=32, **_SMOKE_SIZE),
     },
     "does_it_hold_up": {
         "reduced": RobustnessConfig(),
-        "full": RobustnessConfig(
-            reps=20,
-            budget_frac=0.20,
-            n_draws=1000,
-            policies=("random", "top_score", "site_top", "uncertainty", "acorn"),
-            nuts_warmup=1000,
-            nuts_samples=1000,
-            nuts_chains=4,
-            **_FULL_SIZE,
+        "full": FULL_ROBUSTNESS,
+        "smoke": replace(
+            FULL_ROBUSTNESS,
+            reps=2,
+            batch_frac=0.05,
+            n_draws=32,
+            nuts_warmup=50,
+            nuts_samples=50,
+            nuts_chains=2,
+            **_SMOKE_SIZE,
         ),
     },
 }
-
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 # full, an estimate (the full profile has not been run): NumPy acquisitions on the host: several

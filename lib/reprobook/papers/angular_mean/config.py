@@ -20,7 +20,7 @@ are not available, so no profile uses them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core.resources import Resources
@@ -115,44 +115,83 @@ class DisagreementSweepConfig:
 # Full profile, estimated from samples on the same CPU: long_run_ip ~4 min (0.02 s a profile;
 # d = 100, n = 50: 0.3 s, dominated by the Hessian eigendecompositions), per_batch_ip ~3 min
 # (m = 1000: ~65 s a rule), disagreement_sweep ~7 min (0.026 s a profile of 200-400 voters).
+FULL_LONG_RUN_IP = LongRunIPConfig(
+    n_profiles=10_000,
+    n_voters=(2, 3, 4, 5, 6, 8, 10, 20, 50),
+    dims=(2, 3, 5, 10, 20, 50, 100),
+    concentrations=(0.1, 0.3, 1.0, 3.0),
+    n_random_starts=16,
+    n_grid_profiles=500,
+    mc_pairs=2_000_000,
+    mc_profiles=200,
+    mc_batches=2000,
+)
+FULL_PER_BATCH_IP = PerBatchIPConfig(
+    batch_sizes=(2, 5, 10, 20, 50, 100, 200, 500, 1000),
+    n_batches=10_000,
+    m2_n_thetas=100_000,
+)
+FULL_DISAGREEMENT_SWEEP = DisagreementSweepConfig(
+    separations=tuple(round(0.05 * k, 2) for k in range(1, 20)),
+    share_vectors=((0.7, 0.3), (0.6, 0.4), (0.5, 0.3, 0.2), (0.4, 0.3, 0.2, 0.1)),
+    n_reps=200,
+    voters_per_type=100,
+    cloud_reps=200,
+    table_separations=(0.1, 0.3, 0.5, 0.7, 0.9),
+    table_reps=50,
+    table_n_batches=2000,
+)
+
+# smoke: the full profile's grids with every count cut to seconds on one CPU thread
 PROFILES: dict[str, dict[str, Any]] = {
     "long_run_ip": {
         "reduced": LongRunIPConfig(),
-        "full": LongRunIPConfig(
-            n_profiles=10_000,
-            n_voters=(2, 3, 4, 5, 6, 8, 10, 20, 50),
-            dims=(2, 3, 5, 10, 20, 50, 100),
-            concentrations=(0.1, 0.3, 1.0, 3.0),
-            n_random_starts=16,
-            n_grid_profiles=500,
-            mc_pairs=2_000_000,
-            mc_profiles=200,
-            mc_batches=2000,
+        "full": FULL_LONG_RUN_IP,
+        "smoke": replace(
+            FULL_LONG_RUN_IP,
+            n_profiles=40,
+            n_random_starts=2,
+            max_iter=100,
+            n_grid_profiles=4,
+            grid_circle=2001,
+            grid_sphere=4000,
+            mc_pairs=20_000,
+            mc_profiles=4,
+            mc_batches=50,
         ),
     },
     "per_batch_ip": {
         "reduced": PerBatchIPConfig(),
-        "full": PerBatchIPConfig(
-            batch_sizes=(2, 5, 10, 20, 50, 100, 200, 500, 1000),
-            n_batches=10_000,
-            m2_n_thetas=100_000,
+        "full": FULL_PER_BATCH_IP,
+        "smoke": replace(
+            FULL_PER_BATCH_IP,
+            batch_sizes=(2, 5, 10, 20, 50),
+            n_batches=100,
+            n_bootstrap=100,
+            m2_n_thetas=1000,
+            n_random_starts=2,
+            max_iter=100,
         ),
     },
     "disagreement_sweep": {
         "reduced": DisagreementSweepConfig(),
-        "full": DisagreementSweepConfig(
-            separations=tuple(round(0.05 * k, 2) for k in range(1, 20)),
-            share_vectors=((0.7, 0.3), (0.6, 0.4), (0.5, 0.3, 0.2), (0.4, 0.3, 0.2, 0.1)),
-            n_reps=200,
-            voters_per_type=100,
-            cloud_reps=200,
-            table_separations=(0.1, 0.3, 0.5, 0.7, 0.9),
-            table_reps=50,
-            table_n_batches=2000,
+        "full": FULL_DISAGREEMENT_SWEEP,
+        "smoke": replace(
+            FULL_DISAGREEMENT_SWEEP,
+            separations=(0.1, 0.5, 0.9),
+            share_vectors=((0.7, 0.3), (0.5, 0.3, 0.2)),
+            n_reps=3,
+            voters_per_type=5,
+            cloud_separations=(0.1, 0.5, 0.9),
+            cloud_reps=3,
+            table_separations=(0.1, 0.9),
+            table_reps=2,
+            table_n_batches=20,
+            n_random_starts=2,
+            max_iter=100,
         ),
     },
 }
-
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 # full, measured on 2026-12-05 on 2 cores (Intel Xeon, no GPU): 317 s + 195 s + 105 s, 10.3 min

@@ -10,7 +10,7 @@ uses it, and the D-MPNN trains at ``seed``, ``seed + 1``, ... .
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core.resources import Resources
@@ -76,32 +76,60 @@ class MoleculesConfig:
 # logistic regression about 2 s; the reduced D-MPNN grid (4 configurations, 1 epoch, 600
 # molecules) about 8 s with Lightning's import. Whole notebooks under `reprobook run`: 15-37 s,
 # 20-47 s and 16-44 s, depending on the machine's other load.
+FULL_NOISY_TASTE = NoisyTasteConfig(
+    n_bisection=16,
+    n_replicates=40,
+    n_splits=1000,
+    group_ks=tuple(range(1, 76)),
+    n_group_draws=1000,
+)
+FULL_RANKING = RankingConfig(ablation_intervals=True)
+FULL_MOLECULES = MoleculesConfig(
+    dropouts=(0.0, 0.2),
+    weightings=("none", "sqrt_inverse", "inverse"),
+    hidden=300,
+    max_epochs=50,
+    n_train=None,
+    n_val=None,
+    gnn_seeds=3,
+    gnn_decides=True,
+)
+# smoke: the full profile's code with every size cut to seconds on one CPU thread. The D-MPNN
+# still sees every molecule (n_train and n_val stay None, as at full): one epoch of a narrow
+# network in large batches, one configuration of the grid and two seeds.
 PROFILES: dict[str, dict[str, Any]] = {
     "noisy_taste": {
         "reduced": NoisyTasteConfig(),
-        "full": NoisyTasteConfig(
-            n_bisection=16,
-            n_replicates=40,
-            n_splits=1000,
-            group_ks=tuple(range(1, 76)),
-            n_group_draws=1000,
+        "full": FULL_NOISY_TASTE,
+        "smoke": replace(
+            FULL_NOISY_TASTE,
+            n_bisection=4,
+            n_replicates=2,
+            n_splits=10,
+            group_ks=(1, 2, 5, 10),
+            n_group_draws=10,
         ),
     },
     "ranking": {
         "reduced": RankingConfig(),
-        "full": RankingConfig(ablation_intervals=True),
+        "full": FULL_RANKING,
+        "smoke": replace(FULL_RANKING, n_resamples=100, demo_dim=8),
     },
     "molecules": {
         "reduced": MoleculesConfig(),
-        "full": MoleculesConfig(
-            dropouts=(0.0, 0.2),
-            weightings=("none", "sqrt_inverse", "inverse"),
-            hidden=300,
-            max_epochs=50,
-            n_train=None,
-            n_val=None,
-            gnn_seeds=3,
-            gnn_decides=True,
+        "full": FULL_MOLECULES,
+        "smoke": replace(
+            FULL_MOLECULES,
+            n_bits=256,
+            lr_max_iter=20,
+            depths=(3,),
+            dropouts=(0.2,),
+            weightings=("sqrt_inverse",),
+            hidden=8,
+            batch_size=1000,
+            max_epochs=1,
+            patience=1,
+            gnn_seeds=2,
         ),
     },
 }

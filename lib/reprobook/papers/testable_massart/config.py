@@ -16,7 +16,7 @@ applies: every distribution is generated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core.resources import Resources
@@ -103,53 +103,90 @@ class TesterLearnerConfig:
 # 22 s (21 s; 400 Gaussian samples and 6 x 80 scored samples at n = 20,000, the power curves at
 # three smaller n), tester_learner 41 s (32 s; 5 seeds x 12 learner problems with the dual L1
 # solver, the soundness runs, the cost grid).
+FULL_SANDWICHING = SandwichingConfig(
+    thresholds=tuple(0.25 * i for i in range(17)),
+    degrees=tuple(range(2, 41, 2)),
+    grid_points=5001,
+    refine=20,
+    ratio_targets=(30.0, 10.0, 3.0, 1.0),
+    cf_thresholds=tuple(0.25 * i for i in range(41)),
+    cf_max_degree=10_000,
+)
+FULL_MOMENT_TESTER = MomentTesterConfig(
+    d=20,
+    degree=4,
+    n=1_000_000,
+    check_reps=1000,
+    score_reps=200,
+    alt_reps=200,
+    sample_sizes=(10_000, 100_000, 1_000_000),
+    null_reps_small=1000,
+)
+# The learner's L1 regression is one linear program with n rows and C(d + k, k) columns (HiGHS);
+# d = 10, degree 3 (286 features) at n = 20,000 is the largest size it solves in minutes.
+FULL_TESTER_LEARNER = TesterLearnerConfig(
+    d=10,
+    n=20_000,
+    n_test=1_000_000,
+    thresholds=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5),
+    degrees=(1, 2, 3),
+    null_reps=1000,
+    seeds=20,
+    soundness_reps=20,
+    cost_dims=(2, 5, 10, 20, 50),
+    cost_degrees=(2, 3, 4, 5, 6),
+    cost_n=100_000,
+    cost_max_features=2_000_000,
+)
+
+# smoke: the full profile's code with every size cut to seconds on one CPU thread
 PROFILES: dict[str, dict[str, Any]] = {
     "sandwiching": {
         "reduced": SandwichingConfig(),
-        "full": SandwichingConfig(
-            thresholds=tuple(0.25 * i for i in range(17)),
-            degrees=tuple(range(2, 41, 2)),
-            grid_points=5001,
-            refine=20,
-            ratio_targets=(30.0, 10.0, 3.0, 1.0),
-            cf_thresholds=tuple(0.25 * i for i in range(41)),
-            cf_max_degree=10_000,
+        "full": FULL_SANDWICHING,
+        "smoke": replace(
+            FULL_SANDWICHING,
+            thresholds=(0.0, 2.0),
+            degrees=(2, 4, 8),
+            grid_points=1001,
+            refine=8,
+            cf_thresholds=tuple(0.5 * i for i in range(11)),
+            cf_max_degree=2000,
+            example_degrees=(4, 8),
         ),
     },
     "moment_tester": {
         "reduced": MomentTesterConfig(),
-        "full": MomentTesterConfig(
-            d=20,
-            degree=4,
-            n=1_000_000,
-            check_reps=1000,
-            score_reps=200,
-            alt_reps=200,
-            sample_sizes=(10_000, 100_000, 1_000_000),
-            null_reps_small=1000,
+        "full": FULL_MOMENT_TESTER,
+        "smoke": replace(
+            FULL_MOMENT_TESTER,
+            d=3,
+            n=2000,
+            check_reps=20,
+            score_reps=8,
+            alt_reps=4,
+            sample_sizes=(500, 2000),
+            null_reps_small=20,
         ),
     },
-    # The learner's L1 regression is one linear program with n rows and C(d + k, k) columns (HiGHS);
-    # d = 10, degree 3 (286 features) at n = 20,000 is the largest size it solves in minutes.
     "tester_learner": {
         "reduced": TesterLearnerConfig(),
-        "full": TesterLearnerConfig(
-            d=10,
-            n=20_000,
-            n_test=1_000_000,
-            thresholds=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5),
-            degrees=(1, 2, 3),
-            null_reps=1000,
-            seeds=20,
-            soundness_reps=20,
-            cost_dims=(2, 5, 10, 20, 50),
-            cost_degrees=(2, 3, 4, 5, 6),
-            cost_n=100_000,
-            cost_max_features=2_000_000,
+        "full": FULL_TESTER_LEARNER,
+        "smoke": replace(
+            FULL_TESTER_LEARNER,
+            d=3,
+            n=300,
+            n_test=2000,
+            thresholds=(0.0, 1.0, 2.0),
+            null_reps=20,
+            seeds=2,
+            soundness_reps=1,
+            cost_dims=(2, 5),
+            cost_degrees=(2, 3),
+            cost_n=500,
         ),
     },
 }
-
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 # full, an estimate (the full profile has not been run): NumPy and SciPy LPs sized for a many-core

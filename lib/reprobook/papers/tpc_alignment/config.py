@@ -29,7 +29,7 @@ lie in ``replicates``), so an override that breaks them fails there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reprobook.core import checks
@@ -202,38 +202,81 @@ _FULL_TRAINING = dict(
 # core (train.train_side_by_side; starting the two processes costs about 10 s), which took the
 # notebooks from 50-70 s to 40-56 s. The full sweep of four worlds does not fit a reduced
 # notebook, so the reduced profile sweeps two.
+# The smoke profile: the full profile's models (a ViT, a text Transformer) and arms on a few
+# dozen generated images and a few steps, seconds on one CPU thread.
+_SMOKE_TRAINING = dict(
+    n_train=48,
+    n_test=32,
+    image_size=16,
+    embed_dim=16,
+    text_layers=1,
+    pretrain_steps=3,
+    finetune_steps=2,
+    batch_size=8,
+    replicates=(0, 1),
+)
+FULL_DIAGNOSTIC = DiagnosticConfig(
+    **_FULL_TRAINING, theorem_instances=2000, theorem_dim=256, lemma_sets=50_000
+)
+FULL_CORE_RESIDUAL = CoreResidualConfig(**_FULL_TRAINING)
+FULL_CALIBRATION = CalibrationConfig(**_FULL_TRAINING)
+FULL_ROBUSTNESS = RobustnessConfig(
+    **_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_replicates=(0, 1, 2)
+)
+FULL_ABLATIONS = AblationConfig(**_FULL_TRAINING)
+FULL_WORLDS = WorldsConfig(**_FULL_TRAINING, worlds=(0.0, 0.1, 0.25, 0.4))
+
 PROFILES: dict[str, dict[str, Any]] = {
     "diagnostic": {
         "reduced": DiagnosticConfig(),
-        "full": DiagnosticConfig(
-            **_FULL_TRAINING, theorem_instances=2000, theorem_dim=256, lemma_sets=50_000
+        "full": FULL_DIAGNOSTIC,
+        "smoke": replace(
+            FULL_DIAGNOSTIC,
+            **_SMOKE_TRAINING,
+            theorem_instances=8,
+            theorem_dim=16,
+            theorem_samples=100,
+            dense_grid=2001,
+            lemma_sets=50,
+            n_bins=4,
         ),
     },
     "core_residual": {
         "reduced": CoreResidualConfig(),
-        "full": CoreResidualConfig(**_FULL_TRAINING),
+        "full": FULL_CORE_RESIDUAL,
+        "smoke": replace(FULL_CORE_RESIDUAL, **_SMOKE_TRAINING),
     },
     "calibration": {
         "reduced": CalibrationConfig(),
-        "full": CalibrationConfig(**_FULL_TRAINING),
+        "full": FULL_CALIBRATION,
+        "smoke": replace(FULL_CALIBRATION, **_SMOKE_TRAINING, n_top=4, n_random=8, n_bins=4),
     },
     "robustness": {
         "reduced": RobustnessConfig(),
-        "full": RobustnessConfig(
-            **_FULL_TRAINING, n_attack=5000, attack_steps=100, robust_replicates=(0, 1, 2)
+        "full": FULL_ROBUSTNESS,
+        "smoke": replace(
+            FULL_ROBUSTNESS,
+            **_SMOKE_TRAINING,
+            n_attack=16,
+            attack_steps=2,
+            adv_steps=1,
+            robust_replicates=(0, 1),
         ),
     },
     "ablations": {
         "reduced": AblationConfig(),
-        "full": AblationConfig(**_FULL_TRAINING),
+        "full": FULL_ABLATIONS,
+        "smoke": replace(FULL_ABLATIONS, **_SMOKE_TRAINING, n_bootstrap=50),
     },
     "worlds": {
         # reduced: the claims' world (loaded) and the all-true one; full: the whole sweep
         "reduced": WorldsConfig(),
-        "full": WorldsConfig(**_FULL_TRAINING, worlds=(0.0, 0.1, 0.25, 0.4)),
+        "full": FULL_WORLDS,
+        "smoke": replace(
+            FULL_WORLDS, **_SMOKE_TRAINING, worlds=(0.0, 0.25), n_top=4, n_random=8, n_bins=4
+        ),
     },
 }
-
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor).
 # full, an estimate (the full profile has not been run): a ViT on 64x64 images, the attacks, the

@@ -9,7 +9,7 @@ generated corpus of :mod:`.data` and the models instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reprobook.core.resources import Resources
 
@@ -88,42 +88,95 @@ _FULL_BATCH = BatchConfig(
     quad_base_steps=2048,
 )
 
+FULL_BASICS = BasicsConfig(hidden=512, warm_steps=500, groups=96, schedule_steps=3000)
+FULL_PRETRAIN = PretrainConfig(
+    n_train=50_000,
+    n_test=2_000,
+    d_model=512,
+    n_layers=8,
+    n_heads=8,
+    batch=256,
+    steps=20_000,
+    extra_ratios=((0.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0), (1.0, 2.0, 1.0)),
+    n_generate=500,
+    sample_steps=32,
+)
+FULL_GAMMA = GammaConfig(
+    hidden=512,
+    base_steps=2048,
+    budgets=(1, 2, 4, 8),
+    n_seeds=5,
+    widths=(64, 128, 256, 512, 1024),
+)
+# smoke: the full profile's models and sweeps with every size cut to seconds on one CPU thread
+_SMOKE_BATCH = replace(
+    _FULL_BATCH,
+    hidden=32,
+    base_steps=8,
+    batches=(8, 32, 128),
+    n_seeds=2,
+    quad_replicates=50,
+    quad_base_steps=16,
+)
+
 PROFILES = {
     "basics": {
         "reduced": BasicsConfig(),
-        "full": BasicsConfig(hidden=512, warm_steps=500, groups=96, schedule_steps=3000),
+        "full": FULL_BASICS,
+        "smoke": replace(
+            FULL_BASICS,
+            hidden=32,
+            batch=8,
+            warm_steps=5,
+            draw_batch=4,
+            n_strata=4,
+            draws=2,
+            groups=3,
+            schedule_steps=10,
+            n_seeds=2,
+        ),
     },
     "pretrain": {
         "reduced": PretrainConfig(),
-        "full": PretrainConfig(
-            n_train=50_000,
-            n_test=2_000,
-            d_model=512,
-            n_layers=8,
-            n_heads=8,
-            batch=256,
-            steps=20_000,
-            extra_ratios=((0.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0), (1.0, 2.0, 1.0)),
-            n_generate=500,
-            sample_steps=32,
+        "full": FULL_PRETRAIN,
+        "smoke": replace(
+            FULL_PRETRAIN,
+            n_train=60,
+            n_test=20,
+            d_model=16,
+            n_layers=2,
+            n_heads=2,
+            batch=8,
+            steps=5,
+            n_seeds=2,
+            extra_ratios=((0.0, 1.0, 0.0), (1.0, 2.0, 1.0)),
+            n_generate=4,
+            sample_steps=2,
         ),
     },
     "batch": {
         "reduced": BatchConfig(),
         "full": _FULL_BATCH,
+        "smoke": _SMOKE_BATCH,
     },
     "budget": {
         "reduced": BatchConfig(),
         "full": _FULL_BATCH,
+        "smoke": _SMOKE_BATCH,
     },
     "gamma": {
         "reduced": GammaConfig(),
-        "full": GammaConfig(
-            hidden=512,
-            base_steps=2048,
-            budgets=(1, 2, 4, 8),
-            n_seeds=5,
-            widths=(64, 128, 256, 512, 1024),
+        "full": FULL_GAMMA,
+        "smoke": replace(
+            FULL_GAMMA,
+            hidden=32,
+            batch=8,
+            base_steps=8,
+            gammas=(0.0, 0.5, 1.0),
+            budgets=(1, 2),
+            n_seeds=2,
+            widths=(16, 32, 64),
+            width_budget=1,
         ),
     },
 }
