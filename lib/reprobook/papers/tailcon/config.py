@@ -7,7 +7,7 @@ Notebooks 1 and 2 share their training fields, so notebook 2 loads notebook 1's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reprobook.core.resources import Input, Resources
 
@@ -86,19 +86,58 @@ _CIFAR = dict(
     weight_decay=2e-4,
 )
 
+FULL_BASELINES = BaselinesConfig(**_CIFAR)
+FULL_MEMORY = MemoryConfig(**_CIFAR, capacity=64)
+FULL_MNIST1D = Mnist1dConfig(n_samples=200_000, epochs=60, n_seeds=3, capacity=64)
+FULL_EROSION = ErosionConfig(n_seeds=20, n_steps=10_000, n_test=3000)
+
+# smoke: the full profile's code path (CIFAR-10-LT from the chapter's fixture of a few dozen
+# images, ResNet-32, SGD with warm-up, milestones and DRW) cut to two epochs on one CPU thread.
+# Notebooks 1 and 2 share these training fields, so notebook 2 loads notebook 1's models.
+_SMOKE_CIFAR = dict(
+    epochs=2,
+    batch_size=8,
+    n_seeds=2,
+    drw_epoch=1,
+    stage2_epochs=1,
+    milestones=(1,),
+    warmup=1,
+    capacity=4,
+    focus_every=1,
+    focus_steps=2,
+)
+
 PROFILES = {
-    "baselines": {"reduced": BaselinesConfig(), "full": BaselinesConfig(**_CIFAR)},
+    "baselines": {
+        "reduced": BaselinesConfig(),
+        "full": FULL_BASELINES,
+        "smoke": replace(FULL_BASELINES, **_SMOKE_CIFAR),
+    },
     "memory_consolidation": {
         "reduced": MemoryConfig(),
-        "full": MemoryConfig(**_CIFAR, capacity=64),
+        "full": FULL_MEMORY,
+        "smoke": replace(FULL_MEMORY, **_SMOKE_CIFAR),
     },
     "mnist1d": {
         "reduced": Mnist1dConfig(),
-        "full": Mnist1dConfig(n_samples=200_000, epochs=60, n_seeds=3, capacity=64),
+        "full": FULL_MNIST1D,
+        # 8,000 signals: the balanced validation set takes 100 test signals of each class
+        "smoke": replace(
+            FULL_MNIST1D,
+            n_samples=8000,
+            epochs=2,
+            n_seeds=2,
+            capacity=8,
+            focus_every=1,
+            focus_steps=5,
+        ),
     },
     "tail_erosion": {
         "reduced": ErosionConfig(),
-        "full": ErosionConfig(n_seeds=20, n_steps=10_000, n_test=3000),
+        "full": FULL_EROSION,
+        "smoke": replace(
+            FULL_EROSION, n_seeds=2, n_steps=400, n_test=100, focus_every=100, focus_steps=5
+        ),
     },
 }
 

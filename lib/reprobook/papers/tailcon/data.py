@@ -15,7 +15,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
 
+from reprobook import core
 from reprobook.core import checks
+
+SLUG = "tailcon"
+PARTS = ("train", "test")  # the hub's splits of CIFAR-10 and CIFAR-100
 
 
 class DataUnavailable(RuntimeError):
@@ -178,31 +182,39 @@ def _mnist1d_raw(n_samples: int, data_seed: int, cache) -> dict:
     return raw
 
 
-def cifar_lt(name: str = "cifar10", imbalance: float = 100.0, data_seed: int = 0) -> Split:
+def cifar_lt(
+    name: str = "cifar10", imbalance: float = 100.0, data_seed: int = 0, profile: str = "full"
+) -> Split:
     """CIFAR-10-LT or CIFAR-100-LT on the LDAM protocol (training set made long-tailed with
     n_max = 5,000 or 500, the 10,000 test images kept balanced; 1,000 of them, balanced, held
     out for validation), from the hub through ``datasets`` (``uoft-cs/cifar10``,
-    ``uoft-cs/cifar100``). Raises :class:`DataUnavailable` when they cannot be had."""
-    name = checks.choice(name, "name", ("cifar10", "cifar100"))
-    try:
-        from datasets import load_dataset
+    ``uoft-cs/cifar100``) by :func:`reprobook.core.load_hf_dataset`: the hub's data at the
+    full profile, the chapter's few-image fixture in the same schema at the smoke profile.
+    Raises :class:`DataUnavailable` when they cannot be had.
 
-        ds = load_dataset(f"uoft-cs/{name}")
+    The validation set takes ``1000 / C`` test images of each class, or half of the smallest
+    test class when that is fewer (never at CIFAR's size, where every class has 1,000 or 100
+    test images; it keeps a test set in the smoke profile's few images)."""
+    name = checks.choice(name, "name", ("cifar10", "cifar100"))
+    find = f"hf-dataset:uoft-cs/{name}"
+    try:
+        ds = {part: core.load_hf_dataset(SLUG, find, profile, split=part) for part in PARTS}
     except Exception as err:  # noqa: BLE001 - no network, no cache: say what to do
         raise DataUnavailable(
-            f"{name} is not available on this machine ({type(err).__name__}); CIFAR-LT needs "
-            f"the hub dataset uoft-cs/{name} in the `datasets` cache (run load_dataset once on "
-            "a machine with network access and copy HF_HOME here)"
+            f"{name} is not available on this machine ({type(err).__name__}: {err}); CIFAR-LT "
+            f"needs the hub dataset uoft-cs/{name} in the `datasets` cache (run load_dataset "
+            "once on a machine with network access and copy HF_HOME here)"
         ) from None
     label = "label" if name == "cifar10" else "fine_label"
     arrays = {}
-    for part in ("train", "test"):
+    for part in PARTS:
         imgs = np.stack([np.asarray(im, dtype=np.uint8) for im in ds[part]["img"]])
         arrays[part] = (imgs.transpose(0, 3, 1, 2) / 255.0, np.asarray(ds[part][label]))
     (xa, ya), (xb, yb) = arrays["train"], arrays["test"]
     n_max = int(np.bincount(ya).min())
     rng = np.random.default_rng(data_seed)
-    per_class = 1000 // (int(ya.max()) + 1)
+    n_classes = int(ya.max()) + 1
+    per_class = min(1000 // n_classes, int(np.bincount(yb, minlength=n_classes).min()) // 2)
     return _longtail(f"{name}-lt", xa, ya, xb, yb, n_max, imbalance, per_class, rng)
 
 

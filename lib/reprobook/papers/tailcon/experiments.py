@@ -46,8 +46,10 @@ _MEMORY_FIELDS = (
 
 def load_split(dataset: str, imbalance: float, profile: str, n_samples: int | None = None):
     """The long-tailed split of ``dataset``; MNIST-1D is cached beside the checkpoints.
-    CIFAR-LT that cannot be had raises :class:`data.DataUnavailable`, which names the data and
-    how to get it; no other data set is put in its place."""
+    CIFAR-LT comes from the hub at the full profile and from the chapter's fixture at the smoke
+    profile (:func:`data.cifar_lt`); when it cannot be had it raises
+    :class:`data.DataUnavailable`, which names the data and how to get it; no other data set is
+    put in its place."""
     dataset = checks.choice(dataset, "dataset", ("digits", "mnist1d", "cifar10", "cifar100"))
     if dataset == "digits":
         return data.digits(imbalance)
@@ -55,7 +57,7 @@ def load_split(dataset: str, imbalance: float, profile: str, n_samples: int | No
         cache = core.checkpoints_dir(profile, SLUG)
         return data.mnist1d(n_samples or 20_000, imbalance, cache=cache)
     try:
-        return data.cifar_lt(dataset, imbalance)
+        return data.cifar_lt(dataset, imbalance, profile=profile)
     except data.DataUnavailable as err:  # refused, never replaced by other data
         raise data.DataUnavailable(
             f"{err}. The {profile} profile of notebooks 01 and 02 needs {dataset}-LT and does "
