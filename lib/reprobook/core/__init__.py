@@ -1,7 +1,10 @@
 """What every chapter uses: profiles, seeding and runtime facts, claims, the plotting theme,
 input checks, prose and source display, and Lightning helpers. ``core`` imports no paper package."""
 
-from . import checks
+from . import (
+    _quiet,  # noqa: F401  (first: it silences a warning raised by later imports)
+    checks,
+)
 from .chapters import EVIDENCE, VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
 from .checkpoints import checkpoint_path, checkpoints_dir, load_or_train
 from .checks import InputError
