@@ -2,6 +2,7 @@
 the replicate splits, the backbone's batched decoding with states and steering, and the whole
 path from the fixture's prompts to the detectors, the correction and the checksum."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -14,7 +15,9 @@ from reprobook.papers.aeo_injection import config, experiments, full, iheval
 from reprobook.papers.aeo_injection import fixtures as aeo_fixtures
 
 SMOKE = config.PROFILES["detection"]["smoke"]
-# the smoke path at an even smaller size: a few prompts per family, short answers
+# the smoke path at an even smaller size: a few prompts per family, short answers; the pool
+# keeps 16 T1 rows so that each replicate's pool holds several answers of each class (seven or
+# more at seed 0, against the three a fit needs)
 TINY = replace(
     SMOKE,
     max_new_tokens=6,
@@ -22,7 +25,7 @@ TINY = replace(
     n_test_family=4,
     n_test_aligned=3,
     n_pool_aligned=6,
-    n_pool_t1=4,
+    n_pool_t1=16,
     n_val=2,
     k=2,
     head_steps=5,
@@ -103,7 +106,7 @@ def test_the_fixture_has_iheval_s_schema(built):
     for name, ds in every.items():
         family, task, path = iheval.SPLITS[name]
         assert path.startswith("iheval/") and path.endswith("/input_data.json")
-        assert 3 <= len(ds) <= 20
+        assert 4 <= len(ds) <= 40
         cols = set(ds.column_names)
         if task == iheval.LANG:
             assert cols == {"id", "system", "instruction", "summary", "answer"}
@@ -137,7 +140,7 @@ def test_replicate_splits_are_disjoint_test_blocks():
         assert (fam[s["pool"]] == "T1").sum() == SMOKE.n_pool_t1
         assert set(fam[s["val"]]) == {"aligned", "T1"} and len(s["val"]) == SMOKE.n_val
     with pytest.raises(ValueError, match="disjoint test blocks"):
-        iheval.replicate_sets(replace(SMOKE, n_test_family=11), prompts, seed=0)
+        iheval.replicate_sets(replace(SMOKE, n_test_family=21), prompts, seed=0)
 
 
 def test_batched_decoding_matches_generate_and_keeps_the_forward_states(built):
@@ -216,16 +219,60 @@ def test_the_full_path_runs_from_iheval_to_the_claims_on_the_fixture(built):
     assert experiments.model_checksums_unchanged(results) == [True, True]
 
 
-def test_the_smoke_profile_holds_both_classes_where_c1_needs_them(built):
-    """At seed 0 every test block of the families C1 is decided on holds at least
-    MIN_CLASS answers of each class (the fixture's one-letter passwords leak)."""
-    prompts, gen, sets = experiments.backbone_generation(SMOKE, 0, "smoke")
-    every = experiments.chat_run(prompts, gen)
-    for index in sets.values():
-        test = experiments.subset_run(every, index["test"])
-        for f in experiments.SPREAD_FAMILIES:
-            ok = test.ok[test.prompts.family == f]
-            assert min(ok.sum(), (~ok).sum()) >= experiments.MIN_CLASS, f
+def test_a_replicate_whose_fit_fails_is_counted_and_the_claims_are_recorded(
+    built, tmp_path, monkeypatch
+):
+    """One replicate's detectors fail to fit (made to fail here, not by rounding luck): it is
+    counted, the other goes on through C1-C3, and with one usable replicate left the claims
+    are recorded with intervals that straddle every bar (inconclusive), not left unrecorded."""
+    fit = experiments.fit_detectors
+
+    def fail_first(cfg, pool, seed):
+        if seed == 0:
+            raise np.linalg.LinAlgError("made singular for the test")
+        return fit(cfg, pool, seed)
+
+    monkeypatch.setattr(experiments, "fit_detectors", fail_first)
+    results = experiments.prepare(TINY, 0, "smoke")
+    assert [r.det is None for r in results] == [True, False]
+    assert results[0].failure == "LinAlgError: made singular for the test"
+    assert experiments.fit_failures(results).units == ["replicate 0"]
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
+    run = core.start("aeo_injection", "03_detection", profile="smoke", config=TINY)
+    # C1 needs no fit; TINY's test blocks of 4 answers can never hold 3 of each class
+    short = core.Failures("test blocks")
+    c1_values = experiments.c1_units(results, experiments.block_units(TINY), short)
+    assert short.count == 2 * len(experiments.SPREAD_FAMILIES)
+    assert all(v.shape == (2,) and np.isnan(v).all() for v in c1_values.values())
+    c1_bars = experiments.claim_bars(run.chapter.claim("C1"), "smoke")
+    c1 = {u: experiments.seed_interval(v, c1_bars) for u, v in c1_values.items()}
+    run.record("C1", c1, **experiments.failure_details(short, short.count))
+    assert run.verdict("C1") == "inconclusive"
+    failed = core.Failures("replicates")
+    gaps = experiments.unseen_auroc_gaps(results, failed)
+    assert failed.units == ["replicate 0"]
+    assert all(np.isnan(v[0]) and np.isfinite(v[1]) for v in gaps.values())
+    bars = experiments.claim_bars(run.chapter.claim("C2"), "smoke")
+    assert bars == (0.01, 0.0)
+    c2 = {u: experiments.seed_interval(v, bars) for u, v in gaps.items()}
+    assert all(iv.n == 1 and iv.low < 0.0 and iv.high > 0.01 for iv in c2.values())
+    details = experiments.failure_details(failed, len(results))
+    run.record("C2", c2, **details)
+    assert run.verdict("C2") == "inconclusive"
+    saved = json.loads((tmp_path / "results/smoke/aeo_injection/03_detection.json").read_text())
+    assert saved["claims"]["C2"]["details"]["failed"] == 1
+    assert saved["claims"]["C2"]["details"]["failures"] == {"replicate 0": results[0].failure}
+    assert saved["claims"]["C1"]["units"]["T1, first block"]["interval_n"] == 0
+    per = [experiments.correction_runs(TINY, r) for r in results if r.det is not None]
+    assert len(per) == 1 and set(per[0]["acc"]) == {"base", "gated", "always", "oracle"}
+    aligned = np.isin(results[0].runs["test"].prompts.family, ["aligned", "restated"])
+    c3 = experiments.seed_interval(
+        experiments.c3_per_seed(per, aligned),
+        experiments.claim_bars(run.chapter.claim("C3"), "smoke"),
+    )
+    run = core.start("aeo_injection", "04_correction", profile="smoke", config=TINY)
+    run.record("C3", c3, **experiments.failure_details(experiments.fit_failures(results), 2))
+    assert run.verdict("C3") == "inconclusive"
 
 
 def test_the_full_profile_stops_before_any_work_without_its_inputs(tmp_path, monkeypatch):

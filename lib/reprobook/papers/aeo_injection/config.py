@@ -72,15 +72,15 @@ FULL = AEOConfig(
     max_new_tokens=256,
     gen_batch=16,
 )
-# The same path on the fixtures (a random two-layer Qwen2 of width 32, 20 rows per IHEval
-# split), cut to seconds on one CPU thread.
+# The same path on the fixtures (a random two-layer Qwen2 of width 32, up to 40 rows per IHEval
+# split, two test blocks of 16 per attack family), cut to seconds on one CPU thread.
 SMOKE = replace(
     FULL,
     d=32,
     layers=2,
     heads=4,
     n_model_seeds=2,
-    n_test_family=10,
+    n_test_family=16,
     n_test_aligned=6,
     n_pool_t1=6,
     n_pool_aligned=8,

@@ -3,6 +3,11 @@ prompt sets, the generations with their features, the fitted detectors and the p
 statistics of C1-C3 (notebooks/13_aeo_injection), whose intervals are Student-t over the
 model seeds.
 
+A replicate whose detectors cannot be fitted (its pool lacks :data:`MIN_CLASS` answers of a
+class, or a fit fails), or a test block that lacks the answers of a class a statistic needs, is
+data: it is counted in a :class:`reprobook.core.Failures` and left out, and the claim is
+decided on the replicates that remain (:func:`seed_interval`).
+
 Paper: "Asymmetric Entropic Optimization (AEO)" (no arXiv id; abstract only).
 """
 
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from reprobook.core import checks
+from reprobook.core import Failures, Interval, as_interval, checks, t_interval
 
 from . import detect, full, iheval
 from . import language as lang
@@ -103,6 +108,22 @@ def run_model(cfg, model, prompts: lang.Prompts) -> Run:
     )
 
 
+MIN_CLASS = 3  # answers a class needs: in a replicate's pool to fit on, in a family for a spread
+MIN_AUROC = 1  # answers of each class an AUROC needs
+# what a fit or a score may raise when its data are degenerate (LinAlgError is a ValueError)
+FIT_ERRORS = (ValueError, RuntimeError, ArithmeticError)
+
+
+def class_shortage(ok, minimum: int = MIN_CLASS) -> str | None:
+    """None when the responses (``ok``: compliant) hold ``minimum`` of each class, else the
+    counts that fall short, as a sentence."""
+    ok = np.asarray(ok, dtype=bool)
+    good, bad = int(ok.sum()), int((~ok).sum())
+    if min(good, bad) >= minimum:
+        return None
+    return f"{bad} violating and {good} compliant responses; {minimum} of each are needed"
+
+
 @dataclass
 class Detectors:
     tokens: detect.Gaussian  # compliant token states (score a)
@@ -116,8 +137,9 @@ def fit_detectors(cfg, pool: Run, seed: int) -> Detectors:
     """Fit every detector on the pool: the one-class scores on its compliant responses only;
     the head, the probe and LDA on the same compliant responses and T1 violations."""
     ell, ok = detection_layer(cfg), pool.ok
-    if ok.all() or not ok.any():
-        raise RuntimeError("the pool holds one class only: no detector can be fitted")
+    short = class_shortage(ok)
+    if short is not None:
+        raise RuntimeError(f"the pool holds {short}: no detector is fitted")
     w = pool.cloud.shape[1]
     tokens = detect.fit_compliant(pool.cloud[ok].reshape(-1, pool.cloud.shape[2]), cfg.k, seed)
     means = detect.fit_compliant(pool.z[ok, ell], cfg.k, seed)
@@ -133,6 +155,29 @@ def fit_detectors(cfg, pool: Run, seed: int) -> Detectors:
     )
     del w
     return Detectors(tokens, means, head, detect.logistic_probe(zp, ~ok, seed), detect.lda(zp, ~ok))
+
+
+def fit_and_score(cfg, runs: dict, seed: int):
+    """(detectors, their scores on ``runs["test"]``, None), or (None, None, why) when the pool
+    falls short of a class, a fit fails or a score is not finite: a failed replicate."""
+    try:
+        det = fit_detectors(cfg, runs["pool"], seed)
+        got = scores(cfg, det, runs["test"])
+    except FIT_ERRORS as err:
+        return None, None, f"{type(err).__name__}: {err}"
+    bad = [m for m, s in got.items() if not np.isfinite(s).all()]
+    if bad:
+        return None, None, f"non-finite test scores of {', '.join(bad)}"
+    return det, got, None
+
+
+def fit_failures(results: list[SeedResult]) -> Failures:
+    """The replicates whose detectors could not be fitted, with the reason of each."""
+    failed = Failures("replicates")
+    for r in results:
+        if r.det is None:
+            failed.add(f"replicate {r.seed}", r.failure)
+    return failed
 
 
 def _standard(g: detect.Gaussian, X) -> np.ndarray:
@@ -170,75 +215,162 @@ def block_units(cfg) -> dict[str, int]:
     return {"first block": 1, "last block": cfg.layers}
 
 
-def family_spreads(run: Run, blocks: dict[str, int], families=SPREAD_FAMILIES) -> dict:
+def family_spreads(
+    run: Run,
+    blocks: dict[str, int],
+    families=SPREAD_FAMILIES,
+    failed: Failures | None = None,
+    label: str = "",
+) -> dict:
     """One model's C1 units: for each family and block, log(mean pairwise distance of the
     family's violating response states / that of its compliant ones). The mean pairwise
     distance is an unbiased U-statistic whatever the sample size, so the two classes need not
-    be the same size; each needs :data:`MIN_CLASS` responses."""
+    be the same size; each needs :data:`MIN_CLASS` responses. A family that falls short is
+    added to ``failed`` (as ``label`` + the family) and left out; without ``failed`` it
+    raises."""
     out = {}
     for f in families:
         sel = run.prompts.family == f
         bad, good = sel & ~run.ok, sel & run.ok
-        if min(bad.sum(), good.sum()) < MIN_CLASS:
-            raise RuntimeError(
-                f"family {f}: {int(bad.sum())} violating and {int(good.sum())} compliant "
-                f"responses; a spread needs {MIN_CLASS} of each"
-            )
+        short = class_shortage(run.ok[sel])
+        if short is not None:
+            if failed is None:
+                raise RuntimeError(f"family {f}: {short}")
+            failed.add(f"{label}{f}", short)
+            continue
         for name, ell in blocks.items():
             ratio = mean_pairwise(run.z[bad, ell]) / mean_pairwise(run.z[good, ell])
             out[f"{f}, {name}"] = float(np.log(ratio))
     return out
 
 
-def c1_units(results: list[SeedResult], blocks: dict[str, int]) -> dict[str, np.ndarray]:
-    """C1's units (family, block) -> one log spread ratio per model seed, on its test prompts."""
-    per_seed = [family_spreads(r.runs["test"], blocks) for r in results]
-    return {u: np.array([p[u] for p in per_seed]) for u in per_seed[0]}
+def c1_units(
+    results: list[SeedResult], blocks: dict[str, int], failed: Failures | None = None
+) -> dict[str, np.ndarray]:
+    """C1's units (family, block) -> one log spread ratio per model seed, on its test prompts;
+    NaN where that seed's test block of the family fell short of a class (added to ``failed``,
+    one entry per replicate and family; without ``failed`` a shortfall raises)."""
+    per_seed = [
+        family_spreads(r.runs["test"], blocks, failed=failed, label=f"replicate {r.seed}, ")
+        for r in results
+    ]
+    units = [f"{f}, {name}" for f in SPREAD_FAMILIES for name in blocks]
+    return {u: np.array([p.get(u, np.nan) for p in per_seed]) for u in units}
 
 
 def pooled_log_ratios(results: list[SeedResult], layers) -> list[float]:
     """The first form of C1, per layer and averaged over the model seeds: every violation
-    against every compliant response, whatever their families (a mixture of prompt forms)."""
+    against every compliant response, whatever their families (a mixture of prompt forms).
+    A seed with fewer than two responses of a class is left out; NaN when none is left."""
+    usable = [r.runs["test"] for r in results if class_shortage(r.runs["test"].ok, 2) is None]
     out = []
     for ell in layers:
         vals = [
-            np.log(
-                mean_pairwise(r.runs["test"].z[~r.runs["test"].ok, ell])
-                / mean_pairwise(r.runs["test"].z[r.runs["test"].ok, ell])
-            )
-            for r in results
+            np.log(mean_pairwise(t.z[~t.ok, ell]) / mean_pairwise(t.z[t.ok, ell])) for t in usable
         ]
-        out.append(float(np.mean(vals)))
+        out.append(float(np.mean(vals)) if vals else float("nan"))
     return out
+
+
+def seed_interval(values, bars=(), level: float = 0.95) -> Interval:
+    """The Student-t interval (``core.t_interval``) of the finite per-replicate ``values``
+    (NaN: a failed replicate, left out). With fewer than two finite values the Student-t
+    interval is unbounded; it is recorded as an interval that reaches 1 past the value (0 when
+    there is none) and every one of ``bars`` (the claim's check and no-effect value,
+    :func:`claim_bars`), so that it straddles each of them and decides nothing."""
+    v = np.asarray(values, dtype=float).reshape(-1)
+    v = v[np.isfinite(v)]
+    if v.size >= 2:
+        return as_interval(t_interval(v, level))
+    est = float(v[0]) if v.size else 0.0
+    edges = [est, *(float(b) for b in bars)]
+    method = (
+        f"Student-t {level:.0%} over {v.size}: unbounded with fewer than 2 usable replicates, "
+        "shown as reaching 1 past every bar"
+    )
+    return Interval(est, min(edges) - 1.0, max(edges) + 1.0, method, int(v.size))
+
+
+def claim_bars(claim, profile: str) -> tuple[float, ...]:
+    """Every bar of ``claim``'s check at ``profile`` (its min and max values) and its no-effect
+    value: the values :func:`seed_interval` makes an undecided interval straddle."""
+    conditions = [c for c in claim.check_for(profile).values() if isinstance(c, dict)]
+    bars = [float(c[k]) for c in conditions for k in ("min", "max") if k in c]
+    return tuple(bars + ([float(claim.no_effect)] if claim.no_effect is not None else []))
+
+
+def listed(values) -> list:
+    """Per-replicate values for a claim's details: floats, None where a replicate failed."""
+    return [float(x) if np.isfinite(x) else None for x in np.asarray(values, dtype=float)]
+
+
+def finite(value) -> float | None:
+    """``value`` as a float for a claim's details, None when it is NaN (nothing measured)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def failure_details(failed: Failures, total: int) -> dict:
+    """The details a claim carries about its failed replicates or test blocks: their count, of
+    how many, each one's reason and a sentence; nothing when none failed."""
+    if not failed.count:
+        return {}
+    return {
+        "failed": failed.count,
+        "failed_of": int(total),
+        "failures": failed.reasons,
+        "failure_note": failed.note(total),
+    }
 
 
 #: C2's comparators: unit name -> method (the claim's own, and the training-free score)
 C2_BASELINES = {"logistic probe": "probe (T1)", "untrained entropy": "entropy"}
 
 
-def unseen_auroc_gaps(results: list[SeedResult]) -> dict[str, np.ndarray]:
+def unseen_auroc_gaps(
+    results: list[SeedResult], failed: Failures | None = None
+) -> dict[str, np.ndarray]:
     """Per C2 baseline, one value per model seed: the AEO head's AUROC on the unseen attack
-    forms (T2-T6) minus the baseline's."""
-    per = seen_unseen(results)
-    return {
-        unit: np.array(
-            [detect.auroc(y, s["AEO head"]) - detect.auroc(y, s[method]) for _, _, s, y in per]
-        )
-        for unit, method in C2_BASELINES.items()
-    }
+    forms (T2-T6) minus the baseline's. NaN for a replicate without detectors or without
+    :data:`MIN_AUROC` answers of each class there (added to ``failed``; without ``failed``
+    such a replicate raises)."""
+    out: dict[str, list] = {unit: [] for unit in C2_BASELINES}
+    for r in results:
+        why = r.failure
+        if r.det is not None:
+            _, _, s, y = _seen_unseen(r)
+            short = class_shortage(~y, MIN_AUROC)
+            why = None if short is None else f"unseen forms (T2-T6): {short}"
+        if why is not None:
+            if failed is None:
+                raise RuntimeError(f"replicate {r.seed}: {why}")
+            failed.add(f"replicate {r.seed}", why)
+            for values in out.values():
+                values.append(np.nan)
+            continue
+        for unit, method in C2_BASELINES.items():
+            out[unit].append(detect.auroc(y, s["AEO head"]) - detect.auroc(y, s[method]))
+    return {unit: np.array(values, dtype=float) for unit, values in out.items()}
 
 
 def auroc_drop_gaps(results: list[SeedResult], method: str) -> np.ndarray:
     """Per model seed: the AUROC drop from the seen form (T1) to the unseen ones of ``method``
-    minus that of the AEO head (the first form of C2, kept as a detail)."""
+    minus that of the AEO head (the first form of C2, kept as a detail); NaN for a replicate
+    without detectors or without both classes on T1 or on T2-T6."""
     out = []
-    for s_seen, y_seen, s_un, y_un in seen_unseen(results):
+    for r in results:
+        if r.det is None:
+            out.append(np.nan)
+            continue
+        s_seen, y_seen, s_un, y_un = _seen_unseen(r)
+        if class_shortage(~y_seen, MIN_AUROC) or class_shortage(~y_un, MIN_AUROC):
+            out.append(np.nan)
+            continue
         drop = {
             m: detect.auroc(y_seen, s_seen[m]) - detect.auroc(y_un, s_un[m])
             for m in ("AEO head", method)
         }
         out.append(drop[method] - drop["AEO head"])
-    return np.array(out)
+    return np.array(out, dtype=float)
 
 
 @dataclass
@@ -246,15 +378,17 @@ class SeedResult:
     seed: int
     model: TinyGPT
     runs: dict[str, Run]  # "pool", "val", "test"
-    det: Detectors
-    test_scores: dict[str, np.ndarray]
+    det: Detectors | None  # None: the fit failed (``failure`` says why)
+    test_scores: dict[str, np.ndarray] | None
     checksum: str  # of the model's parameters when it was loaded, before anything ran
+    failure: str | None = None  # why the detectors could not be fitted
 
 
 def prepare(cfg, seed: int, profile: str) -> list[SeedResult]:
     """For each model seed: the model, its generations on every prompt set, the detectors
-    fitted on its pool and every method's scores on its test prompts. On the full profile's
-    path (full, smoke) the model is the backbone and the replicates are splits of IHEval
+    fitted on its pool and every method's scores on its test prompts (None, with the reason,
+    where they could not be fitted: :func:`fit_and_score`). On the full profile's path (full,
+    smoke) the model is the backbone and the replicates are splits of IHEval
     (:func:`prepare_backbone`)."""
     from reprobook.core import runs_full_path
 
@@ -266,19 +400,32 @@ def prepare(cfg, seed: int, profile: str) -> list[SeedResult]:
         model, _ = tiny_model(cfg, s, profile)
         checksum = parameter_checksum(model)
         runs = {name: run_model(cfg, model, p) for name, p in sets.items()}
-        det = fit_detectors(cfg, runs["pool"], s)
-        out.append(SeedResult(s, model, runs, det, scores(cfg, det, runs["test"]), checksum))
+        det, got, why = fit_and_score(cfg, runs, s)
+        out.append(SeedResult(s, model, runs, det, got, checksum, why))
     return out
 
 
-def detection_table(results: list[SeedResult], families) -> dict[str, dict[str, float]]:
+TABLE_COLUMNS = ("AUROC", "FPR95 (viol. +)", "FPR95 (compl. +)")
+
+
+def detection_table(
+    results: list[SeedResult], families, failed: Failures | None = None
+) -> dict[str, dict[str, float]]:
     """Per method: AUROC and FPR95 (both conventions) on the test prompts of ``families``,
-    averaged over model seeds; plus a response-length score as a control."""
+    averaged over model seeds; plus a response-length score as a control. A seed without
+    detectors or without both classes there is left out and added to ``failed`` (without
+    ``failed`` it raises ValueError); every entry is NaN when no seed is left."""
     rows: dict[str, dict[str, list]] = {}
     for r in results:
         t = r.runs["test"]
         sel = np.isin(t.prompts.family, families)
         y = ~t.ok[sel]
+        why = r.failure if r.det is None else class_shortage(~y, MIN_AUROC)
+        if why is not None:
+            if failed is None:
+                raise ValueError(f"replicate {r.seed} on {', '.join(families)}: {why}")
+            failed.add(f"replicate {r.seed}", why)
+            continue
         length = response_lengths(t.gen)
         all_scores = {**r.test_scores, "length (control)": -length}
         for m, s in all_scores.items():
@@ -286,24 +433,37 @@ def detection_table(results: list[SeedResult], families) -> dict[str, dict[str, 
             row["AUROC"].append(detect.auroc(y, s[sel]))
             row["FPR95 (viol. +)"].append(detect.fpr95(y, s[sel], "violation"))
             row["FPR95 (compl. +)"].append(detect.fpr95(y, s[sel], "compliant"))
+    if not rows:
+        return {m: dict.fromkeys(TABLE_COLUMNS, np.nan) for m in (*METHODS, "length (control)")}
     return {m: {k: float(np.mean(v)) for k, v in row.items()} for m, row in rows.items()}
 
 
+def _seen_unseen(r: SeedResult):
+    t = r.runs["test"]
+    seen, un = t.prompts.family == "T1", np.isin(t.prompts.family, lang.UNSEEN)
+    return (
+        {m: s[seen] for m, s in r.test_scores.items()},
+        ~t.ok[seen],
+        {m: s[un] for m, s in r.test_scores.items()},
+        ~t.ok[un],
+    )
+
+
 def seen_unseen(results: list[SeedResult]):
-    """Per model: (scores on T1, violation labels on T1, scores on T2-T6, labels there)."""
-    out = []
+    """Per model with detectors: (scores on T1, violation labels on T1, scores on T2-T6,
+    labels there)."""
+    return [_seen_unseen(r) for r in results if r.det is not None]
+
+
+def shown_replicate(results: list[SeedResult]) -> SeedResult | None:
+    """The first replicate with detectors and both classes on T1 and on T2-T6 (the one the
+    notebooks draw), or None."""
     for r in results:
-        t = r.runs["test"]
-        seen, un = t.prompts.family == "T1", np.isin(t.prompts.family, lang.UNSEEN)
-        out.append(
-            (
-                {m: s[seen] for m, s in r.test_scores.items()},
-                ~t.ok[seen],
-                {m: s[un] for m, s in r.test_scores.items()},
-                ~t.ok[un],
-            )
-        )
-    return out
+        if r.det is not None:
+            _, y_seen, _, y_un = _seen_unseen(r)
+            if not (class_shortage(~y_seen, 1) or class_shortage(~y_un, 1)):
+                return r
+    return None
 
 
 GATE = "AEO head"  # the score that gates the correction
@@ -316,6 +476,8 @@ def correction_runs(cfg, r: SeedResult, taus=TAUS) -> dict:
     """One model's final-answer correctness (bool per test prompt) for the base model, gated
     correction, correction on every prompt and an oracle gate (the true violations), with alpha
     chosen on the validation prompts; and the gated accuracy for each quantile in ``taus``."""
+    if r.det is None:
+        raise ValueError(f"replicate {r.seed} has no detectors ({r.failure}): nothing to gate")
     if isinstance(r.model, full.LLM):
         return backbone_correction_runs(cfg, r, taus)
     ell = detection_layer(cfg)
@@ -498,8 +660,8 @@ def prepare_backbone(cfg, seed: int, profile: str) -> list[SeedResult]:
     out = []
     for s, index in sets.items():
         runs = {name: subset_run(every, i) for name, i in index.items()}
-        det = fit_detectors(cfg, runs["pool"], s)
-        out.append(SeedResult(s, llm, runs, det, scores(cfg, det, runs["test"]), checksum))
+        det, got, why = fit_and_score(cfg, runs, s)
+        out.append(SeedResult(s, llm, runs, det, got, checksum, why))
     return out
 
 
