@@ -81,6 +81,23 @@ def balanced_split(y, per_class: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return first, np.setdiff1d(np.arange(y.size), first)
 
 
+# how the pages name each data set once it is made long-tailed
+LONG_TAILED_NAMES = {
+    "digits": "long-tailed digits",
+    "mnist1d": "long-tailed MNIST-1D",
+    "cifar10": "CIFAR-10-LT",
+    "cifar100": "CIFAR-100-LT",
+}
+
+
+def long_tailed_name(dataset: str) -> str:
+    """The page's name of ``dataset`` made long-tailed ("CIFAR-10-LT"); an error names the
+    data sets there are."""
+    if dataset not in LONG_TAILED_NAMES:
+        raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(LONG_TAILED_NAMES)}")
+    return LONG_TAILED_NAMES[dataset]
+
+
 @dataclass
 class Split:
     """A long-tailed training set, a balanced validation set and a balanced test set."""
