@@ -139,6 +139,25 @@ def ensure(root: Path, slug: str, finds: Iterable[str]) -> dict[str, Path]:
     return out
 
 
+def save_random_causal_lm(
+    dest: Path, config, tokenizer, seed: int = 0, generation: dict | None = None
+) -> None:
+    """Save into ``dest``, as ``transformers`` saves a hub model, a causal language model with
+    random weights built from ``config`` (a ``transformers`` config of the real architecture,
+    made tiny) after seeding torch with ``seed``, its ``generation`` settings when given, and
+    ``tokenizer``: the weights fixture the chapters' smoke profiles load in place of a
+    pretrained model."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    if generation is not None:
+        model.generation_config = GenerationConfig(**generation)
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m reprobook.core.fixtures ROOT SLUG FIND...``: build those fixtures; exit 1
     with the reason on one line when one cannot be built."""

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reprobook.core.fixtures import save_random_causal_lm
+
 __all__ = ["FIXTURES", "iheval_rows", "tiny_iheval", "tiny_qwen"]
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # pad, turn start, turn end (eos)
@@ -177,9 +179,8 @@ def _corpus() -> list[str]:
 def tiny_qwen(dest: Path) -> None:
     """A random Qwen2 model (seed 0) and a byte-level BPE tokenizer (1,000 symbols, trained on
     the fixture's text) with a chat template, saved in ``dest``."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
+    from transformers import PreTrainedTokenizerFast, Qwen2Config
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -210,10 +211,7 @@ def tiny_qwen(dest: Path) -> None:
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg)
-    model.save_pretrained(dest)
-    tokenizer.save_pretrained(dest)
+    save_random_causal_lm(dest, cfg, tokenizer, seed=0)
 
 
 FIXTURES = {

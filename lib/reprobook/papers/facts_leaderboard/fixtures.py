@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reprobook.core.fixtures import save_random_causal_lm
+
 __all__ = ["FIXTURES", "GROUNDING_ROWS", "tiny_qwen", "tiny_llama", "grounding_examples"]
 
 _SEED = 0
@@ -125,14 +127,7 @@ def _tokenizer(special: list[str], template: str, **tokens):
 
 
 def _save_model(dest: Path, config, tok, generation: dict) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig
-
-    torch.manual_seed(_SEED)
-    model = AutoModelForCausalLM.from_config(config)
-    model.generation_config = GenerationConfig(**generation)
-    model.save_pretrained(dest)
-    tok.save_pretrained(dest)
+    save_random_causal_lm(dest, config, tok, seed=_SEED, generation=generation)
 
 
 def _small(**ids) -> dict:

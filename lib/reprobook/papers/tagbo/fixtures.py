@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reprobook.core.fixtures import save_random_causal_lm
+
 __all__ = ["FIXTURES", "tiny_qwen"]
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # pad, turn start, turn end (eos)
@@ -25,9 +27,8 @@ CHAT_TEMPLATE = (
 def tiny_qwen(dest: Path) -> None:
     """A random Qwen2 model (seed 0) and a byte-level tokenizer with a chat template, saved in
     ``dest``."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
+    from transformers import PreTrainedTokenizerFast, Qwen2Config
 
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())  # one symbol per byte
     core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
@@ -51,10 +52,7 @@ def tiny_qwen(dest: Path) -> None:
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg)
-    model.save_pretrained(dest)
-    tokenizer.save_pretrained(dest)
+    save_random_causal_lm(dest, cfg, tokenizer, seed=0)
 
 
 FIXTURES = {"hf-model:Qwen/Qwen2.5-7B-Instruct": tiny_qwen}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from reprobook.core.fixtures import save_random_causal_lm
+
 __all__ = ["FIXTURES", "CHAT_TEMPLATE", "SPECIAL_TOKENS", "tiny_qwen3"]
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
@@ -52,7 +54,6 @@ def tiny_qwen3(dest: Path) -> None:
     """Write a tiny random Qwen3 causal LM and its tokenizer into ``dest`` (seeded, offline):
     ``AutoTokenizer.from_pretrained(dest)`` and ``AutoModelForCausalLM.from_pretrained(dest)``
     load them as they load Qwen/Qwen3-4B."""
-    import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -72,8 +73,6 @@ def tiny_qwen3(dest: Path) -> None:
         pad_token="<|endoftext|>",
         chat_template=CHAT_TEMPLATE,
     )
-    tok.save_pretrained(dest)
-    torch.manual_seed(0)
     cfg = transformers.Qwen3Config(
         vocab_size=len(tok),
         hidden_size=32,
@@ -88,11 +87,8 @@ def tiny_qwen3(dest: Path) -> None:
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
     )
-    model = transformers.AutoModelForCausalLM.from_config(cfg)
-    model.generation_config = transformers.GenerationConfig(
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
-    )
-    model.save_pretrained(dest)
+    generation = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    save_random_causal_lm(dest, cfg, tok, seed=0, generation=generation)
 
 
 FIXTURES = {"hf-model:Qwen/Qwen3-4B": tiny_qwen3}
