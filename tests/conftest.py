@@ -73,7 +73,7 @@ def toy_notebook(name: str, body: str, params: str = "", slug: str = "toy") -> d
                 "code",
                 f"""
             from reprobook import core
-            run = core.start("{slug}", "{name}", profile=profile, seed=seed, threads=1)
+            run = core.begin("{slug}", "{name}", profile=profile, seed=seed, threads=1)
         """,
                 [],
             ),

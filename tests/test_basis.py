@@ -121,7 +121,7 @@ def _toy(toy_book: Path, monkeypatch, **changes) -> core.Run:
     data = yaml.safe_load(path.read_text())
     data["claims"][0] = {**BASE, "id": "T1", **changes}
     path.write_text(yaml.safe_dump(data))
-    return core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    return core.begin("toy", "01_draw", profile="reduced", seed=0, threads=1)
 
 
 def test_trained_models_are_decided_over_training_seeds(toy_book: Path, monkeypatch) -> None:

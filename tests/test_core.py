@@ -6,11 +6,13 @@ import dataclasses
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import TOY_CLAIMS
+from scipy import stats as sps
 
 from reprobook import core
 from reprobook.core import chapters, claims, paths, profiles, runtime
@@ -255,7 +257,7 @@ def test_claims_table_of_a_notebook_without_claims_is_empty(toy_book: Path, monk
         toy_book / "notebooks" / "01_toy" / "02_count.ipynb",
         toy_book / "notebooks" / "01_toy" / "03_tour.ipynb",
     )
-    run = core.start("toy", "03_tour", profile="reduced", config=PROFILES["reduced"], threads=1)
+    run = core.begin("toy", "03_tour", profile="reduced", config=PROFILES["reduced"], threads=1)
     table = run.claims_table()
     assert table.empty and list(table.columns) == [
         "metric",
@@ -271,7 +273,7 @@ def test_claims_table_of_a_notebook_without_claims_is_empty(toy_book: Path, monk
 def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> None:
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)
-    run = core.start(
+    run = core.begin(
         "toy", "01_draw", profile="reduced", seed=3, config=PROFILES["reduced"], threads=1
     )
     assert run.record("T1", np.float64(0.25), n=np.int64(4)) == "reproduced"
@@ -299,11 +301,11 @@ def test_run_records_atomically_and_validates(toy_book: Path, monkeypatch) -> No
     with pytest.raises(ValueError, match="record the measured value, not None"):
         run.record("T1", None)  # None is only for claims that need the full profile
     with pytest.raises(ValueError, match="unknown profile 'big'"):
-        core.start("toy", "01_draw", profile="big")
+        core.begin("toy", "01_draw", profile="big")
     with pytest.raises(ValueError, match="no notebook '03_x'; its notebooks: 01_draw, 02_count"):
-        core.start("toy", "03_x")
+        core.begin("toy", "03_x")
     with pytest.raises(ValueError, match="no chapter 'nope'; chapters: toy"):
-        core.start("nope", "01_draw")
+        core.begin("nope", "01_draw")
 
 
 STAT_CLAIMS = TOY_CLAIMS.replace(
@@ -316,7 +318,7 @@ STAT_CLAIMS = TOY_CLAIMS.replace(
 def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypatch) -> None:
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     (toy_book / "notebooks" / "01_toy" / "claims.yml").write_text(STAT_CLAIMS)
-    run = core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    run = core.begin("toy", "01_draw", profile="reduced", seed=0, threads=1)
     with pytest.raises(ValueError, match="T1 is statistical: record it with an interval"):
         run.record("T1", 0.3)
     assert run.record("T1", core.t_interval([0.1, 0.2, 0.3])) == "reproduced"
@@ -332,7 +334,7 @@ def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypa
     )
     with pytest.raises(ValueError, match="not a detail"):
         run.record("T1", core.t_interval([0.1, 0.2]), interval=(0, 1))
-    run2 = core.start("toy", "02_count", profile="reduced", seed=0, threads=1)
+    run2 = core.begin("toy", "02_count", profile="reduced", seed=0, threads=1)
     with pytest.raises(ValueError, match="T2 is exact in claims.yml: record its value alone"):
         run2.record("T2", core.t_interval([1, 2, 3]))
 
@@ -340,7 +342,7 @@ def test_statistical_claims_are_recorded_with_intervals(toy_book: Path, monkeypa
 def test_a_hand_run_at_another_seed_keeps_apart(toy_book: Path, monkeypatch) -> None:
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
     monkeypatch.delenv("REPROBOOK_RESULTS", raising=False)
-    run = core.start("toy", "01_draw", profile="reduced", seed=2, threads=1)
+    run = core.begin("toy", "01_draw", profile="reduced", seed=2, threads=1)
     assert (
         run.path
         == toy_book / "_build" / "tagged" / "seed2" / "results" / "reduced" / "toy" / "01_draw.json"
@@ -349,7 +351,7 @@ def test_a_hand_run_at_another_seed_keeps_apart(toy_book: Path, monkeypatch) -> 
         "REPROBOOK_RESULTS", str(toy_book / "elsewhere")
     )  # the runner or the tests decide
     assert (
-        core.start("toy", "01_draw", seed=2, threads=1).path
+        core.begin("toy", "01_draw", seed=2, threads=1).path
         == toy_book / "elsewhere" / "reduced" / "toy" / "01_draw.json"
     )
 
@@ -358,7 +360,7 @@ def test_results_know_when_they_are_stale(toy_book: Path, monkeypatch) -> None:
     from reprobook import ledger, site
 
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
-    run = core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    run = core.begin("toy", "01_draw", profile="reduced", seed=0, threads=1)
     run.record("T1", 0.25)
     ch = core.get_chapter("toy", toy_book)
     assert claims.load_records(ch, "reduced", toy_book)["T1"]["stale"] == []
@@ -386,7 +388,7 @@ def test_a_statistical_value_without_interval_does_not_count(toy_book: Path, mon
     from reprobook import ledger
 
     monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
-    run = core.start("toy", "01_draw", profile="reduced", seed=0, threads=1)
+    run = core.begin("toy", "01_draw", profile="reduced", seed=0, threads=1)
     run.record("T1", 0.25)  # recorded while T1 was exact
     (toy_book / "notebooks" / "01_toy" / "claims.yml").write_text(STAT_CLAIMS)  # now statistical
     row = ledger.collect("reduced", toy_book)[0]
@@ -453,7 +455,7 @@ def test_new_intervals_match_scipy_and_check_input() -> None:
     )
     assert core.bootstrap_interval(x) == b  # seeded: the same values give the same interval
     assert core.bootstrap_interval([2.0, 2.0, 2.0])[:3] == (2.0, 2.0, 2.0)
-    assert core.as_interval(core.t_interval([1.0, 2.0], level=0.9)).method == "Student-t 90% over 2"
+    assert core.t_interval([1.0, 2.0], level=0.9).method == "Student-t 90% over 2"
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -787,7 +789,7 @@ def test_not_checkable_claims_record_none_only(toy_book: Path, monkeypatch) -> N
             "check:\n      not_checkable: the draw happens on another machine",
         )
     )
-    run = core.start(
+    run = core.begin(
         "toy", "01_draw", profile="reduced", seed=0, config=PROFILES["reduced"], threads=1
     )
     with pytest.raises(ValueError, match="not_checkable in claims.yml: record None"):
@@ -808,7 +810,7 @@ def test_t_interval_matches_scipy_and_checks_its_input():
     lo, hi = stats.t.interval(0.9, df=4, loc=x.mean(), scale=stats.sem(x))
     assert abs(iv.low - lo) < 1e-12 and abs(iv.high - hi) < 1e-12
     assert iv.mean == pytest.approx(x.mean()) and iv.se == pytest.approx(stats.sem(x)) and iv.n == 5
-    assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, 0.0, 3, 0.95)
+    assert t_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, "Student-t 95% over 3", 3, 0.0, 0.95)
     for bad, match in (
         ([1.0], "at least 2"),
         ([1.0, np.nan], "finite"),
@@ -918,3 +920,188 @@ def test_unfilled_allocations_restores_the_setting_even_on_error():
     with pytest.raises(RuntimeError, match="boom"), unfilled_allocations():
         raise RuntimeError("boom")
     assert det.fill_uninitialized_memory == before
+
+
+# --- the one set-up call, the training glue and the intervals of issue "one house" ------------
+
+
+def _toy_package(name="reprobook.papers.toy", table=None):
+    import types
+
+    pkg = types.ModuleType(name)
+    pkg.config = types.SimpleNamespace(
+        PROFILES=table
+        if table is not None
+        else {"01_draw": {"reduced": Sizes(n=10, eps=(0.5,)), "full": Sizes(n=1000, eps=(0.1,))}}
+    )
+    return pkg
+
+
+def test_start_resolves_the_notebooks_profile_and_begins_its_run(
+    toy_book: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    run, cfg = core.start(_toy_package(), "01_draw", "reduced", 4, threads=1, n=7)
+    assert cfg == Sizes(n=7, eps=(0.5,))  # the override applied, None-free
+    assert (run.chapter.slug, run.notebook, run.profile, run.seed) == (
+        "toy",
+        "01_draw",
+        "reduced",
+        4,
+    )
+    assert json.loads(run.path.read_text())["config"]["n"] == 7
+    # the same seed gives the same draws as core.begin with the same configuration
+    a = np.random.rand()
+    core.begin("toy", "01_draw", "reduced", 4, cfg, 1)
+    assert np.random.rand() == a
+
+
+def test_start_names_what_is_wrong(toy_book: Path, monkeypatch) -> None:
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    with pytest.raises(ValueError, match="no notebook '02_count'; its notebooks: 01_draw"):
+        core.start(_toy_package(), "02_count", "reduced", 0)
+    with pytest.raises(ValueError, match="paper must be a paper package"):
+        core.start(types_module("numpy"), "01_draw", "reduced", 0)
+    with pytest.raises(ValueError, match="unknown profile 'big'"):
+        core.start(_toy_package(), "01_draw", "big", 0)
+    with pytest.raises(ValueError, match="unknown override key"):
+        core.start(_toy_package(), "01_draw", "reduced", 0, m=3)
+
+
+def types_module(name):
+    import importlib
+
+    return importlib.import_module(name)
+
+
+@dataclass(frozen=True)
+class Outer:
+    net: Sizes = Sizes(n=1, eps=(0.5,))
+    steps: int = 3
+
+
+def test_nested_overrides_reach_the_nested_configuration() -> None:
+    table = {"reduced": Outer(), "full": Outer(steps=9)}
+    cfg = profiles.resolve(table, "reduced", net__n=5, steps=None, net__k_max=None)
+    assert cfg == Outer(net=Sizes(n=5, eps=(0.5,)), steps=3)
+    with pytest.raises(profiles.ProfileError, match="no nested configuration 'steps'"):
+        profiles.resolve(table, "reduced", steps__n=2)
+    with pytest.raises(profiles.ProfileError, match="unknown override key"):
+        profiles.resolve(table, "reduced", net__width=2)
+
+
+def test_lazy_submodules_import_on_first_use() -> None:
+    import sys
+
+    get = core.lazy_submodules("reprobook.core")
+    assert get("stats") is sys.modules["reprobook.core.stats"]
+    with pytest.raises(AttributeError, match="no attribute or submodule 'nope'"):
+        get("nope")
+    with pytest.raises(AttributeError):
+        get("__wrapped__")
+
+
+def _tiny_module():
+    import lightning as L
+    import torch
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, _):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.w(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return Tiny()
+
+
+def test_fit_returns_every_steps_loss_and_matches_the_hand_written_loop() -> None:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    make = torch.Generator().manual_seed
+    data = TensorDataset(
+        torch.randn(40, 2, generator=make(1)), torch.randn(40, 1, generator=make(2))
+    )
+    torch.manual_seed(0)
+    a = _tiny_module()
+    curve = core.fit(a, data, steps=7, batch=8, seed=3, drop_last=True)
+    assert curve.shape == (7,) and curve.dtype == np.float32 and np.all(np.isfinite(curve))
+    torch.manual_seed(0)
+    b = _tiny_module()
+    loader = DataLoader(data, batch_size=8, shuffle=True, drop_last=True,
+                        generator=torch.Generator().manual_seed(3))  # fmt: skip
+    core.make_trainer(max_steps=7).fit(b, loader)
+    assert torch.equal(a.w.weight, b.w.weight)  # the same batches in the same order
+    # the first loss is the untrained model's loss on the first batch
+    torch.manual_seed(0)
+    c = _tiny_module()
+    x, y = next(iter(DataLoader(data, batch_size=8, shuffle=True,
+                                generator=torch.Generator().manual_seed(3))))  # fmt: skip
+    with torch.no_grad():
+        first = float(torch.nn.functional.mse_loss(c.w(x), y))
+    assert curve[0] == pytest.approx(first, rel=1e-6)
+
+
+def test_make_trainer_keeps_given_callbacks_and_resumes(tmp_path: Path) -> None:
+    from reprobook.core import training
+
+    with training.resumable(tmp_path / "r"):
+        trainer = core.make_trainer(max_steps=1, callbacks=[_curve()])
+        kinds = [type(c).__name__ for c in trainer.callbacks]
+    assert "LossCurve" in kinds and "ModelCheckpoint" in kinds
+
+
+def _curve():
+    from reprobook.core.training import _loss_curve_class
+
+    return _loss_curve_class()()
+
+
+def test_one_interval_type_for_t_paired_and_welch() -> None:
+    x, y = np.array([1.0, 2.0, 4.0, 7.0]), np.array([0.5, 2.5, 3.0, 5.0])
+    t = core.t_interval(x)
+    assert isinstance(t, core.Interval) and t.mean == t.estimate == 3.5
+    assert t.method == "Student-t 95% over 4" and t.se == pytest.approx(x.std(ddof=1) / 2)
+    p = core.paired_interval(x, y)
+    d = core.t_interval(x - y)
+    assert (p.estimate, p.low, p.high) == (d.estimate, d.low, d.high)
+    assert p.method == "paired Student-t 95.0% over 4"
+    w = core.welch_interval(x, y, 0.9)
+    ref = sps.ttest_ind(x, y, equal_var=False).confidence_interval(0.9)
+    assert (w.low, w.high) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    assert core.welch_interval([1, 1, 1], [0, 0, 0]) == (1.0, 1.0, 1.0, w.method.replace(
+        "90.0%", "95.0%").replace("4 + 4", "3 + 3"), 6, 0.0, 0.95)  # fmt: skip
+    with pytest.raises(ValueError, match="same length"):
+        core.paired_interval([1, 2, 3], [1, 2])
+
+
+def test_replicate_interval_leaves_failures_out_and_decides_nothing_below_two() -> None:
+    assert core.replicate_interval([1.0, np.nan, 2.0, 3.0]) == core.t_interval([1.0, 2.0, 3.0])
+    one = core.replicate_interval([np.nan, 0.4], bars=(0.5, 0.0))
+    assert (one.estimate, one.low, one.high, one.n) == (0.4, -1.0, 1.5, 1)
+    none = core.replicate_interval([np.nan], bars=(2.0,))
+    assert (none.estimate, none.low, none.high, none.n) == (0.0, -1.0, 3.0, 0)
+
+
+def test_bca_from_replicates_is_the_percentile_interval_without_bias_or_skew() -> None:
+    boot = np.arange(1.0, 101.0)  # half below the estimate 50.5: z0 = 0
+    jack = np.array([1.0, -1.0, 1.0, -1.0])  # no skewness: a = 0
+    low, high = core.bca_from_replicates(50.5, boot, jack, 0.9)
+    assert (low, high) == pytest.approx(tuple(np.quantile(boot, [0.05, 0.95])), rel=1e-9)
+    with pytest.raises(ValueError, match="at least 2 values"):
+        core.bca_from_replicates(1.0, [1.0], [1.0, 2.0])
+
+
+def test_smallest_proportion_interval_is_simultaneous() -> None:
+    iv = core.smallest_proportion_interval({"a": (9, 10), "b": (3, 10)}, 0.9)
+    each = [core.proportion_interval(k, 10, 0.95) for k in (9, 3)]
+    assert (iv.estimate, iv.low, iv.high, iv.n) == (0.3, each[1].low, each[1].high, 10)
+    assert core.bonferroni_level(0.9, 2) == pytest.approx(0.95)
+    with pytest.raises(ValueError, match="counts is empty"):
+        core.smallest_proportion_interval({})

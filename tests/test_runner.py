@@ -741,12 +741,12 @@ def test_a_notebook_run_by_hand_at_full_stops_at_start_without_its_inputs(
         llm: str = "real"
 
     with pytest.raises(core.MissingInputs, match="(?s)Big model.*Some data"):
-        core.start("toy", "02_count", profile="full", config=Cfg())
+        core.begin("toy", "02_count", profile="full", config=Cfg())
     with pytest.raises(core.MissingInputs) as err:
-        core.start("toy", "01_draw", profile="full", config=Cfg())
+        core.begin("toy", "01_draw", profile="full", config=Cfg())
     assert "Big model" in str(err.value) and "Some data" not in str(err.value)
-    core.start("toy", "01_draw", profile="full", config=Cfg(llm="emulated"))  # waived
-    core.start("toy", "02_count", profile="reduced", config=Cfg())  # nothing declared
+    core.begin("toy", "01_draw", profile="full", config=Cfg(llm="emulated"))  # waived
+    core.begin("toy", "02_count", profile="reduced", config=Cfg())  # nothing declared
 
 
 # ------------------------------------------------------------------ archived runs

@@ -152,7 +152,7 @@ def test_the_runner_builds_fixtures_runs_at_smoke_and_shows_no_verdict(
     for find in ("hf-model:nobody/big-model", "env-path:TOY_DATA_DIR"):
         assert fixtures.fixture_path(smoke_book, "toy", find).is_dir()
     # never a verdict: the notebook's label says so, and the book's ledger never reads smoke
-    run = core.start("toy", "01_draw", profile="smoke")
+    run = core.begin("toy", "01_draw", profile="smoke")
     run.record("T1", 0.1)
     assert run.verdict("T1") == "reproduced"  # the full check is exercised
     assert run.verdict_label("T1") == "smoke run: no verdict"
@@ -182,7 +182,7 @@ def test_a_deliberate_stand_in_is_recorded_and_shown_beside_the_verdict(smoke_bo
     class Cfg:
         llm: str = "real"
 
-    run = core.start("toy", "01_draw", profile="smoke", config=Cfg(llm="emulated"))
+    run = core.begin("toy", "01_draw", profile="smoke", config=Cfg(llm="emulated"))
     run.record("T1", 0.2)
     record = json.loads(run.path.read_text())
     assert record["stand_ins"] == {"llm": "emulated"}
@@ -190,7 +190,7 @@ def test_a_deliberate_stand_in_is_recorded_and_shown_beside_the_verdict(smoke_bo
     assert row["stand_ins"] == {"llm": "emulated"}  # it reaches the ledger's rows
     # not chosen: no stand-in; an input the notebook does not use waives nothing
     assert (
-        json.loads(core.start("toy", "01_draw", "smoke", config=Cfg()).path.read_text())[
+        json.loads(core.begin("toy", "01_draw", "smoke", config=Cfg()).path.read_text())[
             "stand_ins"
         ]
         == {}

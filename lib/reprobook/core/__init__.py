@@ -8,9 +8,10 @@ from . import (
 from .chapters import EVIDENCE, VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
 from .checkpoints import checkpoint_path, checkpoints_dir, load_or_train
 from .checks import InputError
-from .claims import Run, load_records, load_results, load_values, start
+from .claims import Run, begin, load_records, load_results, load_values, start
 from .display import md, show_source
 from .numerics import Failures, jitter, linprog_chain, tie_groups
+from .packages import lazy_submodules
 from .paths import atomic_write_text, book_root, results_dir, results_file
 from .plotting import method_colors, set_theme
 from .profiles import PROFILE_NAMES, ProfileError, resolve, resolve_notebook, runs_full_path
@@ -34,17 +35,22 @@ from .runtime import (
 )
 from .stats import (
     Interval,
-    TInterval,
     WorstGroup,
-    as_interval,
+    bca_from_replicates,
+    bonferroni_level,
     bootstrap_interval,
+    paired_interval,
     proportion_interval,
+    replicate_interval,
+    smallest_proportion_interval,
     t_interval,
+    welch_interval,
     worst_group_interval,
 )
-from .training import make_trainer, to_accelerator, unfilled_allocations
+from .training import fit, make_trainer, to_accelerator, unfilled_allocations
 
 __all__ = [
+    "lazy_submodules",
     "PROFILE_NAMES",
     "runs_full_path",
     "locate",
@@ -85,7 +91,14 @@ __all__ = [
     "seed_everything",
     "set_theme",
     "start",
-    "TInterval",
+    "begin",
+    "fit",
+    "bca_from_replicates",
+    "bonferroni_level",
+    "paired_interval",
+    "replicate_interval",
+    "smallest_proportion_interval",
+    "welch_interval",
     "t_interval",
     "to_accelerator",
     "Input",
@@ -95,7 +108,6 @@ __all__ = [
     "missing_inputs",
     "read_resources",
     "Interval",
-    "as_interval",
     "bootstrap_interval",
     "proportion_interval",
     "md",

@@ -186,10 +186,9 @@ class Run:
         number of instances) and return the verdict its check gives at this profile.
 
         A statistical claim (``evidence: statistical``) is recorded with its interval: pass a
-        :class:`~reprobook.core.stats.Interval` (``core.proportion_interval``,
-        ``core.bootstrap_interval``) or a :class:`~reprobook.core.stats.TInterval`
-        (``core.t_interval`` over seeds) as ``value``. An exact claim or an illustration takes a
-        number or a bool.
+        :class:`~reprobook.core.stats.Interval` (``core.t_interval`` over seeds,
+        ``core.proportion_interval``, ``core.bootstrap_interval``, ...) as ``value``. An exact
+        claim or an illustration takes a number or a bool.
 
         ``value`` may be None only for a claim whose check is ``needs_full`` at this profile, or
         ``not_checkable`` (one that cannot be measured here); the details should then say why."""
@@ -530,7 +529,55 @@ def _check_inputs(ch, notebook: str, profile: str, config: Any, root: Path) -> d
     return stand_ins
 
 
+PAPERS_PACKAGE = "reprobook.papers."
+
+
 def start(
+    paper: Any,
+    notebook: str,
+    profile: str = "reduced",
+    seed: int = 0,
+    /,
+    *,
+    threads: int | None = None,
+    **overrides: Any,
+) -> tuple[Run, Any]:
+    """A notebook's one set-up call: ``run, cfg = core.start(am, "02_per_batch_ip", profile,
+    seed, n_batches=n_batches)``.
+
+    ``paper`` is the chapter's paper package (``from reprobook.papers import angular_mean as
+    am``); ``notebook`` is the notebook's file stem, which is also its key in the package's
+    ``config.PROFILES``. The configuration is that notebook's ``profile`` with ``overrides``
+    (the notebook's optional parameters; None keeps the profile's value, ``net__warp=True``
+    sets a field of a nested configuration). Then, as :func:`begin`: seed everything, set
+    torch's threads (``threads``; None: the machine's default), quiet Lightning, record the
+    machine's facts, and set the plotting theme. Returns the :class:`Run` that records the
+    claims and the frozen configuration.
+
+    Raises a ValueError naming the valid choices for an unknown profile, notebook or override."""
+    from .plotting import set_theme
+    from .profiles import resolve
+
+    name = getattr(paper, "__name__", "")
+    table = getattr(getattr(paper, "config", None), "PROFILES", None)
+    if not name.startswith(PAPERS_PACKAGE) or table is None:
+        raise ValueError(
+            f"paper must be a paper package with a config.PROFILES table "
+            f"(from reprobook.papers import <slug>), got {paper!r}"
+        )
+    slug = name[len(PAPERS_PACKAGE) :].split(".")[0]
+    if notebook not in table:
+        raise ValueError(
+            f"{slug}.config.PROFILES has no notebook {notebook!r}; "
+            f"its notebooks: {', '.join(table)}"
+        )
+    cfg = resolve(table[notebook], profile, **overrides)
+    run = begin(slug, notebook, profile, seed, cfg, threads)
+    set_theme()
+    return run, cfg
+
+
+def begin(
     chapter: str,
     notebook: str,
     profile: str = "reduced",
@@ -538,8 +585,10 @@ def start(
     config: Any = None,
     threads: int | None = None,
 ) -> Run:
-    """Begin a notebook's run: seed everything, set torch's threads, quiet Lightning, record the
-    machine's facts, and return the :class:`Run` that records claims.
+    """Begin a notebook's run with a configuration already made (what :func:`start` does after
+    resolving the profile; tests and chapters without a paper package call it directly): seed
+    everything, set torch's threads, quiet Lightning, record the machine's facts, and return the
+    :class:`Run` that records claims.
 
     ``chapter`` is the paper's slug (``"spr_ldp"``), ``notebook`` the notebook's file stem
     (``"01_lp_check"``). Raises a ValueError naming the valid choices for an unknown profile,

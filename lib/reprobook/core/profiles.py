@@ -97,6 +97,29 @@ def resolve(profiles: Mapping[str, T], profile: str, /, **overrides: Any) -> T:
     base = profiles[profile]
     if not dataclasses.is_dataclass(base):
         raise TypeError(f"profile {profile!r} is a {type(base).__name__}, not a dataclass instance")
+    return _replace(base, overrides)
+
+
+def _replace(base: T, overrides: Mapping[str, Any]) -> T:
+    """``base`` with ``overrides`` applied, checked against its fields; ``outer__inner`` keys go
+    to the nested configuration in field ``outer``."""
+    nested: dict[str, dict[str, Any]] = {}
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        outer, sep, inner = key.partition("__")
+        if sep and value is not None:
+            nested.setdefault(outer, {})[inner] = value
+        elif not sep:
+            flat[key] = value
+    for outer, inner in nested.items():
+        field = getattr(base, outer, None)
+        if not dataclasses.is_dataclass(field):
+            raise ProfileError(
+                f"override {outer}__...: {type(base).__name__} has no nested configuration "
+                f"{outer!r}"
+            )
+        flat[outer] = _replace(field, inner)
+    overrides = flat
     hints = typing.get_type_hints(type(base))
     names = [f.name for f in dataclasses.fields(base)]
     given = {k: v for k, v in overrides.items() if v is not None}

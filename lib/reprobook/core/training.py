@@ -178,7 +178,7 @@ def make_trainer(
     strategy, precision and nodes come from :func:`parallel_settings` (one device unless a
     profile, the environment or Slurm says more). ``overrides`` go to the Trainer as they are.
     Inside :func:`resumable` (every training that ``load_or_train`` runs) it checkpoints now
-    and then and resumes from its last checkpoint."""
+    and then and resumes from its last checkpoint, beside any ``callbacks`` given."""
     from .runtime import quiet_lightning
 
     quiet_lightning()
@@ -195,13 +195,93 @@ def make_trainer(
     )
     kwargs.update(overrides)
     folder = None
-    if _RESUME["dir"] is not None and "callbacks" not in overrides:
+    if _RESUME["dir"] is not None:
         folder = Path(_RESUME["dir"]) / f"fit-{_RESUME['count']}"
         _RESUME["count"] += 1
-        kwargs.update(enable_checkpointing=True, callbacks=[_resume_callback(folder)])
+        callbacks = [*kwargs.get("callbacks", ()), _resume_callback(folder)]
+        kwargs.update(enable_checkpointing=True, callbacks=callbacks)
     trainer = _trainer_class()(**kwargs)
     trainer.resume_folder = folder
     return trainer
+
+
+@functools.cache
+def _loss_curve_class():
+    import lightning as L
+
+    class LossCurve(L.Callback):
+        """Keeps the training loss of every optimiser step (``training_step``'s loss, or the
+        ``"loss"`` of the mapping it returns); ``values()`` gives them as a float array."""
+
+        def __init__(self) -> None:
+            self._losses: list = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+            if loss is not None:
+                self._losses.append(loss.detach())
+
+        def values(self):
+            import numpy as np
+            import torch
+
+            if not self._losses:
+                return np.zeros(0)
+            return torch.stack([v.float().cpu() for v in self._losses]).numpy()
+
+    return LossCurve
+
+
+def fit(
+    module,
+    data,
+    *,
+    steps: int = -1,
+    epochs: int | None = None,
+    batch: int | None = None,
+    seed: int | None = None,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    collate=None,
+    val=None,
+    **trainer: Any,
+):
+    """Train the LightningModule ``module`` with :func:`make_trainer` and return its training
+    loss at every optimiser step (a float array; empty for a module that optimises by hand and
+    returns no loss).
+
+    ``data`` is a DataLoader or a LightningDataModule, used as it is; or, with ``batch``, a
+    Dataset that is batched here: ``shuffle`` in an order drawn from a generator seeded with
+    ``seed`` (no generator when ``seed`` is None: the order then comes from torch's global
+    one), ``drop_last`` and ``collate`` as DataLoader takes them. ``val`` is a validation
+    loader. ``steps`` and ``epochs`` are the Trainer's ``max_steps`` and ``max_epochs``; other
+    keywords go to :func:`make_trainer`."""
+    import lightning as L
+
+    loader = data
+    if batch is not None:
+        import torch
+        from torch.utils.data import DataLoader
+
+        generator = None if seed is None else torch.Generator().manual_seed(int(seed))
+        options: dict[str, Any] = dict(batch_size=int(batch), shuffle=shuffle)
+        if drop_last:
+            options["drop_last"] = True
+        if generator is not None:
+            options["generator"] = generator
+        if collate is not None:
+            options["collate_fn"] = collate
+        loader = DataLoader(data, **options)
+    curve = _loss_curve_class()()
+    callbacks = [*trainer.pop("callbacks", ()), curve]
+    fitter = make_trainer(max_steps=steps, max_epochs=epochs, callbacks=callbacks, **trainer)
+    if isinstance(loader, L.LightningDataModule):
+        fitter.fit(module, datamodule=loader)
+    elif val is not None:
+        fitter.fit(module, loader, val)
+    else:
+        fitter.fit(module, loader)
+    return curve.values()
 
 
 def to_accelerator(module):
