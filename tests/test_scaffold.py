@@ -145,6 +145,7 @@ def test_remove_refuses_a_chapter_someone_changed(book: Path) -> None:
         (("97", "Bad-Slug", "T"), "slug must be lower-case"),
         (("97", "ok_slug", 'a "quoted" title'), "title must be"),
         (("97", "ok_slug", "T", "not-an-id"), "arxiv must be an arXiv id"),
+        (("97", "ok_slug", "T", "", "a: b"), "part must be a caption"),
         (("02", "other", "T"), "chapter number 02 is taken"),
         (("97", "spr_ldp", "T"), "slug 'spr_ldp' is taken"),
     ],
@@ -152,7 +153,7 @@ def test_remove_refuses_a_chapter_someone_changed(book: Path) -> None:
 def test_bad_requests_are_refused_and_change_nothing(book: Path, args, message) -> None:
     before = _digests(book)
     with pytest.raises(scaffold.ScaffoldError, match=message):
-        scaffold.new_chapter(*args, root=book)
+        scaffold.new_chapter(*args[:4], root=book, part=(args[4:] or [None])[0])
     assert _digests(book) == before
 
 
@@ -167,10 +168,11 @@ def test_a_planned_paper_keeps_its_bibliography_entry(book: Path) -> None:
     if not planned:
         pytest.skip("every planned paper has its chapter")
     number, slug = planned[0]
-    scaffold.new_chapter(number, slug, "A planned paper", root=book)
+    part = "Generative models"
+    scaffold.new_chapter(number, slug, "A planned paper", root=book, part=part)
     assert bib.read_text() == before  # the hand-written entry is used, not duplicated
     toc = (book / "_toc.yml").read_text()
-    part = scaffold._part_of(number)
-    assert toc.index(f"  - caption: {part}") < toc.index(f"notebooks/{number}_{slug}/index")
-    scaffold.remove_chapter(number, slug, "A planned paper", root=book)
+    here = toc.index(f"notebooks/{number}_{slug}/index")
+    assert toc.index(f"  - caption: {part}") < here < toc.index("  - caption: Graphs")
+    scaffold.remove_chapter(number, slug, "A planned paper", root=book, part=part)
     assert bib.read_text() == before and f"{number}_{slug}" not in (book / "_toc.yml").read_text()

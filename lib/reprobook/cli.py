@@ -1,4 +1,4 @@
-"""The ``reprobook`` command line: list, run, ledger, book, new."""
+"""The ``reprobook`` command line: list, new, sync, run, ledger, archive, book."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ def _cmd_new(args: argparse.Namespace) -> int:
     root = book_root()
     try:
         if args.remove:
-            remove_chapter(args.number, args.slug, args.title, args.arxiv, root)
+            remove_chapter(args.number, args.slug, args.title, args.arxiv, root, args.part)
             print(f"removed the scaffold of chapter {args.number}_{args.slug}")
             return 0
-        paths = new_chapter(args.number, args.slug, args.title, args.arxiv, root)
+        paths = new_chapter(args.number, args.slug, args.title, args.arxiv, root, args.part)
     except ScaffoldError as err:
         print(f"reprobook new: {err}", file=sys.stderr)
         return 2
@@ -28,6 +28,23 @@ def _cmd_new(args: argparse.Namespace) -> int:
         f"Next: replace the examples (CONTRIBUTING.md, 'Adding a chapter'), then "
         f"`reprobook run {args.number} --force`."
     )
+    return 0
+
+
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from . import registry
+    from .core.paths import book_root
+
+    root = book_root()
+    try:
+        changed = registry.sync(root)
+    except registry.RegistryError as err:
+        print(f"reprobook sync: {err}", file=sys.stderr)
+        return 2
+    for path in changed:
+        print(f"  wrote {path.relative_to(root)}")
+    if not changed:
+        print("_toc.yml and the README's chapter table are in step with the chapters")
     return 0
 
 
@@ -243,11 +260,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("title", help="the paper's title")
     s.add_argument("--arxiv", default="", help="the paper's arXiv id, e.g. 2606.07443")
     s.add_argument(
+        "--part",
+        default=None,
+        help="the part of the book it joins, e.g. 'Generative models' (default: a part of its "
+        "own after the book's parts)",
+    )
+    s.add_argument(
         "--remove",
         action="store_true",
         help="take out an unmodified scaffold written with the same arguments",
     )
     s.set_defaults(func=_cmd_new)
+
+    s = sub.add_parser(
+        "sync", help="write _toc.yml and the README's chapter table from the chapters"
+    )
+    s.set_defaults(func=_cmd_sync)
 
     s = sub.add_parser("run", help="execute chapters with papermill (skipping unchanged notebooks)")
     s.add_argument(

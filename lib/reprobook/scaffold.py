@@ -4,10 +4,10 @@ It writes the chapter's folder (``index.md`` with the standard sections and one 
 equation, ``claims.yml`` with one example claim, one notebook with the title cell, the Colab
 cell, the parameters cell and the closing sections), its paper package (``__init__.py``,
 ``config.py`` with both profiles, ``method.py`` with the example estimator the equation
-describes), its tests, and its entries in ``_toc.yml``, ``book/references.bib`` and the
-README's chapter table. Every example is marked "replace": the chapter is a template, not a
-result. ``reprobook new NN slug --remove`` takes an unmodified scaffold out again and leaves the
-tree as it was.
+describes), its tests, and its entry in ``book/references.bib``; then ``_toc.yml`` and the
+README's chapter table are written again from the chapters (:mod:`reprobook.registry`).
+Every example is marked "replace": the chapter is a template, not a result. ``reprobook new NN
+slug --remove`` takes an unmodified scaffold out again and leaves the tree as it was.
 
 The shared Colab cell lives here too (``tools/notebook_cells.py`` re-exports it), so that the
 scaffold and the committed notebooks use one text.
@@ -23,27 +23,16 @@ from pathlib import Path
 
 import yaml
 
+from . import registry
 from .core.paths import atomic_write_text, book_root
 
 __all__ = [
     "ScaffoldError",
-    "PLANNED_PARTS",
     "colab_cell",
     "notebook_json",
     "new_chapter",
     "remove_chapter",
 ]
-
-# The part of the book each planned chapter joins (the table of contents groups papers by field).
-PLANNED_PARTS = {
-    "Statistics, privacy and learning theory": ("02", "05", "07", "18"),
-    "Generative models": ("03", "11", "16", "19"),
-    "Vision and language": ("04", "08", "14"),
-    "Benchmarks and agents": ("01", "06", "10", "12", "15"),
-    "Graphs, optimisation and security": ("09", "13", "17"),
-}
-OTHER_PART = "Other papers"
-BACK_MATTER = "Back matter"
 
 
 class ScaffoldError(ValueError):
@@ -128,6 +117,7 @@ class _Names:
     slug: str
     title: str
     arxiv: str
+    part: str = registry.DEFAULT_PART
 
     @property
     def folder(self) -> str:
@@ -138,11 +128,16 @@ class _Names:
         return self.slug.replace("_", "-")
 
     @property
+    def alias(self) -> str:  # the name notebooks import the paper package as
+        parts = self.slug.split("_")
+        return "".join(p[0] for p in parts) if len(parts) > 1 else self.slug
+
+    @property
     def bibkey(self) -> str:
         return f"paper{self.number}_{self.slug}"
 
 
-def _check_names(number: str, slug: str, title: str, arxiv: str) -> _Names:
+def _check_names(number: str, slug: str, title: str, arxiv: str, part: str | None = None) -> _Names:
     number = str(number)
     if not re.fullmatch(r"\d\d", number) or number == "00":
         raise ScaffoldError(f"NN must be a two-digit chapter number 01-99, got {number!r}")
@@ -158,7 +153,13 @@ def _check_names(number: str, slug: str, title: str, arxiv: str) -> _Names:
         )
     if arxiv and not re.fullmatch(r"\d{4}\.\d{4,5}", arxiv):
         raise ScaffoldError(f"arxiv must be an arXiv id such as 2606.07443, got {arxiv!r}")
-    return _Names(number, slug, title, arxiv)
+    part = " ".join(str(part or registry.DEFAULT_PART).split())
+    if not part or any(c in part for c in '"{}\\|:#'):
+        raise ScaffoldError(
+            f"part must be a caption such as {registry.BOOK_PARTS[0]!r}, without the characters "
+            f"\" {{ }} \\ | : #, got {part!r}; the book's parts: {', '.join(registry.BOOK_PARTS)}"
+        )
+    return _Names(number, slug, title, arxiv, part)
 
 
 # --- the files ---------------------------------------------------------------------------------
@@ -216,6 +217,7 @@ paper:
   title: "{n.title}"
   arxiv: {arxiv}
   bibkey: {n.bibkey}
+  part: "{n.part}"
   full_text: false
 
 claims:
@@ -238,7 +240,7 @@ claims:
 
 
 def _notebook(n: _Names, root: Path) -> str:
-    mod = n.slug
+    mod, alias = n.slug, n.alias
     return notebook_json(
         [
             (
@@ -262,11 +264,9 @@ n_repeats: int | None = None  # repetitions of the estimate; None keeps the prof
 import numpy as np
 
 from reprobook import core
-from reprobook.papers.{mod} import config, method
+from reprobook.papers import {mod}{"" if alias == mod else f" as {alias}"}
 
-cfg = core.resolve_notebook(config.PROFILES, "first", profile, n_repeats=n_repeats)
-run = core.start("{mod}", "01_first", profile=profile, seed=seed, config=cfg)
-core.set_theme()""",
+run, cfg = core.start({alias}, "01_first", profile, seed, n_repeats=n_repeats)""",
             ),
             (
                 "md",
@@ -275,7 +275,7 @@ core.set_theme()""",
 
 The library computes {{eq}}`{n.label}-estimator`:""",
             ),
-            ("code", "core.show_source(method.estimate)"),
+            ("code", f"core.show_source({alias}.method.estimate)"),
             (
                 "md",
                 """\
@@ -286,10 +286,10 @@ the Student-t interval of the mean error.""",
             ),
             (
                 "code",
-                """\
+                f"""\
 rng = np.random.default_rng(seed)
 errors = [
-    method.estimate(rng.normal(cfg.true_mean, 1.0, cfg.n)) - cfg.true_mean
+    {alias}.method.estimate(rng.normal(cfg.true_mean, 1.0, cfg.n)) - cfg.true_mean
     for _ in range(cfg.n_repeats)
 ]
 run.record("C1", core.t_interval(errors))
@@ -326,10 +326,13 @@ Library of chapter {n.number} (notebooks/{n.folder}): replace the example estima
 (:mod:`.method`) with the paper's method; :mod:`.config` holds the notebooks' profiles.
 """
 
+from reprobook import core
+
 from . import config, method
 from .method import estimate
 
 __all__ = ["config", "method", "estimate"]
+__getattr__ = core.lazy_submodules(__name__)  # any other module on first use
 '''
 
 
@@ -338,7 +341,8 @@ def _config_py(n: _Names) -> str:
 """Profiles of the notebooks of chapter {n.number}: one frozen dataclass per notebook, with a
 ``reduced`` instance (2 CPU cores, about a minute a notebook), a ``full`` one (the paper's
 scale) and a ``smoke`` one (the full one with its sizes cut to seconds). Notebooks call
-``core.resolve_notebook(config.PROFILES, "first", profile, ...)``.
+``core.start(<package>, "01_first", profile, seed, ...)``: each table's key is the notebook's
+file stem.
 """
 
 from __future__ import annotations
@@ -359,7 +363,7 @@ class FirstConfig:
 
 FULL_FIRST = FirstConfig(n=10_000, n_repeats=10_000)
 PROFILES = {{
-    "first": {{
+    "01_first": {{
         "reduced": FirstConfig(),
         "full": FULL_FIRST,
         "smoke": replace(FULL_FIRST, n=50, n_repeats=20),
@@ -422,9 +426,10 @@ def test_estimate_refuses_bad_input():
 
 
 def test_profiles_resolve():
-    reduced = core.resolve_notebook(config.PROFILES, "first", "reduced")
-    assert core.resolve_notebook(config.PROFILES, "first", "reduced", n_repeats=7).n_repeats == 7
-    assert core.resolve_notebook(config.PROFILES, "first", "full").n > reduced.n
+    table = config.PROFILES["01_first"]
+    reduced = core.resolve(table, "reduced")
+    assert core.resolve(table, "reduced", n_repeats=7).n_repeats == 7
+    assert core.resolve(table, "full").n > reduced.n
 '''
 
 
@@ -456,81 +461,7 @@ def _files(n: _Names, root: Path) -> dict[Path, str]:
     }
 
 
-# --- the shared files: _toc.yml, references.bib, README.md ------------------------------------
-
-
-def _part_of(number: str) -> str:
-    return next((p for p, nums in PLANNED_PARTS.items() if number in nums), OTHER_PART)
-
-
-def _toc_with(text: str, n: _Names) -> str:
-    """``_toc.yml`` with the chapter's entry in its part, in chapter order (a new part goes
-    before the back matter). Edits the text, so comments and layout stay as they are."""
-    block = [
-        f"      - file: notebooks/{n.folder}/index",
-        "        sections:",
-        f"          - file: notebooks/{n.folder}/01_first",
-    ]
-    lines = text.splitlines()
-    part = _part_of(n.number)
-    caption = f"  - caption: {part}"
-    if caption not in lines:
-        at = lines.index(f"  - caption: {BACK_MATTER}")
-        lines[at:at] = [caption, "    chapters:", *block]
-        return "\n".join(lines) + "\n"
-    start = lines.index(caption) + 2  # past "    chapters:"
-    at = start
-    while at < len(lines) and not lines[at].startswith("  - caption:"):
-        m = re.match(r"      - file: notebooks/(\d\d)_", lines[at])
-        if m and m.group(1) > n.number:
-            break
-        at += 1
-    lines[at:at] = block
-    return "\n".join(lines) + "\n"
-
-
-def _toc_without(text: str, n: _Names) -> str:
-    lines = [ln for ln in text.splitlines() if f"notebooks/{n.folder}/" not in ln]
-    out: list[str] = []
-    for i, ln in enumerate(lines):
-        if ln == "        sections:" and (
-            i + 1 >= len(lines) or "          - file:" not in lines[i + 1]
-        ):
-            continue  # the sections line of the removed chapter
-        out.append(ln)
-    # a part left without chapters goes too
-    cleaned: list[str] = []
-    i = 0
-    while i < len(out):
-        if (
-            out[i].startswith("  - caption:")
-            and i + 1 < len(out)
-            and out[i + 1] == "    chapters:"
-            and (i + 2 >= len(out) or not out[i + 2].startswith("      - file:"))
-        ):
-            i += 2
-            continue
-        cleaned.append(out[i])
-        i += 1
-    return "\n".join(cleaned) + "\n"
-
-
-README_ROW = re.compile(r"^\| (\d\d) \| `[a-z0-9_]+` \| .+ \|$")
-
-
-def _readme_with(text: str, n: _Names) -> str:
-    lines = text.splitlines()
-    rows = [i for i, ln in enumerate(lines) if README_ROW.match(ln)]
-    if not rows:
-        raise ScaffoldError("README.md has no chapter table (| NN | `slug` | title |) to extend")
-    at = next((i for i in rows if lines[i][2:4] > n.number), rows[-1] + 1)
-    lines.insert(at, f"| {n.number} | `{n.slug}` | {n.title} |")
-    return "\n".join(lines) + "\n"
-
-
-def _readme_without(text: str, n: _Names) -> str:
-    lines = [ln for ln in text.splitlines() if not ln.startswith(f"| {n.number} | `{n.slug}` |")]
-    return "\n".join(lines) + "\n"
+# --- the shared file: references.bib ---------------------------------------------------------
 
 
 def _bib_with(text: str, n: _Names) -> str:
@@ -549,12 +480,18 @@ def _bib_without(text: str, n: _Names) -> str:
 
 
 def new_chapter(
-    number: str, slug: str, title: str, arxiv: str = "", root: Path | None = None
+    number: str,
+    slug: str,
+    title: str,
+    arxiv: str = "",
+    root: Path | None = None,
+    part: str | None = None,
 ) -> list[Path]:
-    """Write the scaffold of chapter ``number``/``slug``; returns the files written or changed.
-    Refuses (changing nothing) when the number, slug, folder or package is taken."""
+    """Write the scaffold of chapter ``number``/``slug`` in ``part`` of the book (one of
+    ``registry.BOOK_PARTS``; default: a part of its own after them); returns the files written
+    or changed. Refuses (changing nothing) when the number, slug, folder or package is taken."""
     root = root or book_root()
-    n = _check_names(number, slug, title, arxiv)
+    n = _check_names(number, slug, title, arxiv, part)
     taken = [p.name for p in (root / "notebooks").glob(f"{n.number}_*")]
     if taken:
         raise ScaffoldError(f"chapter number {n.number} is taken by notebooks/{taken[0]}")
@@ -567,11 +504,7 @@ def new_chapter(
     bib = (root / "book" / "references.bib").read_text(encoding="utf-8")
     if not re.search(rf"@\w+\{{{n.bibkey},", bib):  # a planned paper has its entry already
         bib = _bib_with(bib, n)
-    shared = {
-        root / "_toc.yml": _toc_with((root / "_toc.yml").read_text(encoding="utf-8"), n),
-        root / "book" / "references.bib": bib,
-        root / "README.md": _readme_with((root / "README.md").read_text(encoding="utf-8"), n),
-    }
+    shared = {root / "book" / "references.bib": bib}
     written: list[Path] = []
     try:
         for path, text in files.items():
@@ -584,16 +517,21 @@ def new_chapter(
         raise
     for path, text in shared.items():
         atomic_write_text(path, text)
-    return [*files, *shared]
+    return [*files, *shared, *registry.sync(root)]
 
 
 def remove_chapter(
-    number: str, slug: str, title: str, arxiv: str = "", root: Path | None = None
+    number: str,
+    slug: str,
+    title: str,
+    arxiv: str = "",
+    root: Path | None = None,
+    part: str | None = None,
 ) -> None:
     """Take out a scaffold that ``new_chapter`` wrote with these arguments, as long as none of
     its files was changed since (a chapter someone worked on is never deleted this way)."""
     root = root or book_root()
-    n = _check_names(number, slug, title, arxiv)
+    n = _check_names(number, slug, title, arxiv, part)
     files = _files(n, root)
     changed = [
         str(p.relative_to(root))
@@ -612,7 +550,6 @@ def remove_chapter(
         shutil.rmtree(folder / ".ipynb_checkpoints", ignore_errors=True)
         if folder.exists() and not any(folder.iterdir()):
             folder.rmdir()
-    toc, bib, readme = root / "_toc.yml", root / "book" / "references.bib", root / "README.md"
-    atomic_write_text(toc, _toc_without(toc.read_text(encoding="utf-8"), n))
+    bib = root / "book" / "references.bib"
     atomic_write_text(bib, _bib_without(bib.read_text(encoding="utf-8"), n))
-    atomic_write_text(readme, _readme_without(readme.read_text(encoding="utf-8"), n))
+    registry.sync(root)
