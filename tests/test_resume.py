@@ -114,3 +114,20 @@ def test_the_code_of_a_file_is_parsed_once_per_content(tmp_path, monkeypatch):
     assert checkpoints._code_of(a) != first and len(parsed) == 1
     a.write_text("def f(x):\n    return x + 1\n")  # back to the first bytes: the first tree
     assert checkpoints._code_of(a) == first and len(parsed) == 1
+
+
+def test_the_loss_curve_of_core_fit_survives_a_resumed_training(tmp_path, monkeypatch):
+    """A training killed half-way and resumed from its last checkpoint returns the whole curve
+    from core.fit, equal to one uninterrupted training's (the curve is kept in the checkpoint)."""
+    from reprobook import core
+
+    loader = Reg().train_dataloader()
+    whole = core.fit(Reg(), loader, steps=16)
+    monkeypatch.setenv(RESUME_STEPS_ENV, "4")
+    folder = tmp_path / "resume"
+    with pytest.raises(Preempted), resumable(folder):
+        core.fit(Reg(die_at=10), loader, steps=16)  # last checkpoint: step 8
+    with resumable(folder):
+        resumed = core.fit(Reg(), loader, steps=16)
+    assert resumed.shape == whole.shape == (16,)
+    assert torch.equal(torch.from_numpy(resumed), torch.from_numpy(whole))

@@ -226,8 +226,18 @@ def _loss_curve_class():
             import torch
 
             if not self._losses:
-                return np.zeros(0)
+                return np.zeros(0, dtype=np.float32)
             return torch.stack([v.float().cpu() for v in self._losses]).numpy()
+
+        # kept in Lightning's checkpoints, so a training resumed after a pre-emption
+        # (`resumable`) returns the whole curve, not only the steps after the resume
+        def state_dict(self) -> dict:
+            import torch
+
+            return {"losses": torch.from_numpy(self.values().copy())}
+
+        def load_state_dict(self, state: dict) -> None:
+            self._losses = list(state["losses"].unbind(0))
 
     return LossCurve
 
