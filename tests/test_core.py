@@ -1105,3 +1105,20 @@ def test_smallest_proportion_interval_is_simultaneous() -> None:
     assert core.bonferroni_level(0.9, 2) == pytest.approx(0.95)
     with pytest.raises(ValueError, match="counts is empty"):
         core.smallest_proportion_interval({})
+
+
+def test_one_thread_holds_except_at_the_full_profile(toy_book: Path, monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setenv("REPROBOOK_ROOT", str(toy_book))
+    monkeypatch.setenv("REPROBOOK_THREADS", "2")
+    before = torch.get_num_threads()
+    try:
+        table = {"01_draw": {p: Sizes(n=1, eps=(0.5,)) for p in ("reduced", "full", "smoke")}}
+        for profile, want in (("reduced", 1), ("smoke", 1), ("full", 2)):
+            run, _ = core.start(_toy_package(table=table), "01_draw", profile, 0, one_thread=True)
+            assert run.threads == want == torch.get_num_threads(), profile
+        run, _ = core.start(_toy_package(table=table), "01_draw", "reduced", 0, threads=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

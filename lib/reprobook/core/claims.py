@@ -539,6 +539,7 @@ def start(
     seed: int = 0,
     /,
     *,
+    one_thread: bool = False,
     threads: int | None = None,
     **overrides: Any,
 ) -> tuple[Run, Any]:
@@ -550,9 +551,13 @@ def start(
     ``config.PROFILES``. The configuration is that notebook's ``profile`` with ``overrides``
     (the notebook's optional parameters; None keeps the profile's value, ``net__warp=True``
     sets a field of a nested configuration). Then, as :func:`begin`: seed everything, set
-    torch's threads (``threads``; None: the machine's default), quiet Lightning, record the
-    machine's facts, and set the plotting theme. Returns the :class:`Run` that records the
-    claims and the frozen configuration.
+    torch's threads, quiet Lightning, record the machine's facts, and set the plotting theme.
+    Returns the :class:`Run` that records the claims and the frozen configuration.
+
+    ``one_thread=True`` runs torch on one thread except at the full profile: for notebooks that
+    train small models (one thread gives the same weights in every run, and small models are no
+    faster on two) or run many small torch operations. ``threads`` sets the count outright;
+    with neither, torch takes the machine's default (``$REPROBOOK_THREADS`` under the runner).
 
     Raises a ValueError naming the valid choices for an unknown profile, notebook or override."""
     from .plotting import set_theme
@@ -572,6 +577,8 @@ def start(
             f"its notebooks: {', '.join(table)}"
         )
     cfg = resolve(table[notebook], profile, **overrides)
+    if one_thread and threads is None and profile != "full":
+        threads = 1
     run = begin(slug, notebook, profile, seed, cfg, threads)
     set_theme()
     return run, cfg
