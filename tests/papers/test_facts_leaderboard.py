@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from reprobook import core
 from reprobook.core import InputError, book_root, resolve_notebook
 from reprobook.core.resources import chapter_resources
+from reprobook.papers import facts_leaderboard as fl
 from reprobook.papers.facts_leaderboard import (
     analysis,
     config,
@@ -363,6 +365,14 @@ def test_profiles_resolve():
             resolve_notebook(config.PROFILES, name, profile)
 
 
+def test_profiles_are_keyed_by_notebook_and_every_module_is_reachable_from_the_package():
+    folder = book_root() / "notebooks" / "01_facts_leaderboard"
+    assert set(config.PROFILES) == {p.stem for p in folder.glob("*.ipynb")}
+    assert fl.fixtures.__name__ == "reprobook.papers.facts_leaderboard.fixtures"  # lazily
+    with pytest.raises(AttributeError, match="no attribute or submodule"):
+        _ = fl.no_such_module
+
+
 def test_macro_f1_from_confusion_counts_matches_scikit_learn():
     from sklearn.metrics import f1_score
 
@@ -386,11 +396,11 @@ def test_unparseable_answers_add_no_counts():
 
 # --- the full profile's open models (llm="real"), on the smoke fixtures ---------------------------
 
-QWEN, LLAMA = config.PROFILES["protocol"]["full"].open_models
+QWEN, LLAMA = config.PROFILES["01_protocol"]["full"].open_models
 
 
 def test_the_stand_in_is_a_choice_of_the_profile_never_a_fallback():
-    protocol = config.PROFILES["protocol"]
+    protocol = config.PROFILES["01_protocol"]
     assert [protocol[p].llm for p in ("reduced", "full", "smoke")] == ["emulated", "real", "real"]
     assert protocol["smoke"].open_models == protocol["full"].open_models == (QWEN, LLAMA)
     assert open_llms.uses_real_models("emulated", "reduced") is False
@@ -418,15 +428,14 @@ def test_the_full_profile_stops_without_its_inputs_and_records_the_stand_in(
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
     monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
-    full = config.PROFILES["protocol"]["full"]
     with pytest.raises(core.MissingInputs) as stop:
-        core.start("facts_leaderboard", "01_protocol", profile="full", config=full)
+        core.start(fl, "01_protocol", "full")
     for name in ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "FACTS Grounding public"):
         assert name in str(stop.value)
     assert "-p llm=emulated" in str(stop.value)
     assert not (tmp_path / "results").exists()  # stopped before any work
-    emulated = resolve_notebook(config.PROFILES, "protocol", "full", llm="emulated")
-    run = core.start("facts_leaderboard", "01_protocol", profile="full", config=emulated)
+    run, cfg = core.start(fl, "01_protocol", "full", llm="emulated")
+    assert cfg == replace(config.PROFILES["01_protocol"]["full"], llm="emulated")
     assert json.loads(run.path.read_text())["stand_ins"] == {"llm": "emulated"}
 
 
@@ -592,7 +601,7 @@ def test_the_protocol_on_scripted_models_gives_the_scores_by_hand(monkeypatch):
 
 
 def test_the_real_path_runs_on_the_tiny_models_and_returns_its_shapes():
-    smoke = config.PROFILES["protocol"]["smoke"]
+    smoke = config.PROFILES["01_protocol"]["smoke"]
     public = open_llms.public_examples("smoke", 2)
     frame = open_llms.answer_and_judge(
         public,

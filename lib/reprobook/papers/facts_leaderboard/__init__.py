@@ -8,7 +8,12 @@ profiles (:mod:`.config`). FACTS-lite's responders and judges are scripted stand
 language models; :mod:`.fixtures` builds the tiny offline models and rows of the smoke profile.
 """
 
+from reprobook import core
+
 from . import analysis, config, corpus, judges, open_llms, policies, qa, rubric, scoring
+
+# every other submodule (fixtures, which imports transformers) loads on first use: fl.fixtures
+__getattr__ = core.lazy_submodules(__name__)
 
 __all__ = [
     "analysis",

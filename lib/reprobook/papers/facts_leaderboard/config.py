@@ -1,14 +1,14 @@
 """Profiles of the notebooks of chapter 01 (the FACTS Leaderboard): one frozen dataclass per
 notebook, with a ``reduced`` instance (2 CPU cores, well under a minute a notebook), a ``full``
-one and a ``smoke`` one (the full one with every size cut to seconds on a CPU). Notebooks call
-``core.resolve_notebook(config.PROFILES, "protocol", profile, ...)``.
+one and a ``smoke`` one (the full one with every size cut to seconds on a CPU), keyed by the
+notebook's file stem. Notebooks call ``core.start(fl, "01_protocol", profile, seed, ...)``.
 
-Notebooks: ``protocol`` (C1, C2, the rubric scorer, and the open models on the public Grounding
-examples), ``judges`` (C3, C4), ``parametric_search`` (C5). FACTS-lite is an offline simulation
-at every profile. ``ProtocolConfig.llm`` chooses what else notebook 01 runs: ``"real"`` (full
-and smoke) adds two open models as responders and judges of the public FACTS Grounding examples
-(:mod:`.open_llms`), ``"emulated"`` (reduced) keeps the scripted stand-ins only, and the run records
-the choice.
+Notebooks: ``01_protocol`` (C1, C2, the rubric scorer, and the open models on the public
+Grounding examples), ``02_judges`` (C3, C4), ``03_parametric_search`` (C5). FACTS-lite is an
+offline simulation at every profile. ``ProtocolConfig.llm`` chooses what else notebook 01 runs:
+``"real"`` (full and smoke) adds two open models as responders and judges of the public FACTS
+Grounding examples (:mod:`.open_llms`), ``"emulated"`` (reduced) keeps the scripted stand-ins
+only, and the run records the choice.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ _JUDGES_FULL = JudgesConfig(n_prompts=20_000, n_resamples=10_000)
 _QA_FULL = QAConfig(n_resamples=10_000, n_draws=20)
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "protocol": {
+    "01_protocol": {
         "reduced": ProtocolConfig(),
         "full": _PROTOCOL_FULL,
         "smoke": replace(
@@ -97,12 +97,12 @@ PROFILES: dict[str, dict[str, Any]] = {
             batch_size=2,
         ),
     },
-    "judges": {
+    "02_judges": {
         "reduced": JudgesConfig(),
         "full": _JUDGES_FULL,
         "smoke": replace(_JUDGES_FULL, n_prompts=30, n_resamples=200),
     },
-    "parametric_search": {
+    "03_parametric_search": {
         "reduced": QAConfig(),
         "full": _QA_FULL,
         "smoke": replace(_QA_FULL, n_resamples=200, n_draws=2),
