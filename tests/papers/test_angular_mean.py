@@ -706,26 +706,36 @@ def test_config_profiles_resolve(notebook):
 
 
 def test_config_values():
-    lr = resolve("long_run_ip", n_profiles=10)
+    lr = resolve("01_long_run_ip", n_profiles=10)
     assert lr.n_profiles == 10 and lr.dims == (2, 3, 5, 10) and lr.concentrations == (0.3, 1.0)
-    pb = resolve("per_batch_ip")
+    pb = resolve("02_per_batch_ip")
     assert (
         pb.batch_sizes == (2, 5, 10, 20, 50, 100, 200)
         and pb.alphas == (0.6, 0.4)
         and pb.n_batches == 2000
     )
-    sw = resolve("disagreement_sweep", separations=[0.2, 0.4])
+    sw = resolve("03_disagreement_sweep", separations=[0.2, 0.4])
     assert sw.separations == (0.2, 0.4) and set(sw.tables) <= set(gen.TABLES)
     assert pb.n_bootstrap >= 1000 and sw.cloud_reps >= 2  # intervals need resamples and repetitions
     for profile in ("reduced", "full", "smoke"):  # C5 and C6 are scored at 0.9 pi and 0.1 pi
-        c = resolve("disagreement_sweep", profile).cloud_separations
+        c = resolve("03_disagreement_sweep", profile).cloud_separations
         assert (min(c), max(c)) == (0.1, 0.9)
     for shares in sw.share_vectors:
         assert sum(shares) == pytest.approx(1.0)
     with pytest.raises(ProfileError, match="does not fit"):
-        resolve("per_batch_ip", n_batches="many")
-    with pytest.raises(ValueError, match="unknown notebook 'nope'; valid notebooks: long_run_ip"):
+        resolve("02_per_batch_ip", n_batches="many")
+    with pytest.raises(ValueError, match="unknown notebook 'nope'; valid notebooks: 01_long"):
         resolve("nope")
+    with pytest.raises(ValueError, match="has no notebook 'nope'; its notebooks: 01_long_run_ip"):
+        core.start(am, "nope")
+
+
+def test_profiles_are_keyed_by_notebook_and_every_module_is_reachable_from_the_package():
+    folder = core.book_root() / "notebooks" / "02_angular_mean"
+    assert set(config.PROFILES) == {p.stem for p in folder.glob("*.ipynb")}
+    assert am.intervals.__name__ == "reprobook.papers.angular_mean.intervals"
+    with pytest.raises(AttributeError, match="no attribute or submodule"):
+        _ = am.no_such_module
 
 
 def test_descent_finds_the_global_minimum_where_local_minima_exist():

@@ -12,6 +12,8 @@ notebooks' studies (:mod:`.experiments`) and the notebooks' profiles (:mod:`.con
 equations they implement are on the chapter's page, notebooks/02_angular_mean/index.md.
 """
 
+from reprobook import core
+
 from . import agreement, config, experiments, generators, geometry, intervals, rules
 from .agreement import (
     BatchShortfall,
@@ -53,3 +55,6 @@ from .rules import (
     fibonacci_sphere,
     grid_angular_mean,
 )
+
+# a submodule not imported above loads on first use (am.<module>)
+__getattr__ = core.lazy_submodules(__name__)

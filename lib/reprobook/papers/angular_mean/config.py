@@ -5,12 +5,14 @@ Decisions", arXiv 2605.12717 (definitions reconstructed from the abstract).
 
 One frozen dataclass per notebook (the seed is a notebook parameter, not a field; Monte Carlo
 streams use ``seed + 1``), with a ``reduced`` instance (2 CPU cores, well under a minute of
-compute) and a ``full`` instance (larger grids). Notebooks call::
+compute), a ``full`` instance (larger grids) and a ``smoke`` one, keyed by the notebook's file
+stem. Notebooks call::
 
-    cfg = core.resolve_notebook(config.PROFILES, "long_run_ip", profile, n_profiles=n_profiles)
+    run, cfg = core.start(am, "01_long_run_ip", profile, seed, n_profiles=n_profiles)
 
-Notebooks: ``long_run_ip`` (claims C1, C2), ``per_batch_ip`` (C3, C4), ``disagreement_sweep``
-(C5). Angles in the configurations (separations, Monte Carlo angles) are in units of pi.
+Notebooks: ``01_long_run_ip`` (claims C1, C2), ``02_per_batch_ip`` (C3, C4),
+``03_disagreement_sweep`` (C5, C6). Angles in the configurations (separations, Monte Carlo
+angles) are in units of pi.
 
 The full profile runs the same NumPy code at larger sizes, on CPU cores: that is enough at the
 sizes below (the largest single call, per-batch agreement at m = 1000 over 10,000 batches, is
@@ -144,7 +146,7 @@ FULL_DISAGREEMENT_SWEEP = DisagreementSweepConfig(
 
 # smoke: the full profile's grids with every count cut to seconds on one CPU thread
 PROFILES: dict[str, dict[str, Any]] = {
-    "long_run_ip": {
+    "01_long_run_ip": {
         "reduced": LongRunIPConfig(),
         "full": FULL_LONG_RUN_IP,
         "smoke": replace(
@@ -160,7 +162,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             mc_batches=50,
         ),
     },
-    "per_batch_ip": {
+    "02_per_batch_ip": {
         "reduced": PerBatchIPConfig(),
         "full": FULL_PER_BATCH_IP,
         "smoke": replace(
@@ -173,7 +175,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             max_iter=100,
         ),
     },
-    "disagreement_sweep": {
+    "03_disagreement_sweep": {
         "reduced": DisagreementSweepConfig(),
         "full": FULL_DISAGREEMENT_SWEEP,
         "smoke": replace(
