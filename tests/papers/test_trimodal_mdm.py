@@ -328,9 +328,10 @@ def test_profiles_resolve():
         reduced = core.resolve_notebook(config.PROFILES, name, "reduced")
         full = core.resolve_notebook(config.PROFILES, name, "full")
         assert reduced != full
-    assert core.resolve_notebook(config.PROFILES, "batch", "reduced", n_seeds=5).n_seeds == 5
+    batch = core.resolve_notebook(config.PROFILES, "03_batch_size", "reduced", n_seeds=5)
+    assert batch.n_seeds == 5
     # every batch of the full sweep divides the budget into whole steps
-    for name in ("batch", "budget"):
+    for name in ("03_batch_size", "04_batch_budget"):
         cfg = core.resolve_notebook(config.PROFILES, name, "full")
         for b in cfg.batches:
             reparam.n_steps(cfg.base_steps * cfg.base_batch * 65, b, 65)
@@ -339,13 +340,52 @@ def test_profiles_resolve():
 def test_the_smoke_profile_cuts_the_full_sweeps_to_what_the_notebooks_need():
     """Smoke runs the full profile's code: its batch sweep must divide the budget into whole
     steps, its intervals need two seeds, and the scaling-law fit three widths."""
-    for name in ("batch", "budget"):
+    for name in ("03_batch_size", "04_batch_budget"):
         cfg = core.resolve_notebook(config.PROFILES, name, "smoke")
         assert cfg.n_seeds >= 2 and set(cfg.batches) <= set(config.PROFILES[name]["full"].batches)
         for f in (1, cfg.budget_factor):
             for b in cfg.batches:
                 assert reparam.n_steps(f * cfg.base_steps * cfg.base_batch * 65, b, 65) >= 1
-    gamma = core.resolve_notebook(config.PROFILES, "gamma", "smoke")
+    gamma = core.resolve_notebook(config.PROFILES, "05_gamma_horizon", "smoke")
     assert len(gamma.widths) >= 3 and max(gamma.budgets) > 1 and 0.5 in gamma.gammas
-    for name in ("basics", "pretrain"):
+    for name in ("01_mdm_basics", "02_trimodal_pretraining"):
         assert core.resolve_notebook(config.PROFILES, name, "smoke").n_seeds >= 2
+
+
+# --- studies and training -----------------------------------------------------------------
+
+
+def test_the_package_reaches_every_module_by_name():
+    from reprobook.papers import trimodal_mdm as mdm
+
+    assert mdm.experiments.batch_sweep is experiments.batch_sweep
+    assert not hasattr(mdm, "nothing_here")
+
+
+def test_gamma_sweep_is_the_batch_sweep_at_its_one_batch():
+    train, test = data.digit_tokens(0)
+    cfg = config.GammaConfig(hidden=8, batch=8, base_steps=2, gammas=(0.0, 1.0), budgets=(1, 2))
+    sweep = experiments.gamma_sweep(cfg, 3, train, test[:20])
+    point = config.BatchConfig(hidden=8, base_batch=8, base_steps=2, batches=(8,))
+    base = experiments.batch_sweep(point, 3, train, test[:20], "sde", budget_factor=1)
+    assert sweep.shape == (2, 2) and np.all(sweep[0] == base[0])
+    at_one = experiments.batch_sweep(point, 3, train, test[:20], "sde", budget_factor=2, gamma=1.0)
+    assert sweep[1, 1] == at_one[0]
+
+
+def test_the_trimodal_model_trains_through_core_fit_one_loss_a_step():
+    rng = torch.Generator().manual_seed(0)
+    tokens = {m: torch.randint(0, data.VOCAB - 1, (6, data.LENGTH), generator=rng)
+              for m in data.MODALITIES}  # fmt: skip
+    corpus = type("C", (), {"train": tokens})
+    batches = model.mixture_batches(corpus, 4, 3, (1.0, 1.0, 1.0), 0)
+    assert len(batches) == 12
+
+    def train():
+        torch.manual_seed(0)
+        net = model.MaskedDiffusionLM(8, 1, 2, 16, BASE, 3, seed=0)
+        return core.fit(net, batches, steps=3, batch=4, shuffle=False)
+
+    curve = train()
+    assert curve.shape == (3,) and curve.dtype == np.float32 and np.all(np.isfinite(curve))
+    np.testing.assert_array_equal(curve, train())

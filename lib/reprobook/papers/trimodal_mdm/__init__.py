@@ -7,6 +7,9 @@ of AdamW, gamma, the critical batch size, the noisy quadratic, the scaling-law f
 :mod:`.experiments` (the sweeps the notebooks run); :mod:`.config` holds the profiles.
 """
 
+from reprobook.core import lazy_submodules
+
 from . import config, data, mdm, model, reparam
 
 __all__ = ["config", "data", "mdm", "model", "reparam"]
+__getattr__ = lazy_submodules(__name__)  # mdm.experiments loads on first use

@@ -1,6 +1,7 @@
 """Profiles of the notebooks of chapter 03: one frozen dataclass per notebook, with a
 ``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (one GPU).
-Notebooks call ``core.resolve_notebook(config.PROFILES, "<notebook>", profile, ...)``.
+``PROFILES`` is keyed by the notebook's file stem; notebooks call
+``core.start(mdm, "<notebook>", profile, seed, ...)``.
 
 The paper trains a 3B-parameter model on 6.4T tokens of web text, image-text and audio-text
 with learned tokenizers; none of that can be had offline, so the full profile scales the
@@ -120,7 +121,7 @@ _SMOKE_BATCH = replace(
 )
 
 PROFILES = {
-    "basics": {
+    "01_mdm_basics": {
         "reduced": BasicsConfig(),
         "full": FULL_BASICS,
         "smoke": replace(
@@ -136,7 +137,7 @@ PROFILES = {
             n_seeds=2,
         ),
     },
-    "pretrain": {
+    "02_trimodal_pretraining": {
         "reduced": PretrainConfig(),
         "full": FULL_PRETRAIN,
         "smoke": replace(
@@ -154,17 +155,17 @@ PROFILES = {
             sample_steps=2,
         ),
     },
-    "batch": {
+    "03_batch_size": {
         "reduced": BatchConfig(),
         "full": _FULL_BATCH,
         "smoke": _SMOKE_BATCH,
     },
-    "budget": {
+    "04_batch_budget": {
         "reduced": BatchConfig(),
         "full": _FULL_BATCH,
         "smoke": _SMOKE_BATCH,
     },
-    "gamma": {
+    "05_gamma_horizon": {
         "reduced": GammaConfig(),
         "full": FULL_GAMMA,
         "smoke": replace(

@@ -163,37 +163,36 @@ def marginal_nelbo(train: torch.Tensor, test: torch.Tensor, vocab: int) -> float
     return float(-logp[torch.arange(test.shape[1]), test].mean())
 
 
-def batch_sweep(train, test, recipe_name, batches, *, base_batch, base_steps, budget_factor,
-                hidden, seed, gamma=0.0):  # fmt: skip
-    """Held-out NELBO after spending ``budget_factor * base_steps * base_batch`` sequences at
-    each physical batch, with the hyperparameters of ``recipe_name``."""
-    budget = budget_factor * base_steps * base_batch * data.DIGIT_LENGTH  # tokens
-    base_budget = base_steps * base_batch * data.DIGIT_LENGTH
+def batch_sweep(cfg, seed: int, train, test, recipe_name: str, *, budget_factor, gamma=0.0):
+    """Held-out NELBO after spending ``budget_factor * cfg.base_steps * cfg.base_batch``
+    sequences at each physical batch of ``cfg.batches`` (a :class:`~.config.BatchConfig`; MLPs
+    of width ``cfg.hidden``), with the hyperparameters of ``recipe_name``."""
+    budget = budget_factor * cfg.base_steps * cfg.base_batch * data.DIGIT_LENGTH  # tokens
+    base_budget = cfg.base_steps * cfg.base_batch * data.DIGIT_LENGTH
+    base = dict(base_batch=cfg.base_batch, base_budget=base_budget, gamma=gamma)
     losses = []
-    for b in batches:
-        h = reparam.recipe(recipe_name, BASE, b, budget, base_batch=base_batch,
-                           base_budget=base_budget, gamma=gamma)  # fmt: skip
+    for b in cfg.batches:
+        h = reparam.recipe(recipe_name, BASE, b, budget, **base)
         s = reparam.n_steps(budget, b, data.DIGIT_LENGTH)
-        net = model.train_mlp(train, h, b, s, hidden=hidden, seed=seed)
+        net = model.train_mlp(train, h, b, s, hidden=cfg.hidden, seed=seed)
         losses.append(model.held_out(net, test))
     return np.array(losses)
 
 
-def gamma_sweep(train, test, gammas, budgets, *, batch, base_steps, hidden, seed):
-    """Held-out NELBO for each (budget, gamma) at a fixed physical batch, shape
-    (len(budgets), len(gammas)). At the base budget kappa = 1 for every gamma, so one run
-    serves the whole row."""
-    out = np.zeros((len(budgets), len(gammas)))
-    for i, f in enumerate(budgets):
+def gamma_sweep(cfg, seed: int, train, test):
+    """Held-out NELBO for each (budget, gamma) of ``cfg`` (a :class:`~.config.GammaConfig`) at
+    its fixed physical batch ``cfg.batch``, shape (len(cfg.budgets), len(cfg.gammas)). At the
+    base budget kappa = 1 for every gamma, so one run serves the whole row."""
+    point = config.BatchConfig(
+        hidden=cfg.hidden, base_batch=cfg.batch, base_steps=cfg.base_steps, batches=(cfg.batch,)
+    )  # the batch sweep at the one batch
+    out = np.zeros((len(cfg.budgets), len(cfg.gammas)))
+    for i, f in enumerate(cfg.budgets):
         if f == 1:
-            out[i] = batch_sweep(train, test, "sde", [batch], base_batch=batch,
-                                 base_steps=base_steps, budget_factor=1, hidden=hidden,
-                                 seed=seed)[0]  # fmt: skip
+            out[i] = batch_sweep(point, seed, train, test, "sde", budget_factor=1)[0]
             continue
-        for j, gm in enumerate(gammas):
-            out[i, j] = batch_sweep(train, test, "sde", [batch], base_batch=batch,
-                                    base_steps=base_steps, budget_factor=f, hidden=hidden,
-                                    seed=seed, gamma=gm)[0]  # fmt: skip
+        for j, gm in enumerate(cfg.gammas):
+            out[i, j] = batch_sweep(point, seed, train, test, "sde", budget_factor=f, gamma=gm)[0]
     return out
 
 
@@ -224,8 +223,8 @@ def trimodal_model(corpus, cfg, seed: int, ratio, profile: str):
                                        BASE, cfg.steps, seed=seed)  # fmt: skip
 
     def train(m):
-        loader = model.mixture_loader(corpus, cfg.batch, cfg.steps, ratio, seed)
-        core.make_trainer(max_steps=cfg.steps).fit(m, loader)
+        batches = model.mixture_batches(corpus, cfg.batch, cfg.steps, ratio, seed)
+        core.fit(m, batches, steps=cfg.steps, batch=cfg.batch, shuffle=False)
         return m
 
     name = "trimodal-" + "-".join(f"{r:g}" for r in ratio)

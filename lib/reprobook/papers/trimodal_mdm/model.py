@@ -120,17 +120,13 @@ class MaskedDiffusionLM(L.LightningModule):
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, data.VOCAB - 1)  # [MASK] is never predicted
         self.gen = torch.Generator().manual_seed(seed + 7)
-        self.register_buffer("curve", torch.zeros(total_steps))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.norm(self.encoder(self.tok(x) + self.pos)))
 
     def training_step(self, batch, batch_idx):
         (x,) = batch
-        loss = mdm.mdm_loss(self, x, data.MASK, self.gen, self.schedule, self.antithetic)
-        if self.global_step < self.total_steps:
-            self.curve[self.global_step] = loss.detach()
-        return loss
+        return mdm.mdm_loss(self, x, data.MASK, self.gen, self.schedule, self.antithetic)
 
     def configure_optimizers(self):
         opt, sched = make_optimizer(self.parameters(), self.hp, self.total_steps)
@@ -142,12 +138,12 @@ def n_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def mixture_loader(corpus, batch: int, steps: int, ratio, seed: int):
-    """A DataLoader of ``steps`` mixture batches (drawn up front, so the run is deterministic)."""
+def mixture_batches(corpus, batch: int, steps: int, ratio, seed: int):
+    """A dataset of ``steps`` mixture batches of ``batch`` sequences, in order (drawn up front,
+    so the run is deterministic): train on it in batches of ``batch``, unshuffled."""
     rng = np.random.default_rng(seed)
     xs = torch.cat([data.mixture_batch(corpus, batch, ratio, rng) for _ in range(steps)])
-    ds = torch.utils.data.TensorDataset(xs)
-    return torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=False)
+    return torch.utils.data.TensorDataset(xs)
 
 
 def generate(model, corpus, modality: str, digits, n_steps: int, seed: int) -> np.ndarray:
