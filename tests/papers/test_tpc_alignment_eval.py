@@ -675,19 +675,6 @@ def test_binned_means_by_hand():
         ev.binned_means(x, y[:5], 2)
 
 
-def test_bootstrap_mean_against_hand_resamples():
-    values = np.array([0.0, 1.0, 0.0, 1.0])
-    index = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 2, 3], [1, 3, 1, 3]])
-    mean, low, high = ev.bootstrap_mean(values, index)  # resampled means 0, 1, 0.5, 1
-    assert mean == 0.5
-    assert low == pytest.approx(np.quantile([0.0, 1.0, 0.5, 1.0], 0.025))
-    assert high == pytest.approx(np.quantile([0.0, 1.0, 0.5, 1.0], 0.975))
-    with pytest.raises(ValueError, match="index"):
-        ev.bootstrap_mean(values, np.array([[0, 4]]))
-    with pytest.raises(ValueError, match="index"):
-        ev.bootstrap_mean(values, np.array([0, 1]))
-
-
 def test_paired_values_follow_the_sorted_replicates():
     a, b = {2: 0.5, 0: 0.3, 1: 0.1}, {1: 0.2, 2: 0.25, 0: 0.1}
     assert ev.paired(a, b) == pytest.approx([0.2, -0.1, 0.25])
@@ -709,9 +696,9 @@ def test_paired_bad_inputs(a, b, how, match):
 
 
 def _iv(low, high):
-    from reprobook.core.stats import TInterval
+    from reprobook.core import Interval
 
-    return TInterval((low + high) / 2, low, high, 0.1, 3)
+    return Interval((low + high) / 2, low, high, "Student-t 95% over 3", 3, se=0.1)
 
 
 def test_deciding_interval_gives_the_verdict_of_every_ablation_together():
@@ -747,8 +734,17 @@ def test_deciding_interval_gives_the_verdict_of_every_ablation_together():
 def test_deciding_interval_bad_inputs():
     with pytest.raises(ValueError, match="no intervals"):
         ev.deciding_interval({}, 0.0)
-    with pytest.raises(TypeError, match="TInterval"):
+    with pytest.raises(TypeError, match="Student-t interval"):
         ev.deciding_interval({"a": (0.0, 1.0)}, 0.0)
+    # an interval that is not a Student-t one (no standard error) is refused too
+    from reprobook.core import proportion_interval
+
+    with pytest.raises(TypeError, match="Student-t interval"):
+        ev.deciding_interval({"a": proportion_interval(3, 10)}, 0.0)
+    # core.t_interval's intervals are taken
+    from reprobook.core import t_interval
+
+    assert ev.deciding_interval({"a": t_interval([0.1, 0.2, 0.3])}, 0.0)[0] == "a"
 
 
 def test_profiles_use_three_replicates_and_subsets_are_checked():
@@ -761,28 +757,28 @@ def test_profiles_use_three_replicates_and_subsets_are_checked():
     for notebook in config.PROFILES:
         for profile in ("reduced", "full"):
             assert len(resolve(notebook, profile).replicates) >= 3
-    assert resolve("robustness", "full").robust_replicates == (0, 1, 2)
+    assert resolve("04_robustness", "full").robust_replicates == (0, 1, 2)
     # every notebook trains in the claims' world; the sweep holds it, the full one all four rates
     assert {resolve(nb, "reduced").p_wrong for nb in config.PROFILES} == {0.25}
-    assert resolve("worlds", "reduced").worlds == (0.0, 0.25)
-    assert resolve("worlds", "full").worlds == (0.0, 0.1, 0.25, 0.4)
+    assert resolve("06_worlds", "reduced").worlds == (0.0, 0.25)
+    assert resolve("06_worlds", "full").worlds == (0.0, 0.1, 0.25, 0.4)
     with pytest.raises(ValueError, match="worlds must hold the claims' world"):
-        resolve("worlds", "reduced", worlds=(0.0, 0.4))
+        resolve("06_worlds", "reduced", worlds=(0.0, 0.4))
     with pytest.raises(ValueError, match="worlds must be distinct"):
-        resolve("worlds", "reduced", worlds=(0.25, 0.25))
+        resolve("06_worlds", "reduced", worlds=(0.25, 0.25))
     with pytest.raises(ValueError, match="p_wrong"):
-        resolve("core_residual", "reduced", p_wrong=1.5)
+        resolve("02_core_residual", "reduced", p_wrong=1.5)
     with pytest.raises(ValueError, match="robust_replicates must be a non-empty subset"):
-        resolve("robustness", "reduced", robust_replicates=())
+        resolve("04_robustness", "reduced", robust_replicates=())
     with pytest.raises(ValueError, match="replicates must be distinct non-negative"):
-        resolve("diagnostic", "reduced", replicates=(0, 0, 1))
+        resolve("01_diagnostic", "reduced", replicates=(0, 0, 1))
     with pytest.raises(ValueError, match="replicates must be an integer >= 0"):
-        resolve("diagnostic", "reduced", replicates=(0, -1, 2))
+        resolve("01_diagnostic", "reduced", replicates=(0, -1, 2))
     # bad profiles and keys are the core's errors, naming what is allowed
     with pytest.raises(ProfileError, match="valid profiles"):
-        resolve("diagnostic", "large")
+        resolve("01_diagnostic", "large")
     with pytest.raises(ProfileError, match="valid keys"):
-        resolve("diagnostic", "reduced", n_replicates=3)
+        resolve("01_diagnostic", "reduced", n_replicates=3)
 
 
 def test_contrast_is_the_claims_ratios_and_differences():
@@ -810,7 +806,7 @@ def test_datasets_follow_the_configured_world_and_own_images_stay_relevant():
     from reprobook.papers.tpc_alignment.evaluate import test_set
     from reprobook.papers.tpc_alignment.train import datasets
 
-    cfg = resolve_notebook(config.PROFILES, "core_residual", "reduced", n_train=40, n_test=30)
+    cfg = resolve_notebook(config.PROFILES, "02_core_residual", "reduced", n_train=40, n_test=30)
     train, test = datasets(cfg, 3)
     assert train.spec["p_wrong"] == 0.25 and test.wrong is not None
     clean_train, clean_test = datasets(cfg, 3, p_wrong=0.0)
@@ -832,7 +828,7 @@ def test_every_world_fine_tunes_from_the_claims_worlds_pretrained_model(tmp_path
 
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
     tiny = dict(n_train=64, n_test=40, pretrain_steps=2, finetune_steps=2, batch_size=32)
-    cfg = resolve_notebook(config.PROFILES, "worlds", "reduced", n_top=8, n_random=8, **tiny)
+    cfg = resolve_notebook(config.PROFILES, "06_worlds", "reduced", n_top=8, n_random=8, **tiny)
     seen = []
     real = train.pretrain
 
@@ -856,7 +852,7 @@ def test_models_trained_side_by_side_are_those_trained_one_after_the_other(tmp_p
     from reprobook.papers.tpc_alignment import config, train
 
     tiny = dict(n_train=64, n_test=8, pretrain_steps=3, finetune_steps=3, batch_size=32)
-    cfg = resolve_notebook(config.PROFILES, "robustness", "reduced", **tiny)
+    cfg = resolve_notebook(config.PROFILES, "04_robustness", "reduced", **tiny)
     base_train = train.datasets(cfg, 3)[0]  # the claims' world
     world = train.datasets(cfg, 3, p_wrong=0.0)[0]  # the arms fine-tune in another world
     arms = ("clip_ft", ("tpc", True))
@@ -895,7 +891,7 @@ def test_models_trained_side_by_side_are_those_trained_one_after_the_other(tmp_p
             assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError, match="unknown arm"):
         train.train_side_by_side(cfg, base_train, arms=("clip",), seed=3, profile="reduced")
-    plain = resolve_notebook(config.PROFILES, "core_residual", "reduced", **tiny)
+    plain = resolve_notebook(config.PROFILES, "02_core_residual", "reduced", **tiny)
     with pytest.raises(ValueError, match="adv_steps"):
         train.train_side_by_side(plain, base_train, arms=(("tpc", True),), seed=3, profile="x")
 
@@ -910,7 +906,7 @@ def test_train_worlds_trains_every_model_world_scores_loads_and_nothing_twice(
     monkeypatch.setenv("REPROBOOK_THREADS", "1")  # in this process: the spy below sees it
     tiny = dict(n_train=64, n_test=40, pretrain_steps=2, finetune_steps=2, batch_size=32)
     cfg = resolve_notebook(
-        config.PROFILES, "worlds", "reduced", n_top=8, n_random=8, replicates=(0,), **tiny
+        config.PROFILES, "06_worlds", "reduced", n_top=8, n_random=8, replicates=(0,), **tiny
     )
     kw = dict(seed=5, profile="reduced")
     assert worlds.train_worlds(cfg, (0.0, 0.25), **kw) == 5  # 1 pretrained + 2 arms x 2 worlds
@@ -942,5 +938,5 @@ def test_the_smoke_profile_trains_the_full_models_on_a_few_images():
         assert len(cfg.replicates) >= 2 and cfg.p_wrong == table["full"].p_wrong
         if hasattr(cfg, "n_top"):
             assert cfg.n_top + cfg.n_random < cfg.n_test
-    robust = resolve_notebook(config.PROFILES, "robustness", "smoke")
+    robust = resolve_notebook(config.PROFILES, "04_robustness", "smoke")
     assert len(robust.robust_replicates) >= 2 and robust.n_attack <= robust.n_test

@@ -568,6 +568,10 @@ def test_short_training_lowers_the_loss_and_is_deterministic(small):
         {h["views"] for h in m.history}
     ) > 1
     assert all(0.07 <= h["tau"] <= 0.21 for h in m.history)
+    # the buffer holds core.fit's loss of every step and the history's other columns
+    curve = m.training_curve()
+    assert curve["loss"].tolist() == [h["loss"] for h in m.history]
+    assert curve["views"].tolist() == [h["views"] for h in m.history]
     assert not torch.equal(
         m.core_filter.linear.weight, torch.eye(16)
     )  # the filter learns (lr_filter)

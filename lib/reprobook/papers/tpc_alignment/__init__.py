@@ -12,4 +12,8 @@ adversarial fine-tuning; PGD and APGD evaluation through the Adversarial Robustn
 ``config`` (the notebooks' profiles).
 """
 
+from reprobook import core
+
 from . import attacks, config, data, diagnostics, evaluate, loss, model, theory, train, worlds
+
+__getattr__ = core.lazy_submodules(__name__)

@@ -19,12 +19,13 @@ caption states is wrong with that probability (the core never is). The chapter's
 are decided at ``p_wrong = 0.25``, the setting of the paper's premise that captions omit and err;
 ``p_wrong = 0`` (every stated detail true) is the contrast, and ``worlds`` sweeps the rate.
 
-Notebooks: ``diagnostic`` (C6 and the preliminary study), ``core_residual`` (C1, C2, C3),
-``calibration`` (C4), ``robustness`` (C7, C8), ``ablations`` (C5) and ``worlds`` (the sweep of
-``p_wrong``, no claim). A notebook resolves its configuration with
-``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``; the
-configurations check their replicate fields themselves (distinct non-negative ids, subsets that
-lie in ``replicates``), so an override that breaks them fails there.
+Notebooks (their keys in :data:`PROFILES` are their file stems): ``01_diagnostic`` (C6 and the
+preliminary study), ``02_core_residual`` (C1, C2, C3), ``03_calibration`` (C4),
+``04_robustness`` (C7, C8), ``05_ablations`` (C5) and ``06_worlds`` (the sweep of ``p_wrong``, no
+claim). A notebook resolves its configuration with
+``core.start(tpc, "<notebook>", profile, seed, **overrides)``; the configurations check their
+replicate fields themselves (distinct non-negative ids, subsets that lie in ``replicates``), so
+an override that breaks them fails there.
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ FULL_ABLATIONS = AblationConfig(**_FULL_TRAINING)
 FULL_WORLDS = WorldsConfig(**_FULL_TRAINING, worlds=(0.0, 0.1, 0.25, 0.4))
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "diagnostic": {
+    "01_diagnostic": {
         "reduced": DiagnosticConfig(),
         "full": FULL_DIAGNOSTIC,
         "smoke": replace(
@@ -241,17 +242,17 @@ PROFILES: dict[str, dict[str, Any]] = {
             n_bins=4,
         ),
     },
-    "core_residual": {
+    "02_core_residual": {
         "reduced": CoreResidualConfig(),
         "full": FULL_CORE_RESIDUAL,
         "smoke": replace(FULL_CORE_RESIDUAL, **_SMOKE_TRAINING),
     },
-    "calibration": {
+    "03_calibration": {
         "reduced": CalibrationConfig(),
         "full": FULL_CALIBRATION,
         "smoke": replace(FULL_CALIBRATION, **_SMOKE_TRAINING, n_top=4, n_random=8, n_bins=4),
     },
-    "robustness": {
+    "04_robustness": {
         "reduced": RobustnessConfig(),
         "full": FULL_ROBUSTNESS,
         "smoke": replace(
@@ -263,12 +264,12 @@ PROFILES: dict[str, dict[str, Any]] = {
             robust_replicates=(0, 1),
         ),
     },
-    "ablations": {
+    "05_ablations": {
         "reduced": AblationConfig(),
         "full": FULL_ABLATIONS,
         "smoke": replace(FULL_ABLATIONS, **_SMOKE_TRAINING, n_bootstrap=50),
     },
-    "worlds": {
+    "06_worlds": {
         # reduced: the claims' world (loaded) and the all-true one; full: the whole sweep
         "reduced": WorldsConfig(),
         "full": FULL_WORLDS,

@@ -11,6 +11,7 @@ c_hat = t.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 import torch
 
 from reprobook.core import checks
-from reprobook.core.stats import TInterval
+from reprobook.core.stats import Interval
 
 from . import diagnostics as D
 from .data import ShapesCaptions, caption_relevance, class_prompts
@@ -33,7 +34,6 @@ __all__ = [
     "paired",
     "deciding_interval",
     "binned_means",
-    "bootstrap_mean",
     "WAYS",
     "calibration_ways",
     "calibration_metrics",
@@ -136,9 +136,10 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], how: str = "differenc
     return out
 
 
-def deciding_interval(intervals: Mapping[str, TInterval], bar: float) -> tuple[str, TInterval]:
-    """Of several intervals that must *all* clear ``bar`` from above (C5: every ablation's
-    paired difference), the one whose verdict is the verdict of the whole claim.
+def deciding_interval(intervals: Mapping[str, Interval], bar: float) -> tuple[str, Interval]:
+    """Of several Student-t intervals (``core.t_interval``) that must *all* clear ``bar`` from
+    above (C5: every ablation's paired difference), the one whose verdict is the verdict of the
+    whole claim.
 
     "Every one clears the bar" holds when the lowest low end clears it, and fails for certain
     when some interval lies wholly below the bar. So: an interval lying wholly below ``bar``
@@ -147,9 +148,9 @@ def deciding_interval(intervals: Mapping[str, TInterval], bar: float) -> tuple[s
     if not intervals:
         raise ValueError("no intervals given")
     for name, iv in intervals.items():
-        if not isinstance(iv, TInterval):
+        if not isinstance(iv, Interval) or math.isnan(iv.se):
             raise TypeError(
-                f"interval {name!r} must be a TInterval (core.t_interval), got {type(iv).__name__}"
+                f"interval {name!r} must be a Student-t interval (core.t_interval), got {iv!r}"
             )
     below = {k: iv for k, iv in intervals.items() if iv.high < bar}
     if below:
@@ -181,20 +182,6 @@ def binned_means(x, y, n_bins: int) -> pd.DataFrame:
     which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, max(len(edges) - 2, 0))
     frame = pd.DataFrame({"x": x, "y": y, "bin": which})
     return frame.groupby("bin").agg(x=("x", "mean"), y=("y", "mean"), n=("y", "size"))
-
-
-def bootstrap_mean(values, index) -> tuple[float, float, float]:
-    """The mean of ``values`` (N,) and the 2.5% and 97.5% quantiles of its resampled means, the
-    resamples given as an index array (R, N) of draws with replacement. Sharing one ``index``
-    between several comparisons pairs them: each resample takes the same test images in all."""
-    values = checks.array(values, "values", ndim=1)
-    index = np.asarray(index)
-    if index.ndim != 2 or not np.issubdtype(index.dtype, np.integer):
-        raise checks.InputError(f"index must be an integer array (R, N), got shape {index.shape}")
-    if index.size and (index.min() < 0 or index.max() >= values.size):
-        raise checks.InputError(f"index must lie in [0, {values.size}), got values outside it")
-    boots = values[index].mean(1)
-    return float(values.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -300,9 +300,9 @@ class DualEncoder(L.LightningModule):
     and the views drawn at each step come from a generator seeded with ``seed``.
 
     ``history`` holds one dict of floats per training step (loss terms, mean u, mean tau,
-    mean c_hat . c, number of views). The same rows are kept in the buffer ``curve``
-    (``optim.steps`` x ``CURVE_COLUMNS``, NaN for steps not taken), so a model loaded from its
-    checkpoint still has its training curve (:meth:`training_curve`)."""
+    mean c_hat . c, number of views). After training, :meth:`keep_curve` copies the rows into
+    the buffer ``curve`` (``optim.steps`` x ``CURVE_COLUMNS``, NaN for steps not taken), so a
+    model loaded from its checkpoint still has its training curve (:meth:`training_curve`)."""
 
     CURVE_COLUMNS = ("loss", "core", "agree", "nc", "u", "tau", "cos_chat_c", "views")
 
@@ -343,6 +343,26 @@ class DualEncoder(L.LightningModule):
         )
         self._views_gen = torch.Generator().manual_seed(seed)
         self._adv_gen: torch.Generator | None = None
+
+    def keep_curve(self, loss) -> None:
+        """Copy the training curve of the fit that just ended into the buffer ``curve``: the
+        loss of each optimiser step as ``core.fit`` returned it (``loss``, one value a step) and
+        the other columns from the last ``len(loss)`` rows of ``history``. Its steps are the
+        last ``len(loss)`` of ``optim.steps`` (a resumed fit runs only the rest)."""
+        n = len(loss)
+        rows = self.history[len(self.history) - n :]
+        if n > self.curve.shape[0] or len(rows) != n:
+            raise ValueError(
+                f"a fit of {n} steps does not fit a curve of {self.curve.shape[0]} steps and "
+                f"a history of {len(self.history)} rows"
+            )
+        if n == 0:
+            return
+        columns = [
+            [float(loss[k]), *(rows[k][c] for c in self.CURVE_COLUMNS[1:])] for k in range(n)
+        ]
+        start = self.curve.shape[0] - n
+        self.curve[start:] = torch.tensor(columns, dtype=self.curve.dtype, device=self.curve.device)
 
     def training_curve(self):
         """The training curve as a pandas DataFrame (one row per step taken, columns
@@ -482,10 +502,6 @@ class DualEncoder(L.LightningModule):
         row = dict(zip(("loss", "core", "agree", "nc", "u", "tau", "cos_chat_c"), values))
         row["step"] = float(len(self.history))
         row["views"] = float(t.shape[1])
-        if len(self.history) < self.curve.shape[0]:
-            self.curve[len(self.history)] = torch.tensor(
-                [row[c] for c in self.CURVE_COLUMNS], dtype=self.curve.dtype
-            )
         self.history.append(row)
         return out["loss"]
 

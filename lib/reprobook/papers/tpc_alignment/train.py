@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from reprobook import core
-from reprobook.core import checks, load_or_train, make_trainer
+from reprobook.core import checks, load_or_train
 from reprobook.core.checkpoints import checkpoint_key
 
 from .data import ShapesCaptions, ShapesCaptionsDataModule
@@ -71,12 +71,12 @@ def arm_objective(arm: str, base: TPCConfig) -> TPCConfig:
 
 def fit(module: DualEncoder, train: ShapesCaptions, *, seed: int) -> DualEncoder:
     """Train ``module`` for ``module.optim.steps`` steps on ``train`` (batches shuffled with
-    ``seed``), with :func:`reprobook.core.make_trainer` (quiet, deterministic, gradient
-    clipping)."""
+    ``seed``), with :func:`reprobook.core.fit` (quiet, deterministic, gradient clipping), and
+    keep its training curve in the module (:meth:`~.model.DualEncoder.keep_curve`)."""
     optim = module.optim
     data = ShapesCaptionsDataModule(train, batch_size=optim.batch_size, seed=seed)
-    trainer = make_trainer(max_steps=optim.steps, gradient_clip_val=optim.grad_clip)
-    trainer.fit(module, datamodule=data)
+    loss = core.fit(module, data, steps=optim.steps, gradient_clip_val=optim.grad_clip)
+    module.keep_curve(loss)
     return module
 
 
