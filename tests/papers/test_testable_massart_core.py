@@ -17,6 +17,7 @@ from numpy.polynomial import hermite_e
 from scipy import integrate
 from scipy.stats import chi2, norm
 
+from reprobook import core
 from reprobook.papers.testable_massart import hermite, sandwich, tester
 from reprobook.papers.testable_massart.hermite import (
     feature_means,
@@ -40,7 +41,6 @@ from reprobook.papers.testable_massart.tester import (
     chi2_calibration,
     moment_statistic,
     population_statistic,
-    smallest_rate_interval,
     time_statistic,
 )
 
@@ -574,11 +574,12 @@ def test_chi2_threshold_holds_its_level_at_large_n():
     assert abs(rate - 0.9) < 4 * math.sqrt(0.9 * 0.1 / 400), rate
 
 
-def test_smallest_rate_interval_is_bonferroni_clopper_pearson():
+def test_the_c3_interval_is_bonferroni_clopper_pearson():
+    """C3 is decided on core.smallest_proportion_interval (once this chapter's own)."""
     from scipy.stats import binomtest
 
     counts = {"a": (80, 80), "b": (75, 80), "c": (60, 60)}
-    iv = smallest_rate_interval(counts, level=0.95)
+    iv = core.smallest_proportion_interval(counts, level=0.95)
     each = 1 - 0.05 / 3
     cps = {
         k: binomtest(s, n).proportion_ci(confidence_level=each, method="exact")
@@ -589,19 +590,19 @@ def test_smallest_rate_interval_is_bonferroni_clopper_pearson():
     assert iv.high == pytest.approx(min(c.high for c in cps.values()), rel=1e-12)
     assert iv.low < iv.estimate <= iv.high and iv.n == 60
     # all 80 of 80 at level 1 - 0.05/6: the lower end is (0.05/12)^(1/80)
-    six = smallest_rate_interval({str(i): (80, 80) for i in range(6)})
+    six = core.smallest_proportion_interval({str(i): (80, 80) for i in range(6)})
     assert six.estimate == 1.0 and six.high == 1.0
     assert six.low == pytest.approx((0.05 / 12) ** (1 / 80), rel=1e-9)
     # one rate alone is the plain Clopper-Pearson interval
-    one = smallest_rate_interval({"x": (7, 10)})
+    one = core.smallest_proportion_interval({"x": (7, 10)})
     ci = binomtest(7, 10).proportion_ci(confidence_level=0.95, method="exact")
     assert (one.low, one.high) == pytest.approx((ci.low, ci.high), rel=1e-12)
     with pytest.raises(ValueError, match="empty"):
-        smallest_rate_interval({})
+        core.smallest_proportion_interval({})
     with pytest.raises(ValueError, match="pair"):
-        smallest_rate_interval({"x": 3})
+        core.smallest_proportion_interval({"x": 3})
     with pytest.raises(ValueError, match="level"):
-        smallest_rate_interval({"x": (1, 2)}, level=1.0)
+        core.smallest_proportion_interval({"x": (1, 2)}, level=1.0)
 
 
 # --- the LP never exceeds the optimum it relaxes ------------------------------------------------

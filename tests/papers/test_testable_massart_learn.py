@@ -8,11 +8,13 @@ input. Monte Carlo tolerances are 5 standard errors, computed from the sample it
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from reprobook.papers.testable_massart import config as C
 from reprobook.papers.testable_massart import data as D
 from reprobook.papers.testable_massart import hermite
 from reprobook.papers.testable_massart import learners as L
@@ -540,10 +542,9 @@ def test_worst_per_seed_by_brute_force():
 
 def test_learner_study_rows_follow_the_seeded_problems():
     noises = {"random_flips": D.random_flips(0.1)}
-    kw = dict(n=200, n_test=500, d=2, thresholds=(0.0, 1.0), degrees=(1,), eps=0.03)
-    results, outcomes = L.learner_study(
-        FakeTester(True), noises, **kw, solver="dual", seeds=2, seed=5
-    )
+    sizes = dict(n=200, n_test=500, d=2, thresholds=(0.0, 1.0), degrees=(1,), eps=0.03)
+    cfg = C.TesterLearnerConfig(**sizes, solver="dual", seeds=2)
+    results, outcomes = L.learner_study(cfg, 5, FakeTester(True), noises)
     assert len(outcomes) == 2 * 2 and outcomes.accepted.all()
     names = ["L1 degree 1", "Chow halfspace", "constant", "tester-learner"]
     assert results.learner.tolist() == names * 4
@@ -557,31 +558,42 @@ def test_learner_study_rows_follow_the_seeded_problems():
     row = results[(results.seed == 1) & (results.t == 1.0) & (results.learner == "Chow halfspace")]
     assert row.excess.item() == L.excess_error(chow, test) and row.opt.item() == test.opt
     # a rejecting tester leaves the tester-learner out
-    results, outcomes = L.learner_study(
-        FakeTester(False), noises, **kw, solver="dual", seeds=1, seed=5
-    )
+    results, outcomes = L.learner_study(replace(cfg, seeds=1), 5, FakeTester(False), noises)
     assert not outcomes.accepted.any() and "tester-learner" not in set(results.learner)
     with pytest.raises(ValueError, match="seeds"):
-        L.learner_study(FakeTester(True), noises, **kw, solver="dual", seeds=0, seed=5)
+        L.learner_study(replace(cfg, seeds=0), 5, FakeTester(True), noises)
 
 
 def test_soundness_study_runs_every_marginal():
+    cfg = C.TesterLearnerConfig(n=200, n_test=400, d=2, eps=0.03, solver="dual", soundness_reps=2)
     table = L.soundness_study(
+        cfg,
+        np.random.default_rng(3),
         FakeTester(True),
         D.boundary_band(),
-        n=200,
-        n_test=400,
-        d=2,
         t=1.0,
         degree=1,
-        eps=0.03,
-        solver="dual",
-        reps=2,
-        rng=np.random.default_rng(3),
         marginals=("gaussian", "uniform"),
     )
     assert table.marginal.tolist() == ["gaussian"] * 2 + ["uniform"] * 2
     assert table.accepted.all() and np.isfinite(table.excess_if_trusted).all()
+
+
+def test_noise_models_are_the_ones_the_profile_names_in_a_fixed_order():
+    noises = ("random_flips", "boundary_band")
+    cfg = C.TesterLearnerConfig(noises=noises, eta_max=0.3, eta_low=0.02, band=0.25, flip_eta=0.1)
+    models = D.noise_models(cfg)
+    assert list(models) == ["boundary_band", "random_flips"]
+    assert models["boundary_band"] == D.boundary_band(0.3, 0.25, 0.02)
+    assert models["random_flips"] == D.random_flips(0.1)
+    assert list(D.noise_models(C.TesterLearnerConfig())) == list(C.TesterLearnerConfig().noises)
+
+
+def test_the_package_reaches_every_module_by_name():
+    from reprobook.papers import testable_massart as massart
+
+    assert massart.learners.learner_study is L.learner_study
+    assert not hasattr(massart, "nothing_here")
 
 
 def test_strictly_best_and_same_as():
@@ -603,12 +615,12 @@ def test_the_smoke_profile_cuts_the_full_sizes_to_what_the_notebooks_need():
     C4's interval needs two seeds, and the learners keep the full profile's degrees."""
     from reprobook.papers.testable_massart import config
 
-    mt = config.PROFILES["moment_tester"]["smoke"]
+    mt = config.PROFILES["02_moment_tester"]["smoke"]
     assert (
         max(mt.sample_sizes) == mt.n
-        and mt.degree == config.PROFILES["moment_tester"]["full"].degree
+        and mt.degree == config.PROFILES["02_moment_tester"]["full"].degree
     )
-    tl = config.PROFILES["tester_learner"]["smoke"]
-    assert tl.seeds >= 2 and tl.degrees == config.PROFILES["tester_learner"]["full"].degrees
-    sw = config.PROFILES["sandwiching"]["smoke"]
-    assert set(sw.example_degrees) <= set(config.PROFILES["sandwiching"]["full"].degrees)
+    tl = config.PROFILES["03_tester_learner"]["smoke"]
+    assert tl.seeds >= 2 and tl.degrees == config.PROFILES["03_tester_learner"]["full"].degrees
+    sw = config.PROFILES["01_sandwiching"]["smoke"]
+    assert set(sw.example_degrees) <= set(config.PROFILES["01_sandwiching"]["full"].degrees)

@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import OptimizeResult
 
 from reprobook import core
-from reprobook.papers.testable_massart import data, hermite, sandwich
+from reprobook.papers.testable_massart import config, data, hermite, sandwich
 from reprobook.papers.testable_massart import learners as L
 
 
@@ -178,20 +178,18 @@ def test_a_failed_problem_is_counted_and_left_out(monkeypatch):
 
     monkeypatch.setattr(L, "l1_regression", fails_once)
     failures = core.Failures("problems")
-    kw = dict(n=300, n_test=500, d=3, degrees=(1,), eps=0.0, solver="dual")
-    results, outcomes = L.learner_study(
-        tester, {"flips": data.random_flips(0.1)}, thresholds=(0.0, 0.5), seeds=1, seed=0,
-        failures=failures, **kw,
-    )  # fmt: skip
+    sizes = dict(n=300, n_test=500, d=3, thresholds=(0.0, 0.5), degrees=(1,), eps=0.0)
+    cfg = config.TesterLearnerConfig(**sizes, solver="dual", seeds=1, soundness_reps=2)
+    flips = data.random_flips(0.1)
+    results, outcomes = L.learner_study(cfg, 0, tester, {"flips": flips}, failures=failures)
     assert failures.count == 1 and failures.units == ["seed 0, flips, t = 0"]
     assert outcomes.which.tolist()[0] == "failed" and len(outcomes) == 2
     assert set(results.t) == {0.5}  # the failed problem is not scored
     assert "1 of 2 problems failed" in failures.note(len(outcomes))
     count["n"] = 0
+    rng = np.random.default_rng(1)
     runs = L.soundness_study(
-        tester, data.random_flips(0.1), n=300, n_test=500, d=3, t=0.0, degree=1, eps=0.0,
-        solver="dual", reps=2, rng=np.random.default_rng(1), marginals=("gaussian",),
-        failures=failures,
-    )  # fmt: skip
+        cfg, rng, tester, flips, t=0.0, degree=1, marginals=("gaussian",), failures=failures
+    )
     assert np.isnan(runs.excess_if_trusted.iloc[0]) and np.isfinite(runs.excess_if_trusted.iloc[1])
     assert failures.count == 2

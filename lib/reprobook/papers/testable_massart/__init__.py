@@ -10,4 +10,8 @@ polynomial regression, the Chow-vector halfspace, the constant hypothesis, the t
 and ``config`` (the notebooks' profiles).
 """
 
+from reprobook.core import lazy_submodules
+
 from . import config, data, hermite, learners, sandwich, tester
+
+__getattr__ = lazy_submodules(__name__)

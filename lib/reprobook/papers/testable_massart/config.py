@@ -4,8 +4,9 @@
 Paper: "Testable Learning of General Halfspaces under Massart Noise", arXiv 2602.22300 (only
 the abstract was available; the tester and learner are our reconstruction).
 
-Notebooks: ``sandwiching`` (C1), ``moment_tester`` (C2, C3), ``tester_learner`` (C4, C5). The
-seed is a notebook parameter; Monte Carlo streams derive from it.
+Notebooks (``PROFILES`` is keyed by their file stems): ``01_sandwiching`` (C1),
+``02_moment_tester`` (C2, C3), ``03_tester_learner`` (C4, C5). The seed is a notebook
+parameter; Monte Carlo streams derive from it.
 
 The full profile runs the same NumPy and SciPy code at larger sizes (higher degrees, dimensions
 and sample sizes, more seeds). Degree-4 to 6 moments in d = 20 to 50 would suit a GPU; this
@@ -141,7 +142,7 @@ FULL_TESTER_LEARNER = TesterLearnerConfig(
 
 # smoke: the full profile's code with every size cut to seconds on one CPU thread
 PROFILES: dict[str, dict[str, Any]] = {
-    "sandwiching": {
+    "01_sandwiching": {
         "reduced": SandwichingConfig(),
         "full": FULL_SANDWICHING,
         "smoke": replace(
@@ -155,7 +156,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             example_degrees=(4, 8),
         ),
     },
-    "moment_tester": {
+    "02_moment_tester": {
         "reduced": MomentTesterConfig(),
         "full": FULL_MOMENT_TESTER,
         "smoke": replace(
@@ -169,7 +170,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             null_reps_small=20,
         ),
     },
-    "tester_learner": {
+    "03_tester_learner": {
         "reduced": TesterLearnerConfig(),
         "full": FULL_TESTER_LEARNER,
         "smoke": replace(

@@ -51,6 +51,7 @@ __all__ = [
     "boundary_band",
     "random_flips",
     "minority_side",
+    "noise_models",
     "massart_labels",
     "population_opt",
     "positive_rate",
@@ -316,6 +317,19 @@ def random_flips(eta: float) -> RandomFlips:
 def minority_side(eta_max: float = 0.4) -> MinoritySide:
     """eta(x) = eta_max on the smaller side of sign(w . x - t), 0 on the larger side."""
     return MinoritySide(eta_max=_check_eta(eta_max, "eta_max"))
+
+
+def noise_models(cfg) -> dict[str, MassartNoise]:
+    """The noise models that ``cfg.noises`` names (``cfg`` a
+    :class:`~.config.TesterLearnerConfig`), in the order boundary band, minority side, random
+    flips: ``cfg.eta_max`` within ``cfg.band`` of the boundary and ``cfg.eta_low`` elsewhere;
+    ``cfg.eta_max`` on the minority side; ``cfg.flip_eta`` everywhere."""
+    models = {
+        "boundary_band": boundary_band(cfg.eta_max, cfg.band, cfg.eta_low),
+        "minority_side": minority_side(cfg.eta_max),
+        "random_flips": random_flips(cfg.flip_eta),
+    }
+    return {k: v for k, v in models.items() if k in cfg.noises}
 
 
 def massart_labels(

@@ -34,6 +34,7 @@ from scipy import optimize
 
 from reprobook.core import Failures, checks, tie_groups
 
+from .config import TesterLearnerConfig
 from .data import MARGINALS, Problem, massart_problem, positive_rate
 
 __all__ = [
@@ -445,36 +446,32 @@ def worst_per_seed(seeds: ArrayLike, values: ArrayLike) -> dict[int, float]:
 
 
 def learner_study(
+    cfg: TesterLearnerConfig,
+    seed: int,
     tester: Any,
     noises: dict[str, Any],
     *,
-    n: int,
-    n_test: int,
-    d: int,
-    thresholds,
-    degrees,
-    eps: float,
-    solver: str,
-    seeds: int,
-    seed: int,
     failures: Failures | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tester-learner (eq. `massart-tester-learner` of notebooks/05_testable_massart/index.md)
     beside L1 regression of each degree, the Chow halfspace and the constant, on Gaussian Massart
-    problems.
+    problems, at the sizes of ``cfg`` (a :class:`~.config.TesterLearnerConfig`: ``n``,
+    ``n_test``, ``d``, ``thresholds``, ``degrees``, ``eps``, ``solver``, ``seeds``).
 
-    Repetition r draws from ``default_rng(seed + r)``; within it, for each noise model (in the
-    dict's order) and threshold t, a training problem of n points and a test problem of
-    ``n_test`` points for the same target. The tester-learner runs at the largest of ``degrees``.
-    Returns ``(results, outcomes)``: results has one row per (seed, noise, t, learner) with
-    gamma, the excess error on the test problem and opt (the tester-learner only where the
-    tester accepted); outcomes one row per problem with the tester's verdict, the hypothesis
-    kind (``which``) and the statistic. A problem on which an L1 fit fails with every LP of
-    :func:`l1_regression` is left out of results, its outcome's ``which`` is "failed", and it
-    is added to ``failures`` (a :class:`reprobook.core.Failures`) when one is given: one
+    Repetition r of ``cfg.seeds`` draws from ``default_rng(seed + r)``; within it, for each noise
+    model (in the dict's order) and threshold t, a training problem of n points and a test
+    problem of ``n_test`` points for the same target. The tester-learner runs at the largest of
+    ``degrees``. Returns ``(results, outcomes)``: results has one row per (seed, noise, t,
+    learner) with gamma, the excess error on the test problem and opt (the tester-learner only
+    where the tester accepted); outcomes one row per problem with the tester's verdict, the
+    hypothesis kind (``which``) and the statistic. A problem on which an L1 fit fails with every
+    LP of :func:`l1_regression` is left out of results, its outcome's ``which`` is "failed", and
+    it is added to ``failures`` (a :class:`reprobook.core.Failures`) when one is given: one
     problem never stops the study.
     """
-    seeds = checks.integer(seeds, "seeds", minimum=1)
+    n, n_test, d, eps, solver = cfg.n, cfg.n_test, cfg.d, cfg.eps, cfg.solver
+    thresholds, degrees = cfg.thresholds, cfg.degrees
+    seeds = checks.integer(cfg.seeds, "seeds", minimum=1)
     rows, outcomes = [], []
     for r in range(seeds):
         rng = np.random.default_rng(seed + r)
@@ -527,28 +524,26 @@ def learner_study(
 
 
 def soundness_study(
+    cfg: TesterLearnerConfig,
+    rng: np.random.Generator,
     tester: Any,
     noise: Any,
     *,
-    n: int,
-    n_test: int,
-    d: int,
     t: float,
     degree: int,
-    eps: float,
-    solver: str,
-    reps: int,
-    rng: np.random.Generator,
     marginals=MARGINALS,
     failures: Failures | None = None,
 ) -> pd.DataFrame:
-    """The tester-learner on Massart data whose marginal need not be Gaussian: for each marginal
-    and repetition (drawn from ``rng`` in that order), a training and a test problem, the
-    tester's verdict and statistic, and the excess error the degree-``degree`` L1 learner would
-    have had had its output been trusted anyway. One row per run: marginal, accepted, statistic,
+    """The tester-learner on Massart data whose marginal need not be Gaussian, at the sizes of
+    ``cfg`` (a :class:`~.config.TesterLearnerConfig`: ``n``, ``n_test``, ``d``, ``eps``,
+    ``solver``, ``soundness_reps``): for each marginal and repetition (drawn from ``rng`` in
+    that order), a training and a test problem for threshold ``t``, the tester's verdict and
+    statistic, and the excess error the degree-``degree`` L1 learner would have had had its
+    output been trusted anyway. One row per run: marginal, accepted, statistic,
     excess_if_trusted (NaN where every LP of :func:`l1_regression` failed on the run; the run
     is then added to ``failures`` when one is given)."""
-    reps = checks.integer(reps, "reps", minimum=1)
+    n, n_test, d, eps, solver = cfg.n, cfg.n_test, cfg.d, cfg.eps, cfg.solver
+    reps = checks.integer(cfg.soundness_reps, "soundness_reps", minimum=1)
     rows = []
     for name in marginals:
         for i in range(reps):

@@ -20,8 +20,8 @@ honestly), and ``calibrate`` estimates it by Monte Carlo
 with the same (d, k, n) (better at small n, where the degree-k features' heavy tails make S's
 law heavier than chi-squared). The population analogue for a distribution D is
 sum_a E_D[H_a]^2, the squared distance of D's degree-<= k moments from the Gaussian's.
-``smallest_rate_interval`` gives the simultaneous interval of the smallest of several rates
-(claim C3).
+The simultaneous interval of the smallest of several rates (claim C3) is
+``core.smallest_proportion_interval``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from numpy.typing import ArrayLike
 from scipy.stats import chi2
 
 from reprobook.core import checks
-from reprobook.core.stats import Interval, proportion_interval
 
 from .data import sample_marginal
 from .hermite import feature_means, n_features
@@ -48,7 +47,6 @@ __all__ = [
     "MomentTester",
     "population_statistic",
     "time_statistic",
-    "smallest_rate_interval",
     "statistics_on",
     "power_table",
     "cost_table",
@@ -244,40 +242,6 @@ def time_statistic(
         moment_statistic(X, degree)
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
-
-
-def smallest_rate_interval(counts, level: float = 0.95) -> Interval:
-    """The smallest of m rates k_i / n_i with a simultaneous interval (claim C3).
-
-    ``counts`` maps a name to (k_i, n_i). Each rate gets its Clopper-Pearson interval at level
-    1 - (1 - level) / m (Bonferroni), so all m intervals hold together with probability at least
-    ``level``; on that event min_i p_i lies in [min_i low_i, min_i high_i], which is returned
-    with the smallest observed rate as the estimate."""
-    items = dict(counts)
-    if not items:
-        raise ValueError("counts is empty: give {name: (successes, n)} for at least one rate")
-    level = checks.real(level, "level", above=0, below=1)
-    each = 1 - (1 - level) / len(items)
-    intervals = {}
-    for name, pair in items.items():
-        try:
-            k, n = pair
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"counts[{name!r}] must be a pair (successes, n), got {pair!r}"
-            ) from None
-        intervals[name] = proportion_interval(k, n, level=each)
-    estimate = min(iv.estimate for iv in intervals.values())
-    low = min(iv.low for iv in intervals.values())
-    high = min(iv.high for iv in intervals.values())
-    n_min = min(iv.n for iv in intervals.values())
-    return Interval(
-        estimate,
-        low,
-        high,
-        f"smallest of {len(items)} rates, Clopper-Pearson {each:.2%} each ({level:.0%} together)",
-        n_min,
-    )
 
 
 def statistics_on(
