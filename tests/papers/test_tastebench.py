@@ -90,10 +90,17 @@ def test_bca_is_the_percentile_interval_without_bias_or_acceleration():
     boot = np.linspace(-1, 1, 1001)  # symmetric: half the replicates lie below 0
     boot = boot[boot != 0]
     jack = np.array([1.0, -1.0, 1.0, -1.0])  # no skew: acceleration 0
-    low, high = metrics.bca_interval(0.0, boot, jack)
+
+    def result(estimate):
+        return metrics.BootstrapResult(
+            {"m": {"x": estimate}}, {"m": {"x": boot}}, {"m": {"x": jack}}
+        )
+
+    low, high = result(0.0).interval("m", "x")
     assert (low, high) == pytest.approx(tuple(np.quantile(boot, [0.025, 0.975])))
+    assert (low, high) == core.bca_from_replicates(0.0, boot, jack)  # the core's BCa
     # a bias moves it: the estimate sits at the 30th percentile
-    low2, _ = metrics.bca_interval(float(np.quantile(boot, 0.3)), boot, jack)
+    low2, _ = result(float(np.quantile(boot, 0.3))).interval("m", "x")
     assert low2 < low
 
 
@@ -283,6 +290,28 @@ def test_class_weights_have_mean_one_over_the_training_molecules():
 # --- data and profiles -----------------------------------------------------------------------
 
 
+def test_dmpnn_training_is_deterministic_and_stops_at_its_epochs():
+    pytest.importorskip("rdkit")
+    from reprobook.papers.tastebench import dmpnn
+
+    smiles = ["CC(=O)O", "c1ccccc1N", "CCO", "CCCC", "OCC(O)CO", "c1ccccc1O", "CC(C)O", "CCN"]
+    graphs = [dmpnn.featurize(x) for x in smiles * 3]
+    labels = np.arange(len(graphs)) % 3
+    train, val = (graphs[:16], labels[:16]), (graphs[16:], labels[16:])
+    s = dmpnn.TrainSettings(hidden=8, dropout=0.2, batch_size=5, max_epochs=3, seed=4)
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, hist_a = dmpnn.train_dmpnn(train, val, s, n_classes=3)
+        b, hist_b = dmpnn.train_dmpnn(train, val, s, n_classes=3)
+    finally:
+        torch.set_num_threads(threads)
+    assert hist_a["epochs"] == 3 and hist_a == hist_b
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+
+
 def test_the_data_are_found_from_the_book_root_and_the_tables_parse():
     assert data.data_dir() == core.book_root() / "data" / "tastebench"
     table = data.main_table()
@@ -300,16 +329,17 @@ def test_the_data_are_found_from_the_book_root_and_the_tables_parse():
 
 
 def test_profiles_resolve():
+    assert list(config.PROFILES) == ["01_noisy_taste", "02_ranking", "03_molecules"]
     for name in config.PROFILES:
         reduced = core.resolve_notebook(config.PROFILES, name, "reduced")
         full = core.resolve_notebook(config.PROFILES, name, "full")
         assert type(reduced) is type(full)
-    full = core.resolve_notebook(config.PROFILES, "molecules", "full")
+    full = core.resolve_notebook(config.PROFILES, "03_molecules", "full")
     assert len(full.depths) * len(full.dropouts) * len(full.weightings) == 12
-    smoke = core.resolve_notebook(config.PROFILES, "molecules", "smoke")
+    smoke = core.resolve_notebook(config.PROFILES, "03_molecules", "smoke")
     assert smoke.gnn_decides and smoke.gnn_seeds >= 2  # the D-MPNN over seeds decides C6b
     assert smoke.n_train is smoke.n_val is None  # every molecule, as at full
     assert (
-        core.resolve_notebook(config.PROFILES, "ranking", "reduced", n_resamples=50).n_resamples
+        core.resolve_notebook(config.PROFILES, "02_ranking", "reduced", n_resamples=50).n_resamples
         == 50
     )

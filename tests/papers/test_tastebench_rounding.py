@@ -27,13 +27,13 @@ def test_bca_interval_of_released_scores_is_stable_under_jitter(released_bootstr
     # Hundreds of replicates of R@k equal the estimate up to rounding; counted exactly, a
     # relative move of 1e-12 sends some of them below it, which moves the bias correction z0
     # and with it a bound by a lattice step (1/144 and more). This test fails that way when
-    # bca_interval compares with the estimate exactly (BCA_RTOL = 0).
+    # the BCa compares with the estimate exactly (core.stats.BCA_RTOL = 0).
     est = released_bootstrap.point["NNLS"][metric]
     boot = released_bootstrap.boot["NNLS"][metric]
     jack = released_bootstrap.jack["NNLS"][metric]
-    ref = metrics.bca_interval(est, boot, jack)
+    ref = core.bca_from_replicates(est, boot, jack)
     for seed in range(8):
-        moved = metrics.bca_interval(
+        moved = core.bca_from_replicates(
             float(core.jitter(np.array([est]), seed)[0]),
             core.jitter(boot, seed + 100),
             core.jitter(jack, seed + 200),
@@ -50,14 +50,14 @@ def test_bca_interval_with_replicates_at_the_estimate_and_a_flat_jackknife():
     rng = np.random.default_rng(3)
     boot = np.concatenate([rng.normal(0.5, 0.1, 3000), np.full(1000, 0.5)])
     jack = np.full(60, 0.5)
-    ref = metrics.bca_interval(0.5, boot, jack)
-    no_ties = metrics.bca_interval(0.5, boot[:3000], np.linspace(0.4, 0.6, 60))
+    ref = core.bca_from_replicates(0.5, boot, jack)
+    no_ties = core.bca_from_replicates(0.5, boot[:3000], np.linspace(0.4, 0.6, 60))
     assert abs(ref[0] - no_ties[0]) > 0.01  # the ties matter, so moving them would show
     for seed in range(6):
-        assert metrics.bca_interval(0.5, core.jitter(boot, seed), jack) == pytest.approx(
+        assert core.bca_from_replicates(0.5, core.jitter(boot, seed), jack) == pytest.approx(
             ref, abs=1e-9
         )
-        assert metrics.bca_interval(0.5, boot, core.jitter(jack, seed)) == pytest.approx(
+        assert core.bca_from_replicates(0.5, boot, core.jitter(jack, seed)) == pytest.approx(
             ref, abs=1e-9
         )
 

@@ -1,9 +1,10 @@
 """Profiles of the notebooks of chapter 06 (TasteBench): one frozen dataclass per notebook, with
 a ``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the paper's
-sizes; one GPU for the D-MPNN grid). Notebooks call
-``core.resolve_notebook(config.PROFILES, "noisy_taste", profile, ...)``.
+sizes; one GPU for the D-MPNN grid), keyed by the notebook's file stem. Notebooks call
+``core.start(taste, "01_noisy_taste", profile, seed, ...)``.
 
-Notebooks: ``noisy_taste`` (C1, C2, C3), ``ranking`` (C4, C5, C7), ``molecules`` (C6a, C6b).
+Notebooks: ``01_noisy_taste`` (C1, C2, C3), ``02_ranking`` (C4, C5, C7), ``03_molecules`` (C6a,
+C6b).
 The seed is a notebook parameter: the simulator's replicates are spawned from it, the bootstrap
 uses it, and the D-MPNN trains at ``seed``, ``seed + 1``, ... .
 """
@@ -98,7 +99,7 @@ FULL_MOLECULES = MoleculesConfig(
 # still sees every molecule (n_train and n_val stay None, as at full): one epoch of a narrow
 # network in large batches, one configuration of the grid and two seeds.
 PROFILES: dict[str, dict[str, Any]] = {
-    "noisy_taste": {
+    "01_noisy_taste": {
         "reduced": NoisyTasteConfig(),
         "full": FULL_NOISY_TASTE,
         "smoke": replace(
@@ -110,12 +111,12 @@ PROFILES: dict[str, dict[str, Any]] = {
             n_group_draws=10,
         ),
     },
-    "ranking": {
+    "02_ranking": {
         "reduced": RankingConfig(),
         "full": FULL_RANKING,
         "smoke": replace(FULL_RANKING, n_resamples=100, demo_dim=8),
     },
-    "molecules": {
+    "03_molecules": {
         "reduced": MoleculesConfig(),
         "full": FULL_MOLECULES,
         "smoke": replace(

@@ -212,15 +212,9 @@ class TrainSettings:
     seed: int = 42
 
 
-def _loader(graphs, labels, batch_size: int, shuffle: bool, seed: int):
-    idx = np.arange(len(graphs))
-    return torch.utils.data.DataLoader(
-        idx,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        collate_fn=lambda ids: collate([graphs[i] for i in ids], np.asarray(labels)[ids]),
-        generator=torch.Generator().manual_seed(seed),
-    )
+def _collate_of(graphs, labels):
+    """The batch of a list of molecule indices into ``graphs`` and ``labels``."""
+    return lambda ids: collate([graphs[i] for i in ids], np.asarray(labels)[ids])
 
 
 def _lr_factor(step: int, s: TrainSettings, steps_per_epoch: int) -> float:
@@ -283,17 +277,30 @@ def train_dmpnn(train, val, settings: TrainSettings, n_classes: int = 5) -> tupl
     torch.manual_seed(s.seed)
     model = DMPNN(s.hidden, s.depth, s.dropout, n_classes)
     weights = class_weights(train[1], n_classes, s.weighting)
-    train_dl = _loader(train[0], train[1], s.batch_size, True, s.seed)
-    val_dl = _loader(val[0], val[1], 500, False, s.seed)
-    module = _lightning_module(model, weights, s, len(train_dl))
-    trainer = core.make_trainer(
-        max_epochs=s.max_epochs,
+    # the validation batches in order; a seeded generator, so that starting them each epoch
+    # draws nothing from torch's global generator (which dropout draws from)
+    val_dl = torch.utils.data.DataLoader(
+        np.arange(len(val[0])),
+        batch_size=500,
+        shuffle=False,
+        collate_fn=_collate_of(*val),
+        generator=torch.Generator().manual_seed(s.seed),
+    )
+    steps_per_epoch = math.ceil(len(train[0]) / s.batch_size)
+    module = _lightning_module(model, weights, s, steps_per_epoch)
+    core.fit(
+        module,
+        np.arange(len(train[0])),
+        epochs=s.max_epochs,
+        batch=s.batch_size,
+        seed=s.seed,
+        collate=_collate_of(*train),
+        val=val_dl,
         precision="32-true",
         deterministic="warn",  # index_add has no deterministic CUDA kernel
         callbacks=[EarlyStopping("val_loss", patience=s.patience, mode="min")],
         num_sanity_val_steps=0,
     )
-    trainer.fit(module, train_dl, val_dl)
     model = module.model.cpu()
     if module.best_state is not None:
         model.load_state_dict(module.best_state)

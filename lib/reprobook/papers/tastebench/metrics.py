@@ -20,13 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
-from reprobook.core import checks
+from reprobook.core import bca_from_replicates, checks
 
 __all__ = [
     "TIE_TOL",
-    "BCA_RTOL",
     "METRICS",
     "Groups",
     "groups_from_frame",
@@ -41,11 +39,9 @@ __all__ = [
     "category_stats",
     "BootstrapResult",
     "bootstrap_metrics",
-    "bca_interval",
 ]
 
 TIE_TOL = 1e-10  # two scores closer than this are tied (the release's convention)
-BCA_RTOL = 1e-9  # bootstrap values closer than this, relative to their size, are equal
 METRICS = (
     "pairwise_accuracy",
     "spearman",
@@ -261,40 +257,6 @@ def random_ranker(sizes, ks=(1, 2, 3)) -> dict[str, float]:
     return out
 
 
-def bca_interval(estimate: float, boot, jack, level: float = 0.95) -> tuple[float, float]:
-    """The BCa interval from bootstrap replicates ``boot`` and jackknife values ``jack``.
-
-    Implements eq. `tastebench-bca` of notebooks/06_tastebench/index.md: bias correction
-    z0 = Phi^-1(share of replicates below the estimate), acceleration a from the jackknife's
-    skewness, and the percentile interval at the adjusted levels. With z0 = 0 and a = 0 it is
-    the percentile interval.
-
-    Values within ``BCA_RTOL`` of the largest |value| count as equal: a replicate that equals
-    the estimate up to rounding is not below it (the metrics sit on a lattice, so hundreds of
-    replicates can equal the estimate, each summed in its own order), and a jackknife whose
-    values differ only by rounding has no acceleration.
-    """
-    boot = checks.array(boot, "boot", ndim=1)
-    jack = checks.array(jack, "jack", ndim=1)
-    estimate = checks.real(estimate, "estimate")
-    checks.real(level, "level", above=0, below=1)
-    if boot.size < 2 or jack.size < 2:
-        raise checks.InputError("boot and jack must hold at least 2 values each")
-    scale = max(abs(estimate), float(np.max(np.abs(boot))), float(np.max(np.abs(jack))))
-    tol = BCA_RTOL * scale  # differences below this are rounding, not order
-    share = np.mean(boot < estimate - tol)  # replicates clearly below the estimate
-    share = np.clip(share, 0.5 / boot.size, 1 - 0.5 / boot.size)  # keeps z0 finite
-    z0 = special.ndtri(share)  # eq. bca: bias correction
-    d = jack.mean() - jack
-    den = 6.0 * np.sum(d**2) ** 1.5
-    spread = float(np.max(np.abs(d)))  # 0 up to rounding: no skewness to correct
-    a = np.sum(d**3) / den if spread > tol else 0.0  # eq. bca: acceleration
-    z = special.ndtri(np.array([(1 - level) / 2, (1 + level) / 2]))
-    adj = special.ndtr(z0 + (z0 + z) / (1 - a * (z0 + z)))  # eq. bca: adjusted levels
-    low, high = np.quantile(boot, adj)
-    return float(low), float(high)
-
-
 @dataclass(frozen=True)
 class BootstrapResult:
     """Point estimates, bootstrap replicates and jackknife values of every metric of several
@@ -305,8 +267,8 @@ class BootstrapResult:
     jack: dict[str, dict[str, np.ndarray]]  # model -> metric -> (n_products,)
 
     def interval(self, model: str, metric: str, level: float = 0.95) -> tuple[float, float]:
-        """The BCa interval of one model's metric."""
-        return bca_interval(
+        """The BCa interval of one model's metric (:func:`reprobook.core.bca_from_replicates`)."""
+        return bca_from_replicates(
             self.point[model][metric], self.boot[model][metric], self.jack[model][metric], level
         )
 
@@ -315,7 +277,7 @@ class BootstrapResult:
         est = self.point[a][metric] - self.point[b][metric]
         boot = self.boot[a][metric] - self.boot[b][metric]
         jack = self.jack[a][metric] - self.jack[b][metric]
-        return (est, *bca_interval(est, boot, jack, level))
+        return (est, *bca_from_replicates(est, boot, jack, level))
 
 
 def bootstrap_metrics(
