@@ -452,5 +452,18 @@ def test_the_smoke_profile_runs_every_full_policy_on_a_small_survey():
         assert smoke.reps >= 2 and smoke.n_sites * smoke.n_units < full.n_sites * full.n_units
         if hasattr(full, "policies"):
             assert smoke.policies == full.policies
-    assert config.PROFILES["scores_or_thresholds"]["smoke"].n_boot >= 100
-    assert config.PROFILES["does_it_hold_up"]["smoke"].nuts_chains >= 2
+    assert config.PROFILES["01_scores_or_thresholds"]["smoke"].n_boot >= 100
+    assert config.PROFILES["03_does_it_hold_up"]["smoke"].nuts_chains >= 2
+
+
+def test_the_package_reaches_every_module_by_name():
+    from reprobook.papers import acorn_occupancy as acorn
+    from reprobook.papers.acorn_occupancy import config, loop
+
+    assert acorn.config is config and acorn.loop.smallest_proportion is loop.smallest_proportion
+    assert sorted(config.PROFILES) == [
+        "01_scores_or_thresholds",
+        "02_which_to_review",
+        "03_does_it_hold_up",
+    ]
+    assert not hasattr(acorn, "nothing_here")

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reprobook.core.stats import Interval, proportion_interval
+from reprobook.core.stats import Interval, proportion_interval, smallest_proportion_interval
 from reprobook.papers.acorn_occupancy import loop
 from reprobook.papers.acorn_occupancy.likelihood import (
     _parts,
@@ -249,6 +249,17 @@ def test_smallest_proportion_is_the_minimum_of_bonferroni_clopper_pearson_interv
     )
     with pytest.raises(ValueError, match="empty"):
         loop.smallest_proportion({})
+
+
+def test_smallest_proportion_is_the_core_interval_labelled_with_the_regimes():
+    counts = {"camera": (19, 20), "bioacoustic_t": (11, 18)}
+    iv = loop.smallest_proportion(counts)
+    shared = smallest_proportion_interval(counts)
+    assert (iv.estimate, iv.low, iv.high) == (shared.estimate, shared.low, shared.high)
+    assert iv.n == 38
+    assert iv.method == (
+        "smallest of 2 (camera, bioacoustic_t); Clopper-Pearson 97.5% each (Bonferroni)"
+    )
 
 
 @pytest.mark.parametrize("p1, p2", [(0.9, 0.6), (0.7, 0.72), (0.5, 0.95), (0.97, 0.97)])

@@ -13,6 +13,8 @@ Library of the chapter:
 - :mod:`.config`: the notebooks' profiles.
 """
 
+from reprobook.core import lazy_submodules
+
 from . import acquisition, baselines, config, fit, likelihood, loop, nuts
 from .acquisition import POLICIES, TARGETS, expected_variance_reduction, select_evr
 from .baselines import BinaryFit, fit_binary_occupancy, threshold_detections
@@ -34,3 +36,5 @@ from .likelihood import (
 from .loop import full_label_fit, review_loop, run_study
 from .nuts import NutsResult, run_nuts
 from .simulate import BIOACOUSTIC, CAMERA, PRESETS, Preset, Survey, simulate
+
+__getattr__ = lazy_submodules(__name__)

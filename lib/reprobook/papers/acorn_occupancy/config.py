@@ -3,12 +3,13 @@
 Paper: "ACORN: Active Continuous-Score Occupancy Modeling" (NeurIPS 2026; only the abstract
 was available). The chapter is a simulation study of our reconstruction.
 
-Notebooks: ``scores_or_thresholds`` (C2), ``which_to_review`` (C1, C3, C4), ``does_it_hold_up``
-(C5, with the Laplace-against-NUTS check). The seed is a notebook parameter; survey j of a study
-is drawn from ``default_rng([seed, j])``. Every claim is a fraction of surveys decided on an
-interval over them, so the reduced profile spends its time on surveys: 20 per study, with 128
-Laplace draws per ACORN acquisition, and budgets only as far as a claim reads them (C3's two
-policies and all of ``does_it_hold_up`` stop at 5%).
+Notebooks (``PROFILES`` is keyed by their file stems): ``01_scores_or_thresholds`` (C2),
+``02_which_to_review`` (C1, C3, C4), ``03_does_it_hold_up`` (C5, with the Laplace-against-NUTS
+check). The seed is a notebook parameter; survey j of a study is drawn from
+``default_rng([seed, j])``. Every claim is a fraction of surveys decided on an interval over
+them, so the reduced profile spends its time on surveys: 20 per study, with 128 Laplace draws
+per ACORN acquisition, and budgets only as far as a claim reads them (C3's two policies and all
+of ``03_does_it_hold_up`` stop at 5%).
 
 Real data cannot be had for the full profile. The paper's camera-trap and bioacoustic datasets
 are not named in the abstract; candidate public collections (LILA camera traps, BirdSet) carry
@@ -132,17 +133,17 @@ FULL_ROBUSTNESS = RobustnessConfig(
 # and rounds of 5 % of the units, seconds on one CPU thread
 _SMOKE_SIZE = dict(n_sites=40, n_units=10)
 PROFILES: dict[str, dict[str, Any]] = {
-    "scores_or_thresholds": {
+    "01_scores_or_thresholds": {
         "reduced": ScoresConfig(),
         "full": FULL_SCORES,
         "smoke": replace(FULL_SCORES, reps=3, n_boot=100, **_SMOKE_SIZE),
     },
-    "which_to_review": {
+    "02_which_to_review": {
         "reduced": ReviewConfig(),
         "full": FULL_REVIEW,
         "smoke": replace(FULL_REVIEW, reps=2, batch_frac=0.05, n_draws=32, **_SMOKE_SIZE),
     },
-    "does_it_hold_up": {
+    "03_does_it_hold_up": {
         "reduced": RobustnessConfig(),
         "full": FULL_ROBUSTNESS,
         "smoke": replace(

@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from reprobook import core
 from reprobook.core import checks
-from reprobook.core.stats import Interval, proportion_interval
+from reprobook.core.stats import Interval
 
 from .acquisition import POLICIES, USES_DRAWS, ReviewState, policy
 from .baselines import fit_binary_occupancy, threshold_detections
@@ -593,31 +594,23 @@ def beats_on_area(
 
 
 def smallest_proportion(counts: dict[str, tuple[int, int]], level: float = 0.95) -> Interval:
-    """The smaller of several proportions k / n with a simultaneous interval (C5).
-
-    Each proportion gets a Clopper-Pearson interval at level 1 - (1 - level) / m for m
-    proportions (Bonferroni), so all m cover their true values together with probability at
-    least ``level``. The minimum is increasing in every argument, so on that event the true
-    smallest proportion lies in [min of the lower ends, min of the upper ends], which is the
-    interval returned, around the smallest estimate. ``counts`` maps a name to (k, n).
+    """The smaller of several proportions k / n with a simultaneous interval (C5):
+    :func:`reprobook.core.smallest_proportion_interval` (each proportion's Clopper-Pearson
+    interval at level 1 - (1 - level) / m for m proportions, Bonferroni; the minimum is
+    increasing in every argument, so the true smallest proportion lies in [min of the lower
+    ends, min of the upper ends], around the smallest estimate), labelled with the regimes'
+    names and with every survey of every regime counted in ``n``. ``counts`` maps a name to
+    (k, n).
     """
     if not counts:
         raise ValueError("counts is empty: give at least one name -> (successes, n)")
     level = checks.real(level, "level", above=0, below=1)
-    m = len(counts)
-    each = 1 - (1 - level) / m
-    ivs = {name: proportion_interval(int(k), int(n), level=each) for name, (k, n) in counts.items()}
-    est = min(iv.estimate for iv in ivs.values())
-    low = min(iv.low for iv in ivs.values())
-    high = min(iv.high for iv in ivs.values())
-    n_units = sum(int(n) for _, n in counts.values())
+    counts = {name: (int(k), int(n)) for name, (k, n) in counts.items()}
+    each = 1 - (1 - level) / len(counts)
     names = ", ".join(counts)
-    return Interval(
-        est,
-        low,
-        high,
-        f"smallest of {m} ({names}); Clopper-Pearson {each:.1%} each (Bonferroni)",
-        n_units,
+    return core.smallest_proportion_interval(counts, level)._replace(
+        method=f"smallest of {len(counts)} ({names}); Clopper-Pearson {each:.1%} each (Bonferroni)",
+        n=sum(n for _, n in counts.values()),
     )
 
 
