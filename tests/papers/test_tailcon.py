@@ -207,14 +207,44 @@ def test_toy_means_have_the_conflict_cosine_and_c3_score():
     assert toy.c3_score(g)[0] == pytest.approx(-0.05)
 
 
-def test_profiles_resolve():
+def test_profiles_resolve_under_the_notebooks_stems():
+    from conftest import ROOT
+
+    stems = sorted(p.stem for p in (ROOT / "notebooks" / "08_tailcon").glob("*.ipynb"))
+    assert sorted(config.PROFILES) == stems
     for nb in config.PROFILES:
         reduced = core.resolve_notebook(config.PROFILES, nb, "reduced")
         full = core.resolve_notebook(config.PROFILES, nb, "full")
         assert reduced != full
-    assert core.resolve_notebook(config.PROFILES, "baselines", "reduced", n_seeds=7).n_seeds == 7
+    table = config.PROFILES["01_baselines"]
+    assert core.resolve(table, "reduced", n_seeds=7).n_seeds == 7
     with pytest.raises(ValueError):
-        core.resolve_notebook(config.PROFILES, "baselines", "reduced", nonsense=1)
+        core.resolve(table, "reduced", nonsense=1)
+
+
+def test_the_package_reaches_every_module_from_one_import():
+    from reprobook.papers import tailcon as tc
+
+    assert tc.toy is toy and tc.experiments is experiments
+    assert tc.fixtures.FIXTURES  # loaded on first use
+    with pytest.raises(AttributeError, match="no attribute or submodule 'nonsense'"):
+        tc.nonsense  # noqa: B018
+
+
+def test_the_erosion_grid_reads_its_sizes_from_notebook_fours_config():
+    cfg = config.ErosionConfig(
+        rhos=(0.5, 0.1), kappas=(0.0, 0.9), n_steps=60, n_test=30, focus_every=20, focus_steps=2
+    )
+    grid = toy.erosion_grid(cfg, [0, 1])
+    assert grid["plain"].shape == grid["gain"].shape == (2, 2, 2)
+    np.testing.assert_array_equal(grid["gain"], grid["tailcon"] - grid["plain"])
+    rng = np.random.default_rng([1, 1, 0])
+    mu = toy.toy_means(cfg.dim, 0.0, cfg.radius)
+    x, y = toy.toy_stream(cfg.n_steps, 0.1, mu, rng)
+    xt, yt = toy.toy_stream(cfg.n_test, 0.1, mu, rng, balanced=True)
+    run = toy.train_toy(x, y, xt, yt, lr=cfg.lr, tailcon=False, seed=1)
+    assert grid["plain"][1, 1, 0] == run.tail_recall
+    np.testing.assert_array_equal(grid["traces"][("plain", 1, 0.1, 0.0)], run.margins)
 
 
 def test_cifar_lt_without_the_data_says_what_to_do(monkeypatch):
@@ -246,3 +276,16 @@ def test_full_profile_paths_resnet32_and_the_sgd_schedule():
         opt.step()
         sched.step()
     assert lrs == pytest.approx([0.05, 0.1, 0.01, 0.001])
+
+
+def test_generating_mnist1d_leaves_the_global_generators_where_they_were():
+    import random
+
+    random.seed(3)
+    np.random.seed(3)
+    expected = random.random(), np.random.random()
+    random.seed(3)
+    np.random.seed(3)
+    split = data.mnist1d(1000, 10.0, val_per_class=5)  # make_dataset seeds both generators
+    assert split.counts[0] == int(np.bincount(split.y_train).max())
+    assert (random.random(), np.random.random()) == expected

@@ -122,18 +122,18 @@ def test_the_reduced_profile_uses_no_cifar():
 
 
 def test_smoke_notebooks_one_and_two_share_their_models():
-    one = config.PROFILES["baselines"]["smoke"]
-    two = config.PROFILES["memory_consolidation"]["smoke"]
+    one = config.PROFILES["01_baselines"]["smoke"]
+    two = config.PROFILES["02_memory_consolidation"]["smoke"]
     for field in experiments._TRAIN_FIELDS:
         assert getattr(one, field) == getattr(two, field), field
-    assert one.dataset == two.dataset == config.PROFILES["baselines"]["full"].dataset
+    assert one.dataset == two.dataset == config.PROFILES["01_baselines"]["full"].dataset
 
 
 def test_pages_name_the_long_tailed_data_they_ran_on() -> None:
     from reprobook.papers.tailcon import config, data
 
     assert data.long_tailed_name("digits") == "long-tailed digits"
-    full = config.PROFILES["baselines"]["full"].dataset
+    full = config.PROFILES["01_baselines"]["full"].dataset
     assert data.long_tailed_name(full) == "CIFAR-10-LT"
     with pytest.raises(ValueError, match="unknown dataset 'svhn'; valid: digits, mnist1d"):
         data.long_tailed_name("svhn")

@@ -4,9 +4,13 @@ Library of chapter 08 (notebooks/08_tailcon): the long-tail data and profile (:m
 the baselines' losses (:mod:`.losses`), TailCon's memory, retrieval and FOCUS consolidation as
 this chapter reconstructs them (:mod:`.memory`), the networks and LightningModules
 (:mod:`.models`), the erosion toy (:mod:`.toy`), the shared training runs
-(:mod:`.experiments`) and the notebooks' profiles (:mod:`.config`).
+(:mod:`.experiments`) and the notebooks' profiles (:mod:`.config`). Other submodules
+(:mod:`.fixtures`) load on first use (``tc.fixtures``).
 """
+
+from reprobook import core
 
 from . import config, data, experiments, losses, memory, models, toy
 
 __all__ = ["config", "data", "experiments", "losses", "memory", "models", "toy"]
+__getattr__ = core.lazy_submodules(__name__)

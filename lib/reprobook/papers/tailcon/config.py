@@ -1,6 +1,7 @@
 """Profiles of the notebooks of chapter 08 (TailCon): one frozen dataclass per notebook, with a
 ``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (one GPU, the
-paper's CIFAR-LT scale). Notebooks call ``core.resolve_notebook(config.PROFILES, ...)``.
+paper's CIFAR-LT scale), keyed by the notebook's file stem. Notebooks call
+``core.start(tc, "01_baselines", profile, seed, ...)``.
 
 Notebooks 1 and 2 share their training fields, so notebook 2 loads notebook 1's models.
 """
@@ -58,7 +59,7 @@ class Mnist1dConfig(MemoryConfig):
 
 @dataclass(frozen=True)
 class ErosionConfig:
-    """Notebook 3: the erosion toy (C3)."""
+    """Notebook 4: the erosion toy (C3)."""
 
     rhos: tuple[float, ...] = (0.5, 0.1, 0.02, 0.005)  # tail rates, falling
     kappas: tuple[float, ...] = (0.0, 0.5, 0.9)  # conflict cosines, rising
@@ -108,17 +109,17 @@ _SMOKE_CIFAR = dict(
 )
 
 PROFILES = {
-    "baselines": {
+    "01_baselines": {
         "reduced": BaselinesConfig(),
         "full": FULL_BASELINES,
         "smoke": replace(FULL_BASELINES, **_SMOKE_CIFAR),
     },
-    "memory_consolidation": {
+    "02_memory_consolidation": {
         "reduced": MemoryConfig(),
         "full": FULL_MEMORY,
         "smoke": replace(FULL_MEMORY, **_SMOKE_CIFAR),
     },
-    "mnist1d": {
+    "03_mnist1d": {
         "reduced": Mnist1dConfig(),
         "full": FULL_MNIST1D,
         # 8,000 signals: the balanced validation set takes 100 test signals of each class
@@ -132,7 +133,7 @@ PROFILES = {
             focus_steps=5,
         ),
     },
-    "tail_erosion": {
+    "04_tail_erosion": {
         "reduced": ErosionConfig(),
         "full": FULL_EROSION,
         "smoke": replace(

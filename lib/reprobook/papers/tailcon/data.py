@@ -8,6 +8,7 @@ benchmarks use.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import lightning as L
@@ -166,8 +167,9 @@ def mnist1d(
     (``mnist1d.data.make_dataset``; never ``get_dataset``, which downloads). Its 80 % training
     part is made long-tailed; its 20 % gives a balanced validation and test set.
 
-    ``make_dataset`` reseeds the global ``random`` and NumPy generators: build the data before
-    seeding a run. ``cache`` (a folder) keeps the generated arrays for the next call."""
+    ``make_dataset`` reseeds the global ``random`` and NumPy generators; their states are put
+    back after it, so building the data leaves a seeded run where it was. ``cache`` (a folder)
+    keeps the generated arrays for the next call."""
     n_samples = checks.integer(n_samples, "n_samples", minimum=1000)
     raw = _mnist1d_raw(n_samples, data_seed, cache)
     n_max = int(np.bincount(raw["y"]).min())
@@ -188,7 +190,12 @@ def _mnist1d_raw(n_samples: int, data_seed: int, cache) -> dict:
 
     args = get_dataset_args(as_dict=False)
     args.num_samples, args.seed = n_samples, data_seed
-    made = make_dataset(args)
+    states = random.getstate(), np.random.get_state()
+    try:  # make_dataset seeds the global generators; leave them as they were
+        made = make_dataset(args)
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
     raw = {k: np.asarray(made[k]) for k in ("x", "y", "x_test", "y_test")}
     raw["x"], raw["x_test"] = raw["x"].astype(np.float32), raw["x_test"].astype(np.float32)
     if path is not None:

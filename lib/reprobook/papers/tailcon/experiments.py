@@ -109,9 +109,8 @@ def _key(cfg, split, seed, fields, **extra):
 def _fit(module, split, cfg, seed, loader=None, epochs=None):
     dm = data.LongTailData(split, cfg.batch_size, seed)
     module.monitor = (dm.x_val, dm.y_val)
-    trainer = core.make_trainer(max_epochs=epochs or cfg.epochs)
     module.train()
-    trainer.fit(module, train_dataloaders=getattr(dm, loader or "train_dataloader")())
+    core.fit(module, getattr(dm, loader or "train_dataloader")(), epochs=epochs or cfg.epochs)
     return module
 
 

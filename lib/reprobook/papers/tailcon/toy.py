@@ -107,36 +107,27 @@ def _focus_numpy(W, b, mem, steps, k, T, seed):
     return head.weight.detach().double().numpy(), head.bias.detach().double().numpy()
 
 
-def erosion_grid(
-    rhos,
-    kappas,
-    seeds,
-    *,
-    n_steps=2000,
-    n_test=600,
-    dim=16,
-    radius=2.0,
-    lr=0.05,
-    capacity=16,
-    focus_every=200,
-    focus_steps=50,
-) -> dict:
-    """Tail recall with and without TailCon over ``(rho, kappa)`` for each seed, the same
-    stream for both. Returns arrays ``(seed, rho, kappa)`` and the margin traces."""
+def erosion_grid(cfg, seeds) -> dict:
+    """Tail recall with and without TailCon over ``(rho, kappa)`` of the grid ``cfg.rhos`` x
+    ``cfg.kappas`` for each seed, the same stream for both. ``cfg`` is notebook 4's
+    :class:`~reprobook.papers.tailcon.config.ErosionConfig` (stream and test sizes, the toy's
+    geometry, the SGD step and TailCon's memory and FOCUS knobs). Returns arrays
+    ``(seed, rho, kappa)`` and the margin traces."""
+    rhos, kappas = cfg.rhos, cfg.kappas
     shape = (len(seeds), len(rhos), len(kappas))
     out = {"plain": np.zeros(shape), "tailcon": np.zeros(shape), "traces": {}}
     for s, seed in enumerate(seeds):
         for i, rho in enumerate(rhos):
             for j, kappa in enumerate(kappas):
                 rng = np.random.default_rng([seed, i, j])
-                mu = toy_means(dim, kappa, radius)
-                x, y = toy_stream(n_steps, rho, mu, rng)
-                xt, yt = toy_stream(n_test, rho, mu, rng, balanced=True)
+                mu = toy_means(cfg.dim, kappa, cfg.radius)
+                x, y = toy_stream(cfg.n_steps, rho, mu, rng)
+                xt, yt = toy_stream(cfg.n_test, rho, mu, rng, balanced=True)
                 kw = dict(
-                    lr=lr,
-                    capacity=capacity,
-                    focus_every=focus_every,
-                    focus_steps=focus_steps,
+                    lr=cfg.lr,
+                    capacity=cfg.capacity,
+                    focus_every=cfg.focus_every,
+                    focus_steps=cfg.focus_steps,
                     seed=seed,
                 )
                 for name in ("plain", "tailcon"):
