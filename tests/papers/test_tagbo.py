@@ -202,4 +202,22 @@ def test_profiles_resolve():
         full = core.resolve_notebook(config.PROFILES, nb, "full")
         smoke = core.resolve_notebook(config.PROFILES, nb, "smoke")
         assert type(reduced) is type(full) is type(smoke)
-    assert core.resolve_notebook(config.PROFILES, "suzuki", "reduced", n_iter=3).n_iter == 3
+    assert core.resolve_notebook(config.PROFILES, "02_suzuki", "reduced", n_iter=3).n_iter == 3
+
+
+def test_profiles_are_keyed_by_the_notebooks_stems_and_the_package_reaches_every_module():
+    import sys
+
+    from conftest import ROOT
+
+    from reprobook.papers import tagbo
+
+    stems = sorted(p.stem for p in (ROOT / "notebooks" / "09_tagbo").glob("*.ipynb"))
+    assert sorted(config.PROFILES) == stems
+    # the BO harness is imported with the package: importing botorch's acquisition functions
+    # draws from NumPy's global generator, which must happen before a notebook seeds its run
+    assert "reprobook.papers.tagbo.bo" in sys.modules
+    assert tagbo.config is config and tagbo.similarity is similarity
+    assert tagbo.synthetic.run_constrained and tagbo.llm.TierElicitor  # loaded on first use
+    with pytest.raises(AttributeError, match="no attribute or submodule 'nonsense'"):
+        tagbo.nonsense  # noqa: B018

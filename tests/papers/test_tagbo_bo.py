@@ -104,3 +104,38 @@ def test_prior_methods_need_tiers_and_methods_are_checked():
         bo.build_model("tagbo", X, Y, space)
     with pytest.raises(ValueError, match="method"):
         bo.build_model("unknown", X, Y, space)
+
+
+def test_the_lookup_benchmark_reads_its_sizes_from_the_notebooks_config():
+    from reprobook.papers.tagbo import config
+
+    cfg = config.LookupConfig(
+        substrates=(1,),
+        methods=("random", "descriptor"),
+        n_init=4,
+        n_iter=2,
+        n_replicates=2,
+        refit_every=1,
+        maxiter=10,
+    )
+    df = experiments.lookup_benchmark(cfg, 0, "buchwald", [0.2])
+    assert df.method.tolist() == ["random", "descriptor"] * 2
+    assert df.replicate.tolist() == [0, 0, 1, 1] and set(df.substrate) == {1}
+    pool = data.buchwald_pool(1)
+    space = experiments.descriptor_space(pool)
+    trace = bo.run_lookup(pool.X, pool.y, space, "descriptor", None, 4, 2, 0, 1, 10, 1)
+    np.testing.assert_array_equal(df.curve[3], bo.normalized_best(trace, pool.y.max()))
+    only = experiments.lookup_benchmark(cfg, 0, "buchwald", [0.2], methods=("random",))
+    assert only.method.tolist() == ["random", "random"]
+
+
+def test_the_constrained_benchmark_reads_its_settings_from_the_notebooks_config():
+    from reprobook.papers.tagbo import config
+
+    cfg = config.ConstrainedConfig(methods=("random",), n_init=3, n_iter=2, n_replicates=2)
+    df = experiments.constrained_benchmark(cfg, 0)
+    assert df.method.tolist() == ["random", "random"] and df.prior.isna().all()
+    task = synthetic.make_task(1, rho=cfg.rho, noise=cfg.noise)
+    X, f = synthetic.run_constrained(task, "random", None, 3, 2, 0, 1)
+    np.testing.assert_array_equal(df.X[1], X[3:])
+    np.testing.assert_array_equal(df.curve[1], np.maximum.accumulate(f) / task.optimum)

@@ -13,7 +13,8 @@ from reprobook.core import claims, resources
 from reprobook.core import fixtures as core_fixtures
 from reprobook.papers.tagbo import config, data, experiments, fixtures, llm
 
-LOOKUPS = ("suzuki", "buchwald")
+LOOKUPS = ("suzuki", "buchwald")  # the reaction tables
+LOOKUP_NOTEBOOKS = ("02_suzuki", "03_buchwald")  # their notebooks
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +124,16 @@ def test_the_llm_prior_feeds_the_same_bo_loop(elicitor) -> None:
     space = experiments.descriptor_space(pool)
     got = experiments.prior_for(pool, space, "llm", 0, 3, elicitor)
     assert all(np.array_equal(a, b) for a, b in zip(got, elicitor.tiers(pool)))
-    df = experiments.lookup_benchmark(
-        "suzuki", (0,), ("random", "tagbo"), ["llm"], 3, 1, 1, 0, maxiter=3, elicitor=elicitor
+    cfg = config.LookupConfig(
+        substrates=(0,),
+        methods=("random", "tagbo"),
+        n_init=3,
+        n_iter=1,
+        n_replicates=1,
+        refit_every=1,
+        maxiter=3,
     )
+    df = experiments.lookup_benchmark(cfg, 0, "suzuki", ["llm"], elicitor=elicitor)
     assert df.method.tolist() == ["random", "tagbo"]
     assert df.prior.tolist()[1] == "llm" and df.prior.isna().tolist() == [True, False]
     assert [len(c) for c in df.curve] == [4, 4]
@@ -142,7 +150,7 @@ def test_the_llm_prior_without_a_model_is_refused() -> None:
 
 
 def test_the_stand_in_is_a_deliberate_setting_of_each_profile() -> None:
-    for nb in LOOKUPS:
+    for nb in LOOKUP_NOTEBOOKS:
         reduced, full, smoke = (config.PROFILES[nb][p] for p in ("reduced", "full", "smoke"))
         assert (reduced.llm, full.llm, smoke.llm) == ("emulated", "real", "real")
         cfg = core.resolve_notebook(config.PROFILES, nb, "full", llm="emulated")
@@ -160,8 +168,8 @@ def test_the_stand_in_is_a_deliberate_setting_of_each_profile() -> None:
     for item in inputs:
         assert item.unless == "llm=emulated"
         assert item.notebooks == ("02_suzuki", "03_buchwald")
-        assert item.waived_by(dataclasses.asdict(config.PROFILES["suzuki"]["reduced"]))
-        assert not item.waived_by(dataclasses.asdict(config.PROFILES["suzuki"]["full"]))
+        assert item.waived_by(dataclasses.asdict(config.PROFILES["02_suzuki"]["reduced"]))
+        assert not item.waived_by(dataclasses.asdict(config.PROFILES["02_suzuki"]["full"]))
 
 
 def test_full_without_the_model_stops_before_any_work_and_the_stand_in_is_recorded(
@@ -171,16 +179,14 @@ def test_full_without_the_model_stops_before_any_work_and_the_stand_in_is_record
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
     monkeypatch.delenv(claims.PROFILE_ENV, raising=False)
-    full = config.PROFILES["buchwald"]["full"]
+    from reprobook.papers import tagbo
+
     with pytest.raises(core.MissingInputs, match=r"(?s)Qwen2\.5-7B-Instruct.*-p llm=emulated"):
-        core.start("tagbo", "03_buchwald", profile="full", config=full)
+        core.start(tagbo, "03_buchwald", "full")
     assert not (tmp_path / "results").exists()
-    run = core.start(
-        "tagbo", "03_buchwald", profile="full", config=dataclasses.replace(full, llm="emulated")
-    )
+    run, cfg = core.start(tagbo, "03_buchwald", "full", llm="emulated")
+    assert cfg == dataclasses.replace(config.PROFILES["03_buchwald"]["full"], llm="emulated")
     assert json.loads(run.path.read_text())["stand_ins"] == {"llm": "emulated"}
     # a notebook that uses no model chooses no stand-in
-    other = core.start(
-        "tagbo", "04_constrained", "full", config=config.PROFILES["constrained"]["full"]
-    )
+    other, _ = core.start(tagbo, "04_constrained", "full")
     assert json.loads(other.path.read_text())["stand_ins"] == {}

@@ -1,11 +1,12 @@
 """Profiles of the notebooks of chapter 09 (TagBO): one frozen dataclass per notebook, with a
 ``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full`` one (the scale the
-chapter would run at on one GPU machine). Notebooks call
-``core.resolve_notebook(config.PROFILES, "suzuki", profile, ...)``.
+chapter would run at on one GPU machine), keyed by the notebook's file stem. Notebooks call
+``core.start(tagbo, "02_suzuki", profile, seed, ...)``.
 
-Notebooks: ``similarity`` (kernels, learned mix, held-out R^2), ``suzuki`` (C1a), ``buchwald``
-(C1b), ``constrained`` (C1c, C4), ``prior_quality`` (C2, C3). The seed is a notebook parameter:
-replicate r draws its initial design, its prior corruption and its tie-breaks from (seed, r).
+Notebooks: ``01_similarity`` (kernels, learned mix, held-out R^2), ``02_suzuki`` (C1a),
+``03_buchwald`` (C1b), ``04_constrained`` (C1c, C4), ``05_prior_quality`` (C2, C3). The seed is
+a notebook parameter: replicate r draws its initial design, its prior corruption and its
+tie-breaks from (seed, r).
 
 Reduced-profile savings, the same for every method: hyper-parameters are refitted every
 ``refit_every`` steps (in between, the model takes the new data with the last fit), a few
@@ -133,24 +134,24 @@ _SWEEP_FULL = SweepConfig(
 )
 _SIMILARITY_FULL = SimilarityConfig(n_train=96, n_repeats=20, maxiter=200, w_grid=41)
 PROFILES: dict[str, dict[str, Any]] = {
-    "similarity": {
+    "01_similarity": {
         "reduced": SimilarityConfig(),
         "full": _SIMILARITY_FULL,
         "smoke": replace(
             _SIMILARITY_FULL, n_train=24, n_repeats=2, p_flips=(0.0, 0.7), maxiter=10, w_grid=5
         ),
     },
-    "suzuki": {
+    "02_suzuki": {
         "reduced": LookupConfig(),
         "full": _LOOKUP_FULL,
         "smoke": _LOOKUP_SMOKE,
     },
-    "buchwald": {
+    "03_buchwald": {
         "reduced": LookupConfig(),
         "full": _LOOKUP_FULL,
         "smoke": _LOOKUP_SMOKE,
     },
-    "constrained": {
+    "04_constrained": {
         "reduced": ConstrainedConfig(),
         "full": _CONSTRAINED_FULL,
         "smoke": replace(
@@ -164,7 +165,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             mc=16,
         ),  # fmt: skip
     },
-    "prior_quality": {
+    "05_prior_quality": {
         "reduced": SweepConfig(),
         "full": _SWEEP_FULL,
         "smoke": replace(

@@ -81,30 +81,32 @@ def llm_agreement(name: str, substrates: Sequence[int], elicitor) -> float:
 
 
 def lookup_benchmark(
-    name: str,
-    substrates: Sequence[int],
-    methods: Sequence[str],
-    priors_: Sequence[str | float],
-    n_init: int,
-    n_iter: int,
-    n_replicates: int,
+    cfg,
     seed: int,
-    maxiter: int = 50,
-    refit_every: int = 1,
+    name: str,
+    priors_: Sequence[str | float],
+    *,
+    methods: Sequence[str] | None = None,
+    elicitor=None,
     radius: int = 2,
     n_bits: int = 2048,
-    elicitor=None,
 ) -> pd.DataFrame:
-    """Every method on every replicate; a prior method once per entry of ``priors_`` (each a
-    ``kind`` of :func:`prior_for`; "llm" asks ``elicitor``). One row per run: replicate,
-    substrate, method, prior, auc (mean normalised best over the BO steps), final (normalised
-    best after the budget), curve (normalised best after each evaluation), failures (how many
-    of the run's steps had a fit or a proposal that failed after every retry, see
-    :func:`.bo.run_lookup`; 0 almost always) and failure_notes (each failure's reason)."""
+    """Every method on every replicate of table ``name`` ("suzuki" or "buchwald"), at the sizes
+    of ``cfg`` (a notebook's :class:`~.config.LookupConfig` or :class:`~.config.SweepConfig`:
+    its ``substrates``, ``n_init``, ``n_iter``, ``n_replicates``, ``maxiter`` and
+    ``refit_every``); ``methods`` defaults to ``cfg.methods``. A prior method runs once per
+    entry of ``priors_`` (each a ``kind`` of :func:`prior_for`; "llm" asks ``elicitor``). One
+    row per run: replicate, substrate, method, prior, auc (mean normalised best over the BO
+    steps), final (normalised best after the budget), curve (normalised best after each
+    evaluation), failures (how many of the run's steps had a fit or a proposal that failed
+    after every retry, see :func:`.bo.run_lookup`; 0 almost always) and failure_notes (each
+    failure's reason)."""
+    methods = cfg.methods if methods is None else methods
+    substrates, n_init = cfg.substrates, cfg.n_init
     for m in methods:
         checks.choice(m, "method", METHODS)
     rows, cache = [], {}
-    for r in range(checks.integer(n_replicates, "n_replicates", minimum=1)):
+    for r in range(checks.integer(cfg.n_replicates, "n_replicates", minimum=1)):
         sub = int(substrates[r % len(substrates)])
         if sub not in cache:
             pool = load_pool(name, sub)
@@ -112,16 +114,26 @@ def lookup_benchmark(
         pool, space = cache[sub]
         for m in methods:
             for kind in priors_ if m in PRIOR_METHODS else [None]:
-                tiers = (prior_for(pool, space, kind, seed, r, elicitor)
-                         if kind is not None else None)  # fmt: skip
+                tiers = None if kind is None else prior_for(pool, space, kind, seed, r, elicitor)
                 failed = Failures("steps")
-                trace = run_lookup(pool.X, pool.y, space, m, tiers, n_init, n_iter, seed, r,
-                                   maxiter, refit_every, failed)  # fmt: skip
+                trace = run_lookup(
+                    pool.X, pool.y, space, m, tiers, n_init, cfg.n_iter, seed, r,
+                    cfg.maxiter, cfg.refit_every, failed,
+                )  # fmt: skip
                 curve = normalized_best(trace, pool.y.max())
-                rows.append(dict(replicate=r, substrate=sub, method=m, prior=kind,
-                                 auc=float(curve[n_init:].mean()), final=float(curve[-1]),
-                                 curve=curve, failures=_steps(failed),
-                                 failure_notes=failed.reasons))  # fmt: skip
+                rows.append(
+                    dict(
+                        replicate=r,
+                        substrate=sub,
+                        method=m,
+                        prior=kind,
+                        auc=float(curve[n_init:].mean()),
+                        final=float(curve[-1]),
+                        curve=curve,
+                        failures=_steps(failed),
+                        failure_notes=failed.reasons,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -195,29 +207,45 @@ def _steps(failed: Failures) -> int:
     return len({unit.rsplit(" (", 1)[0] for unit in failed.units})
 
 
-def constrained_benchmark(methods, p_flip, rho, noise, n_init, n_iter, n_replicates, seed,
-                          maxiter=50, refit_every=1, **acq_kw) -> pd.DataFrame:  # fmt: skip
-    """Every method on every replicate of the synthetic task (replicate r draws the task from
-    (seed, r)). One row per run: replicate, method, auc, final, curve, the largest
-    constraint violation of the points the method proposed (the initial rows excluded), and
-    failures / failure_notes: how many of the run's steps had a fit, an SLSQP run or a
-    proposal that failed after every retry (see :func:`.synthetic.run_constrained`; 0 almost
-    always), and each failure's reason."""
+def constrained_benchmark(cfg, seed: int) -> pd.DataFrame:
+    """Every method of ``cfg.methods`` on every replicate of the synthetic task (replicate r
+    draws the task from (seed, r)), at the settings of ``cfg`` (notebook 4's
+    :class:`~.config.ConstrainedConfig`: the prior's ``p_flip``, the task's ``rho`` and
+    ``noise``, the budget, the fits and the acquisition's ``n_screen``, ``top_k``,
+    ``restarts`` and ``mc``). One row per run: replicate, method, auc, final, curve, the
+    largest constraint violation of the points the method proposed (the initial rows
+    excluded), and failures / failure_notes: how many of the run's steps had a fit, an SLSQP
+    run or a proposal that failed after every retry (see :func:`.synthetic.run_constrained`; 0
+    almost always), and each failure's reason."""
     from . import synthetic
 
+    p_flip, n_init = cfg.p_flip, cfg.n_init
+    acq_kw = dict(n_screen=cfg.n_screen, top_k=cfg.top_k, restarts=cfg.restarts, mc=cfg.mc)
     rows = []
-    for r in range(checks.integer(n_replicates, "n_replicates", minimum=1)):
-        task = synthetic.make_task(1000 * seed + r, rho=rho, noise=noise)
+    for r in range(checks.integer(cfg.n_replicates, "n_replicates", minimum=1)):
+        task = synthetic.make_task(1000 * seed + r, rho=cfg.rho, noise=cfg.noise)
         rng = np.random.default_rng([seed, r, 7, int(round(1000 * p_flip))])
         tiers = [priors.corrupt_tiers(priors.true_tiers(e), p_flip, rng) for e in task.effects]
-        for m in methods:
+        for m in cfg.methods:
             failed = Failures("steps")
-            X, f = synthetic.run_constrained(task, m, tiers, n_init, n_iter, seed, r, maxiter,
-                                             refit_every, failed, **acq_kw)  # fmt: skip
+            X, f = synthetic.run_constrained(
+                task, m, tiers, n_init, cfg.n_iter, seed, r, cfg.maxiter, cfg.refit_every,
+                failed, **acq_kw,
+            )  # fmt: skip
             curve = np.maximum.accumulate(f) / task.optimum
             viol = synthetic.violation(X[n_init:], task.sizes)
-            rows.append(dict(replicate=r, method=m, prior=p_flip if m in PRIOR_METHODS else None,
-                             auc=float(curve[n_init:].mean()), final=float(curve[-1]),
-                             curve=curve, violation=float(viol.max()), X=X[n_init:],
-                             failures=_steps(failed), failure_notes=failed.reasons))  # fmt: skip
+            rows.append(
+                dict(
+                    replicate=r,
+                    method=m,
+                    prior=p_flip if m in PRIOR_METHODS else None,
+                    auc=float(curve[n_init:].mean()),
+                    final=float(curve[-1]),
+                    curve=curve,
+                    violation=float(viol.max()),
+                    X=X[n_init:],
+                    failures=_steps(failed),
+                    failure_notes=failed.reasons,
+                )
+            )
     return pd.DataFrame(rows)
