@@ -437,6 +437,15 @@ def test_training_is_deterministic_under_a_seed(fake_trajs):
         M.train_predictor(bad, 2, epochs=1)
 
 
+def test_the_curve_keeps_the_mean_training_loss_of_each_epoch():
+    model = M.GlimpsePredictor((2, 2, 1), 2, 2, epochs=3)
+    losses = np.array([1.0, 2.0, 4.0, 0.5, 0.25, 0.75], dtype=np.float32)  # core.fit's steps
+    model.record_training_loss(losses, 2)
+    np.testing.assert_array_equal(model.curve[:, 0].numpy(), [1.5, 2.25, 0.5])
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        model.record_training_loss(losses, 0)
+
+
 def test_trained_predictor_beats_chance_on_circle_square():
     """A predictor trained on 400 CircleSquare episodes of the gradient policy (vector env,
     10 epochs) is right at the final step on > 70% of 200 fresh episodes (chance 50%; the
@@ -573,20 +582,44 @@ def test_final_minus_average_by_hand():
         V.final_minus_average({})
 
 
+def test_an_interval_over_seeds_is_recorded_with_its_student_t_fields():
+    iv = core.t_interval([0.5, 0.7, 0.6], level=0.9)
+    assert V.interval_fields(iv) == {
+        "mean": iv.estimate,
+        "low": iv.low,
+        "high": iv.high,
+        "se": iv.se,
+        "n": 3,
+        "level": 0.9,
+    }
+
+
+def test_profiles_are_keyed_by_the_notebooks_stems_and_the_package_reaches_its_modules():
+    from conftest import ROOT
+
+    from reprobook.papers import tactile_mnist as tactile
+
+    stems = sorted(p.stem for p in (ROOT / "notebooks" / "10_tactile_mnist").glob("*.ipynb"))
+    assert sorted(tactile.config.PROFILES) == stems
+    assert tactile.evaluate is V and tactile.interval_fields is V.interval_fields
+    with pytest.raises(AttributeError, match="no attribute or submodule 'nonsense'"):
+        tactile.nonsense  # noqa: B018
+
+
 def test_smoke_profile_keeps_what_the_full_notebooks_draw_and_score():
     """The smoke sizes still let the notebooks form intervals over seeds, draw six episodes
     per strategy and run the tactile sensor at the full profile's resolution."""
     from reprobook.papers.tactile_mnist import config
 
-    strategy = core.resolve_notebook(config.PROFILES, "where_you_look", "smoke")
-    full = config.PROFILES["where_you_look"]["full"]
+    strategy = core.resolve_notebook(config.PROFILES, "02_where_you_look", "smoke")
+    full = config.PROFILES["02_where_you_look"]["full"]
     assert strategy.seeds == 2 and strategy.test_episodes >= 6
     assert strategy.policies == full.policies and strategy.level == full.level
-    touch = core.resolve_notebook(config.PROFILES, "touching_digits", "smoke")
+    touch = core.resolve_notebook(config.PROFILES, "03_touching_digits", "smoke")
     assert (
         touch.sensor_resolution
         == 64
-        == config.PROFILES["touching_digits"]["full"].sensor_resolution
+        == config.PROFILES["03_touching_digits"]["full"].sensor_resolution
     )
-    interface = core.resolve_notebook(config.PROFILES, "interface", "smoke")
+    interface = core.resolve_notebook(config.PROFILES, "01_interface", "smoke")
     assert interface.sensor_resolution == 64 and interface.n_episodes == 2

@@ -1,10 +1,10 @@
 """Profiles of the notebooks of the Tactile MNIST chapter (arXiv 2506.06361).
 
-Notebooks: ``interface`` (C1), ``where_you_look`` (C2, C3) and ``touching_digits`` (the
-digits-glimpse and synthetic tactile environments; C4 and C5, which cannot be checked here).
-The seed is a notebook parameter; the episodes of seed s are reset with seeds derived from it.
-A notebook resolves its configuration with
-``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``.
+Notebooks, keyed by their file stems: ``01_interface`` (C1), ``02_where_you_look`` (C2, C3) and
+``03_touching_digits`` (the digits-glimpse and synthetic tactile environments; C4 and C5, which
+cannot be checked here). The seed is a notebook parameter; the episodes of seed s are reset with
+seeds derived from it. A notebook resolves its configuration with
+``core.start(tactile, "<notebook>", profile, seed, **overrides)``.
 
 Real data cannot be had for the full profile: the suite's MNIST 3D meshes and real touches live
 on a model hub that the book's machines cannot reach, and the registered tactile environments
@@ -78,19 +78,19 @@ TOUCH_FULL = TouchConfig(
 # The smoke profile: the full profile's code path with its sizes cut to seconds on one CPU
 # thread (two seeds, so the intervals over seeds can still be formed).
 PROFILES: dict[str, dict[str, Any]] = {
-    "interface": {
+    "01_interface": {
         "reduced": InterfaceConfig(),
         "full": INTERFACE_FULL,
         "smoke": dataclasses.replace(INTERFACE_FULL, n_episodes=2),
     },
-    "where_you_look": {
+    "02_where_you_look": {
         "reduced": StrategyConfig(),
         "full": STRATEGY_FULL,
         "smoke": dataclasses.replace(
             STRATEGY_FULL, seeds=2, train_episodes=40, test_episodes=20, epochs=2, num_envs=10
         ),
     },
-    "touching_digits": {
+    "03_touching_digits": {
         "reduced": TouchConfig(),
         "full": TOUCH_FULL,
         "smoke": dataclasses.replace(

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from reprobook.core.stats import t_interval
+from reprobook.core.stats import Interval, t_interval
 
 __all__ = [
     "accuracy_by_step",
@@ -48,6 +48,7 @@ __all__ = [
     "policy_accuracy",
     "paired_differences",
     "final_minus_average",
+    "interval_fields",
 ]
 
 
@@ -121,7 +122,7 @@ def ordering_check(
     """C2: are the policies' final-step accuracies (one value per seed) ordered as ``order``
     (best first), with the level-``level`` t-intervals of neighbours not overlapping?
 
-    Returns {"intervals": {policy: TInterval}, "ordered": bool (means strictly decreasing along
+    Returns {"intervals": {policy: core.Interval}, "ordered": bool (means strictly decreasing along
     ``order``), "separated": bool (low of each > high of the next), "holds": ordered and
     separated, "gaps": [low_i - high_{i+1}] (positive when separated), "pairs_held": the
     neighbouring pairs "a > b" whose means are ordered and intervals separated (C2 counts them)}."""
@@ -149,6 +150,12 @@ def ordering_check(
         "gaps": gaps,
         "pairs_held": pairs,
     }
+
+
+def interval_fields(iv: Interval) -> dict:
+    """The fields a Student-t interval over seeds is recorded with in a claim's details: mean,
+    low, high, se, n and level (its method string is the claim's own)."""
+    return dict(mean=iv.mean, low=iv.low, high=iv.high, se=iv.se, n=iv.n, level=iv.level)
 
 
 def growth_check(curves_by_policy: Mapping[str, ArrayLike]) -> dict:

@@ -34,7 +34,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from reprobook.core import checks, make_trainer
+from reprobook import core
+from reprobook.core import checks
 
 from .policies import Trajectories
 
@@ -94,8 +95,9 @@ class GlimpsePredictor(L.LightningModule):
     Initial weights depend on ``seed`` only (drawn in a forked RNG).
 
     ``curve`` (a buffer, epochs x :data:`CURVE_COLUMNS`, NaN where not measured) keeps the mean
-    training loss of each epoch, the validation loss and the validation final-step accuracy, so a
-    model loaded from a checkpoint still has its training curve."""
+    training loss of each epoch (from the step losses ``core.fit`` returns, see
+    :meth:`record_training_loss`), the validation loss and the validation final-step accuracy,
+    so a model loaded from a checkpoint still has its training curve."""
 
     def __init__(
         self,
@@ -150,7 +152,6 @@ class GlimpsePredictor(L.LightningModule):
         self.register_buffer("curve", torch.full((epochs, len(CURVE_COLUMNS)), float("nan")))
         self.register_buffer("image_mean", torch.zeros(c))  # mu, per channel (set_input_stats)
         self.register_buffer("image_std", torch.ones(c))  # sigma, per channel
-        self._epoch_losses: list[float] = []
 
     # model ------------------------------------------------------------------------------------
     def set_input_stats(self, images: np.ndarray | torch.Tensor) -> None:
@@ -206,15 +207,17 @@ class GlimpsePredictor(L.LightningModule):
 
     # Lightning ----------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self._epoch_losses.append(float(loss.detach()))
-        return loss
+        return self.loss(batch)
 
-    def on_train_epoch_end(self):
-        e = self.current_epoch
-        if self._epoch_losses and e < self.curve.shape[0]:
-            self.curve[e, 0] = float(np.mean(self._epoch_losses))
-        self._epoch_losses = []
+    def record_training_loss(self, losses: np.ndarray, steps_per_epoch: int) -> None:
+        """Fill the ``train_loss`` column of ``curve``: the mean of each epoch's step losses
+        (``losses``, the per-step training loss ``core.fit`` returns, ``steps_per_epoch`` steps
+        an epoch)."""
+        checks.integer(steps_per_epoch, "steps_per_epoch", minimum=1)
+        losses = np.asarray(losses, dtype=np.float64)
+        for e, start in enumerate(range(0, len(losses), steps_per_epoch)):
+            if e < self.curve.shape[0]:
+                self.curve[e, 0] = float(np.mean(losses[start : start + steps_per_epoch]))
 
     def validation_step(self, batch, batch_idx):
         logits = self(batch["images"], batch["positions"], batch["time"])
@@ -349,9 +352,10 @@ def fit_predictor(
     val_fraction: float = 0.1,
 ) -> GlimpsePredictor:
     """Train ``model`` in place for ``model.hparams.epochs`` epochs on ``trajs`` with
-    :func:`reprobook.core.make_trainer` (quiet, deterministic; CPU here), after setting its input
-    standardisation from the training episodes' images. The split and the batch order come from
-    ``seed``. Returns the model in eval mode."""
+    :func:`reprobook.core.fit` (quiet, deterministic; CPU here), after setting its input
+    standardisation from the training episodes' images, and keep each epoch's mean training loss
+    in its curve. The split and the batch order come from ``seed``. Returns the model in eval
+    mode."""
     if not isinstance(model, GlimpsePredictor):
         raise TypeError(f"model must be a GlimpsePredictor, got {type(model).__name__}")
     _check_labels(trajs, model.num_classes)
@@ -366,8 +370,8 @@ def fit_predictor(
         )
     data = TrajectoryDataModule(trajs, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
     model.set_input_stats(trajs.images[data.train_index.numpy()])
-    trainer = make_trainer(max_epochs=int(model.hparams.epochs), num_sanity_val_steps=0)
-    trainer.fit(model, datamodule=data)
+    losses = core.fit(model, data, epochs=int(model.hparams.epochs), num_sanity_val_steps=0)
+    model.record_training_loss(losses, -(-len(data.train_index) // batch_size))
     model.eval()
     return model
 
