@@ -201,14 +201,22 @@ def test_kept_share_is_zero_at_the_floor_one_at_the_reference_and_zero_without_a
     assert experiments.kept_share([np.array([12.0, 14.0])], ref[:1], floor).tolist() == [0.5]
 
 
+def test_the_package_reaches_every_module_from_its_one_import():
+    from reprobook.papers import test_time_baking as ttb
+
+    assert ttb.experiments is experiments and ttb.cost is cost and ttb.config is config
+    with pytest.raises(AttributeError, match="no attribute"):
+        ttb.no_such_module  # noqa: B018
+
+
 def test_profiles_resolve():
-    red = core.resolve_notebook(config.PROFILES, "ttt_vs_ttb", "reduced")
-    full = core.resolve_notebook(config.PROFILES, "ttt_vs_ttb", "full")
+    red = core.resolve_notebook(config.PROFILES, "02_ttt_vs_ttb", "reduced")
+    full = core.resolve_notebook(config.PROFILES, "02_ttt_vs_ttb", "full")
     assert full.dim > red.dim and full.n_ctx == 8 and full.size == 64
     assert config.train_key(red) == config.train_key(
-        core.resolve_notebook(config.PROFILES, "variants", "reduced")
+        core.resolve_notebook(config.PROFILES, "03_variants_and_ablation", "reduced")
     )
-    rc = core.resolve_notebook(config.PROFILES, "render_cost", "full")
+    rc = core.resolve_notebook(config.PROFILES, "04_render_cost", "full")
     assert rc.dim == 768 and rc.depth == 24 and rc.size == 256 and rc.bf16
 
 
@@ -252,7 +260,7 @@ def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, mo
     import dataclasses
 
     cfg = dataclasses.replace(
-        config.PROFILES["ttt_vs_ttb"]["reduced"], steps=3, warmup=1, n_train=64, batch=8
+        config.PROFILES["02_ttt_vs_ttb"]["reduced"], steps=3, warmup=1, n_train=64, batch=8
     )
     monkeypatch.setenv("REPROBOOK_THREADS", "2")  # two workers even if the suite sets one
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path / "b"))
@@ -267,6 +275,7 @@ def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, mo
     for (v, s), m in side.items():
         alone_m, loaded = alone[v, s]
         assert not loaded
+        assert torch.isfinite(m.curve).all() and m.curve.shape == (cfg.steps,)  # core.fit's
         for k, w in m.state_dict().items():
             torch.testing.assert_close(
                 w, alone_m.state_dict()[k], rtol=0, atol=0, msg=lambda m, k=k: f"{k}: {m}"
@@ -279,13 +288,13 @@ def test_smoke_profile_cuts_sizes_and_keeps_the_full_switches():
     """Smoke trains the full profile's variants (Muon steps, TTB-B, bfloat16 timing) at shapes
     that fit together, and its three training notebooks share one checkpoint key."""
     smoke = {nb: core.resolve_notebook(config.PROFILES, nb, "smoke") for nb in config.PROFILES}
-    full = config.PROFILES["variants"]["full"]
-    keys = {nb: config.train_key(smoke[nb]) for nb in ("scenes", "ttt_vs_ttb", "variants")}
-    assert keys["scenes"] == keys["ttt_vs_ttb"] == keys["variants"]
-    cfg = smoke["variants"]
+    full = config.PROFILES["03_variants_and_ablation"]["full"]
+    training = ("01_scenes_and_kv", "02_ttt_vs_ttb", "03_variants_and_ablation")
+    assert len({tuple(config.train_key(smoke[nb]).items()) for nb in training}) == 1
+    cfg = smoke["03_variants_and_ablation"]
     assert cfg.with_b and cfg.muon_steps == full.muon_steps == 5 and cfg.n_seeds == 2
     assert cfg.size % cfg.patch == 0 and cfg.dim % cfg.heads == 0
-    assert cfg.fw_hidden % cfg.fw_heads == 0 and smoke["scenes"].n_show <= cfg.n_test
-    rc = smoke["render_cost"]
+    assert cfg.fw_hidden % cfg.fw_heads == 0 and smoke["01_scenes_and_kv"].n_show <= cfg.n_test
+    rc = smoke["04_render_cost"]
     assert rc.bf16 and rc.size % rc.patch == 0 and rc.dim % rc.heads == 0
-    assert set(rc.n_views) <= set(config.PROFILES["render_cost"]["full"].n_views)
+    assert set(rc.n_views) <= set(config.PROFILES["04_render_cost"]["full"].n_views)

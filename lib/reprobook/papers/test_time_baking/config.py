@@ -108,22 +108,22 @@ SMOKE_TRAIN = dict(
 )  # fmt: skip
 
 PROFILES = {
-    "scenes": {
+    "01_scenes_and_kv": {
         "reduced": Scenes(),
         "full": Scenes(**FULL_TRAIN),
         "smoke": replace(Scenes(**FULL_TRAIN), **SMOKE_TRAIN),
     },
-    "ttt_vs_ttb": {
+    "02_ttt_vs_ttb": {
         "reduced": TTTvsTTB(),
         "full": TTTvsTTB(**FULL_TRAIN),
         "smoke": replace(TTTvsTTB(**FULL_TRAIN), **SMOKE_TRAIN, n_boot=200),
     },
-    "variants": {
+    "03_variants_and_ablation": {
         "reduced": Variants(),
         "full": Variants(**FULL_TRAIN, with_b=True),
         "smoke": replace(Variants(**FULL_TRAIN, with_b=True), **SMOKE_TRAIN, n_boot=200),
     },
-    "render_cost": {
+    "04_render_cost": {
         "reduced": RenderCost(),
         "full": RENDER_COST_FULL,
         "smoke": replace(

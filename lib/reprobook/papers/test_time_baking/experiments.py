@@ -14,11 +14,11 @@ from __future__ import annotations
 import functools
 import math
 
-import lightning.pytorch as pl
+import lightning as L
 import numpy as np
 import torch
 from skimage.metrics import structural_similarity
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 from torchmetrics.functional.image import peak_signal_noise_ratio
 
 from reprobook import core
@@ -77,9 +77,10 @@ def _test(train: config.Train):
     return scene_tokens(TEST_OFFSET + np.arange(train.n_test), train)
 
 
-class ViewSynthesisModule(pl.LightningModule):
+class ViewSynthesisModule(L.LightningModule):
     """A view-synthesis variant trained on MSE of the target views (AdamW, linear warm-up then
-    cosine decay). The training curve is kept as a buffer, so a loaded model can show it."""
+    cosine decay). The training curve (``core.fit``'s per-step loss) is kept as a buffer, so a
+    loaded model can show it."""
 
     variant = "kv"
 
@@ -98,10 +99,7 @@ class ViewSynthesisModule(pl.LightningModule):
 
     def training_step(self, batch, _):
         ctx_gt, ctx_rd, tgt, images = batch
-        loss = torch.nn.functional.mse_loss(self(ctx_gt, ctx_rd, tgt), images)
-        if self.global_step < self.cfg.steps:
-            self.curve[self.global_step] = loss.detach()
-        return loss
+        return torch.nn.functional.mse_loss(self(ctx_gt, ctx_rd, tgt), images)
 
     def configure_optimizers(self):
         c = self.cfg
@@ -140,11 +138,13 @@ MODULES = {m.variant: m for m in (KVModule, TTTModule, TTBAModule, TTBBModule, T
 
 
 def _fit(module: ViewSynthesisModule, seed: int) -> ViewSynthesisModule:
+    """Train ``module`` on the scenes of ``seed`` (shuffled by a generator seeded with it, whole
+    batches only) and keep its per-step training loss in the ``curve`` buffer."""
     cfg = module.cfg
     pool = TensorDataset(*train_pool(cfg, seed))
-    gen = torch.Generator().manual_seed(int(seed))
-    loader = DataLoader(pool, batch_size=cfg.batch, shuffle=True, drop_last=True, generator=gen)
-    core.make_trainer(max_steps=cfg.steps).fit(module, loader)
+    curve = core.fit(module, pool, steps=cfg.steps, batch=cfg.batch, seed=seed, drop_last=True)
+    n = min(len(curve), cfg.steps)
+    module.curve[:n] = torch.from_numpy(curve[:n])
     return module
 
 
@@ -277,7 +277,7 @@ def seed_mean_interval(diffs_by_seed, level: float = 0.95) -> tuple[np.ndarray, 
     the seed), and the Student-t interval of those means over the seeds: the interval a claim
     about trained models is decided on."""
     per_seed = np.array([float(np.mean(d)) for d in diffs_by_seed])
-    return per_seed, core.as_interval(core.t_interval(per_seed, level=level))
+    return per_seed, core.t_interval(per_seed, level=level)
 
 
 def kept_share(psnr_by_seed, ref_psnr_by_seed, floor_psnr) -> np.ndarray:
