@@ -444,7 +444,7 @@ def test_profiles_resolve():
         fullcfg = core.resolve_notebook(config.PROFILES, name, "full")
         assert reduced.n_seeds >= 3 and fullcfg.n_seeds >= 3
     with pytest.raises(ValueError):
-        core.resolve_notebook(config.PROFILES, "bench", "huge")
+        core.resolve_notebook(config.PROFILES, "01_tsqbench_lite", "huge")
 
 
 # --------------------------------------------------------------------------- full path, smoke
@@ -457,7 +457,7 @@ def test_smoke_is_the_full_profile_cut_to_sizes_and_llm_is_a_choice():
                 assert a == b, (name, f.name)
             else:
                 assert isinstance(b, type(a)), (name, f.name)
-    for name in ("bench", "perceiver"):
+    for name in ("01_tsqbench_lite", "02_perceiver_grpo"):
         assert [config.PROFILES[name][p].llm for p in core.PROFILE_NAMES] == [
             "emulated",
             "real",
@@ -476,16 +476,14 @@ def test_smoke_is_the_full_profile_cut_to_sizes_and_llm_is_a_choice():
 
 def test_the_stand_in_is_recorded_and_a_missing_model_stops_the_real_path(monkeypatch):
     from reprobook.core import resources
+    from reprobook.papers import tsqbench as tsq
 
-    reduced = core.resolve_notebook(config.PROFILES, "perceiver", "reduced")
-    run = core.start("tsqbench", "02_perceiver_grpo", profile="reduced", config=reduced)
+    run, reduced = core.start(tsq, "02_perceiver_grpo", "reduced")
     assert run._data["stand_ins"] == {"llm": "emulated"}
     monkeypatch.setattr(resources, "input_present", lambda item, *where: False)
-    real = core.resolve_notebook(config.PROFILES, "perceiver", "full")
     with pytest.raises(core.MissingInputs, match=r"Qwen3-4B.*-p llm=emulated"):
-        core.start("tsqbench", "02_perceiver_grpo", profile="full", config=real)
-    emulated = core.resolve_notebook(config.PROFILES, "bench", "full", llm="emulated")
-    run = core.start("tsqbench", "01_tsqbench_lite", profile="full", config=emulated)
+        core.start(tsq, "02_perceiver_grpo", "full")
+    run, emulated = core.start(tsq, "01_tsqbench_lite", "full", llm="emulated")
     assert run._data["stand_ins"] == {"llm": "emulated"}
     # the reduced profile has no inputs: asking it for the real model is refused, not replaced
     with pytest.raises(ValueError, match="uses no inputs"):
@@ -496,7 +494,10 @@ def test_the_stand_in_is_recorded_and_a_missing_model_stops_the_real_path(monkey
 
 
 def test_the_records_say_which_judge_and_which_policy_decided():
-    cfgs = {p: core.resolve_notebook(config.PROFILES, "perceiver", p) for p in core.PROFILE_NAMES}
+    cfgs = {
+        p: core.resolve_notebook(config.PROFILES, "02_perceiver_grpo", p)
+        for p in core.PROFILE_NAMES
+    }
     assert experiments.policy_record(cfgs["reduced"], "reduced") == {
         "llm": "emulated",
         "policy": "GRPO (precision)",
@@ -510,7 +511,7 @@ def test_the_records_say_which_judge_and_which_policy_decided():
     smoke = experiments.policy_record(replace(cfgs["smoke"], reward="f1"), "smoke")
     assert smoke["policy"] == "LLM GRPO (f1)"
     assert smoke["model"] == "smoke fixture: tiny random Qwen3 with a LoRA (rank 16)"
-    bench_cfg = core.resolve_notebook(config.PROFILES, "bench", "full")
+    bench_cfg = core.resolve_notebook(config.PROFILES, "01_tsqbench_lite", "full")
     assert experiments.judge_record(bench_cfg, "full") == {"llm": "real", "judge": "Qwen/Qwen3-4B"}
     assert experiments.judge_record(replace(bench_cfg, llm="emulated"), "full")["llm"] == "emulated"
     with pytest.raises(ValueError, match="runs no LLM"):
@@ -629,7 +630,7 @@ def test_one_grpo_step_changes_only_the_lora_weights(tiny_llm):
 
 def test_the_real_perceiver_runs_on_the_smoke_fixture(tmp_path, monkeypatch):
     monkeypatch.setenv("REPROBOOK_FIXTURES", str(tmp_path))
-    cfg = replace(core.resolve_notebook(config.PROFILES, "perceiver", "smoke"), n_test=2)
+    cfg = replace(core.resolve_notebook(config.PROFILES, "02_perceiver_grpo", "smoke"), n_test=2)
     metrics, facts = full.perceiver_llm_metrics(cfg, 0, "smoke")
     assert list(metrics) == ["LLM (base)", "LLM GRPO (precision)"]
     assert all(

@@ -6,9 +6,15 @@ series), :mod:`.agent` (the no-tool judge, the Inspector's rules, the Adjudicato
 Perceiver's rewards and GRPO), :mod:`.rating` (soft labels, the Bradley-Terry rater, CBF, CO2
 and data selection), :mod:`.experiments` (the notebooks' steps), :mod:`.full` (the LLM roles of
 the full profile), :mod:`.fixtures` (their tiny model at the smoke profile) and :mod:`.config`
-(the profiles).
+(the profiles). Notebooks import the package alone (``from reprobook.papers import tsqbench
+as tsq``) and reach every module from it.
 """
 
+from reprobook import core
+
 from . import agent, bench, config, experiments, rating, tools
+
+# full (the LLM roles: transformers, trl, peft) and fixtures load on first use: ``tsq.full``
+__getattr__ = core.lazy_submodules(__name__)
 
 __all__ = ["agent", "bench", "config", "experiments", "rating", "tools"]

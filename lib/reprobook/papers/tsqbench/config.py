@@ -1,9 +1,10 @@
 """Profiles of the notebooks of chapter 12 (TSQBench and TSQAgent): one frozen dataclass per
 notebook, with a ``reduced`` instance (2 CPU cores, about a minute a notebook) and a ``full``
-one (the paper's scale on one GPU). Notebooks call
-``core.resolve_notebook(config.PROFILES, "bench", profile, ...)``.
+one (the paper's scale on one GPU), keyed by the notebook's file stem. Notebooks call
+``core.start(tsq, "01_tsqbench_lite", profile, seed, ...)``.
 
-Notebooks: ``bench`` (C1), ``perceiver`` (C2), ``agent`` (C3), ``selection`` (C4). Every claim
+Notebooks: ``01_tsqbench_lite`` (C1), ``02_perceiver_grpo`` (C2), ``03_agent_tools`` (C3),
+``04_rating_selection`` (C4). Every claim
 is decided over the three seeds ``seed, seed + 1, seed + 2``; the seed is a notebook parameter.
 The ``smoke`` instances run the full profile's path (the LLM roles on a tiny random Qwen3 built
 by ``fixtures.py``) with every size cut to seconds; they decide nothing.
@@ -132,7 +133,7 @@ class SelectionConfig:
 _FULL_CAL_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 _FULL = {
-    "bench": BenchConfig(
+    "01_tsqbench_lite": BenchConfig(
         n_judge_train=2000,
         n_test=600,
         cal_pairs=30,
@@ -140,7 +141,7 @@ _FULL = {
         changepoint="pelt",
         llm="real",
     ),
-    "perceiver": PerceiverConfig(
+    "02_perceiver_grpo": PerceiverConfig(
         n_train=4000,
         n_test=1000,
         updates=2000,
@@ -148,7 +149,7 @@ _FULL = {
         llm="real",
         llm_pairs=4000,
     ),
-    "agent": AgentConfig(
+    "03_agent_tools": AgentConfig(
         n_judge_train=2000,
         n_policy_train=4000,
         n_test=600,
@@ -157,7 +158,7 @@ _FULL = {
         updates=2000,
         changepoint="pelt",
     ),
-    "selection": SelectionConfig(
+    "04_rating_selection": SelectionConfig(
         n_seeds=5,
         n_pairs=1500,
         rater_epochs=200,
@@ -173,11 +174,16 @@ _FULL = {
 # smoke: the full path with every size cut to seconds on one CPU thread (two seeds where a
 # notebook allows it; the LLM roles on the tiny random Qwen3 of fixtures.py, one GRPO step).
 _SMOKE = {
-    "bench": replace(
-        _FULL["bench"], n_seeds=2, n_judge_train=80, n_test=6, cal_grid=(0.5,), cal_pairs=1
+    "01_tsqbench_lite": replace(
+        _FULL["01_tsqbench_lite"],
+        n_seeds=2,
+        n_judge_train=80,
+        n_test=6,
+        cal_grid=(0.5,),
+        cal_pairs=1,
     ),
-    "perceiver": replace(
-        _FULL["perceiver"],
+    "02_perceiver_grpo": replace(
+        _FULL["02_perceiver_grpo"],
         n_seeds=2,
         n_train=24,
         n_test=4,
@@ -191,8 +197,8 @@ _SMOKE = {
         llm_accumulation=1,
         answer_tokens=8,
     ),
-    "agent": replace(
-        _FULL["agent"],
+    "03_agent_tools": replace(
+        _FULL["03_agent_tools"],
         n_seeds=2,
         n_judge_train=80,
         n_policy_train=24,
@@ -202,8 +208,8 @@ _SMOKE = {
         hidden=8,
         updates=3,
     ),
-    "selection": replace(
-        _FULL["selection"],
+    "04_rating_selection": replace(
+        _FULL["04_rating_selection"],
         n_seeds=2,
         n_pairs=24,
         rater_hidden=8,
@@ -219,10 +225,10 @@ _SMOKE = {
 PROFILES: dict[str, dict[str, Any]] = {
     name: {"reduced": reduced, "full": _FULL[name], "smoke": _SMOKE[name]}
     for name, reduced in (
-        ("bench", BenchConfig()),
-        ("perceiver", PerceiverConfig()),
-        ("agent", AgentConfig()),
-        ("selection", SelectionConfig()),
+        ("01_tsqbench_lite", BenchConfig()),
+        ("02_perceiver_grpo", PerceiverConfig()),
+        ("03_agent_tools", AgentConfig()),
+        ("04_rating_selection", SelectionConfig()),
     )
 }
 
