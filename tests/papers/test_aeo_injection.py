@@ -275,15 +275,34 @@ def test_training_targets_cover_only_the_response():
 
 
 def test_profiles_and_the_full_path():
-    red = core.resolve_notebook(config.PROFILES, "detection", "reduced")
-    fu = core.resolve_notebook(config.PROFILES, "detection", "full")
+    red = core.resolve_notebook(config.PROFILES, "03_detection", "reduced")
+    fu = core.resolve_notebook(config.PROFILES, "03_detection", "full")
     assert (red.layers, red.d) == (2, 64) and (red.backbone, red.benchmark) == ("tiny", "toy")
     assert fu.backbone == config.QWEN and fu.benchmark == config.IHEVAL
-    assert core.resolve_notebook(config.PROFILES, "correction", "reduced", k=8).k == 8
+    assert core.resolve_notebook(config.PROFILES, "04_correction", "reduced", k=8).k == 8
     assert "tiny GPTs" in experiments.setting(red, "reduced")
     assert config.QWEN in experiments.setting(fu, "full")
     with pytest.raises(ValueError, match="uses no inputs"):
         full.load_backbone(fu, "reduced")
+
+
+def test_the_tiny_gpt_keeps_the_loss_of_every_training_step():
+    """train_tiny_gpt keeps core.fit's per-step loss (the response cross-entropy) in the
+    buffer that the checkpoint carries, one value per step."""
+    from dataclasses import replace
+
+    from reprobook.papers.aeo_injection.model import train_tiny_gpt
+
+    cfg = replace(config.PROFILES["01_language_and_model"]["reduced"], train_steps=3, d=16)
+    model = train_tiny_gpt(replace(cfg, batch_size=4, layers=1, heads=2), seed=0)
+    curve = model.loss_curve
+    assert curve.shape == (3,) and torch.isfinite(curve).all() and (curve > 0).all()
+
+
+def test_the_package_reaches_every_module_from_its_one_import():
+    from reprobook.papers import aeo_injection as aeo
+
+    assert aeo.experiments is experiments and aeo.detect is detect and aeo.language is lang
 
 
 def test_a_trained_tiny_gpt_loads_into_a_freshly_built_one():

@@ -14,7 +14,7 @@ from reprobook.core import fixtures as core_fixtures
 from reprobook.papers.aeo_injection import config, experiments, full, iheval
 from reprobook.papers.aeo_injection import fixtures as aeo_fixtures
 
-SMOKE = config.PROFILES["detection"]["smoke"]
+SMOKE = config.PROFILES["03_detection"]["smoke"]
 # the smoke path at an even smaller size: a few prompts per family, short answers; the pool
 # keeps 16 T1 rows so that each replicate's pool holds several answers of each class (seven or
 # more at seed 0, against the three a fit needs)
@@ -45,7 +45,7 @@ def built(tmp_path_factory):
 
 
 def test_profiles_run_the_backbone_on_iheval_at_full_and_smoke():
-    red, fu = config.PROFILES["correction"]["reduced"], config.PROFILES["correction"]["full"]
+    red, fu = config.PROFILES["04_correction"]["reduced"], config.PROFILES["04_correction"]["full"]
     assert (red.backbone, red.benchmark) == ("tiny", "toy")
     assert (fu.backbone, fu.benchmark) == (config.QWEN, config.IHEVAL)
     assert (fu.layers, fu.d, fu.heads) == (48, 5120, 40)  # Qwen2.5-14B-Instruct
@@ -238,14 +238,14 @@ def test_a_replicate_whose_fit_fails_is_counted_and_the_claims_are_recorded(
     assert results[0].failure == "LinAlgError: made singular for the test"
     assert experiments.fit_failures(results).units == ["replicate 0"]
     monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
-    run = core.start("aeo_injection", "03_detection", profile="smoke", config=TINY)
+    run = core.begin("aeo_injection", "03_detection", profile="smoke", config=TINY)
     # C1 needs no fit; TINY's test blocks of 4 answers can never hold 3 of each class
     short = core.Failures("test blocks")
     c1_values = experiments.c1_units(results, experiments.block_units(TINY), short)
     assert short.count == 2 * len(experiments.SPREAD_FAMILIES)
     assert all(v.shape == (2,) and np.isnan(v).all() for v in c1_values.values())
     c1_bars = experiments.claim_bars(run.chapter.claim("C1"), "smoke")
-    c1 = {u: experiments.seed_interval(v, c1_bars) for u, v in c1_values.items()}
+    c1 = {u: core.replicate_interval(v, c1_bars) for u, v in c1_values.items()}
     run.record("C1", c1, **experiments.failure_details(short, short.count))
     assert run.verdict("C1") == "inconclusive"
     failed = core.Failures("replicates")
@@ -254,7 +254,7 @@ def test_a_replicate_whose_fit_fails_is_counted_and_the_claims_are_recorded(
     assert all(np.isnan(v[0]) and np.isfinite(v[1]) for v in gaps.values())
     bars = experiments.claim_bars(run.chapter.claim("C2"), "smoke")
     assert bars == (0.01, 0.0)
-    c2 = {u: experiments.seed_interval(v, bars) for u, v in gaps.items()}
+    c2 = {u: core.replicate_interval(v, bars) for u, v in gaps.items()}
     assert all(iv.n == 1 and iv.low < 0.0 and iv.high > 0.01 for iv in c2.values())
     details = experiments.failure_details(failed, len(results))
     run.record("C2", c2, **details)
@@ -266,11 +266,11 @@ def test_a_replicate_whose_fit_fails_is_counted_and_the_claims_are_recorded(
     per = [experiments.correction_runs(TINY, r) for r in results if r.det is not None]
     assert len(per) == 1 and set(per[0]["acc"]) == {"base", "gated", "always", "oracle"}
     aligned = np.isin(results[0].runs["test"].prompts.family, ["aligned", "restated"])
-    c3 = experiments.seed_interval(
+    c3 = core.replicate_interval(
         experiments.c3_per_seed(per, aligned),
         experiments.claim_bars(run.chapter.claim("C3"), "smoke"),
     )
-    run = core.start("aeo_injection", "04_correction", profile="smoke", config=TINY)
+    run = core.begin("aeo_injection", "04_correction", profile="smoke", config=TINY)
     run.record("C3", c3, **experiments.failure_details(experiments.fit_failures(results), 2))
     assert run.verdict("C3") == "inconclusive"
 
@@ -279,9 +279,10 @@ def test_the_full_profile_stops_before_any_work_without_its_inputs(tmp_path, mon
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
-    fu = config.PROFILES["detection"]["full"]
+    from reprobook.papers import aeo_injection as aeo
+
     with pytest.raises(core.MissingInputs) as err:
-        core.start("aeo_injection", "03_detection", profile="full", config=fu)
+        core.start(aeo, "03_detection", "full")
     assert "Qwen2.5-14B-Instruct" in str(err.value) and "IHEval" in str(err.value)
     assert "stand-in" not in str(err.value)
     with pytest.raises(ValueError, match="uses no inputs"):

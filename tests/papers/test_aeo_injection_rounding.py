@@ -71,7 +71,7 @@ def test_probe_and_lda_are_stable_under_jitter():
 # so that a class falls short by design, not by rounding luck.
 
 SMALL = replace(
-    config.PROFILES["detection"]["smoke"],
+    config.PROFILES["03_detection"]["smoke"],
     d=8,
     layers=2,
     window=2,
@@ -126,8 +126,8 @@ def test_a_test_block_short_of_a_class_is_counted_and_the_others_go_on():
         assert values.shape == (3,)
         assert np.isnan(values[0]) == u.startswith("T2") and np.isfinite(values[1:]).all()
     # the T2 units are decided on the two replicates left, exactly as core.t_interval does
-    got = experiments.seed_interval(units["T2, last block"], bars=(0.05, 0.0))
-    want = core.as_interval(core.t_interval(units["T2, last block"][1:]))
+    got = core.replicate_interval(units["T2, last block"], bars=(0.05, 0.0))
+    want = core.t_interval(units["T2, last block"][1:])
     assert got == want and got.n == 2
     # the spreads of the others are those of each replicate on its own
     alone = experiments.family_spreads(results[1].runs["test"], blocks)
@@ -142,10 +142,10 @@ def test_a_test_block_short_of_a_class_is_counted_and_the_others_go_on():
 
 def test_with_under_two_usable_replicates_the_interval_straddles_every_bar():
     bars = (0.05, 0.0)
-    one = experiments.seed_interval([np.nan, 0.3], bars)
+    one = core.replicate_interval([np.nan, 0.3], bars)
     assert (one.estimate, one.n) == (0.3, 1) and "Student-t" in one.method
     assert one.low == pytest.approx(-1.0) and one.high == pytest.approx(1.3)
-    none = experiments.seed_interval([np.nan, np.nan], bars)
+    none = core.replicate_interval([np.nan, np.nan], bars)
     assert (none.estimate, none.n, none.low, none.high) == (0.0, 0, -1.0, 1.05)
     for iv in (one, none):
         assert all(iv.low < b < iv.high for b in bars)

@@ -11,9 +11,15 @@ compliant Gaussian, chaos scores, the asymmetric head, baselines, AUROC and FPR9
 :mod:`.full` (the full profile's backbone: loading, decoding with states, steering, checksum),
 :mod:`.iheval` (IHEval's settings as the chapter's families, its scorers, the replicate splits),
 :mod:`.fixtures` (the smoke profile's tiny backbone and IHEval rows), :mod:`.config` (the
-profiles).
+profiles). Notebooks import the package alone (``from reprobook.papers import aeo_injection as
+aeo``) and reach every module from it.
 """
 
+from reprobook import core
+
 from . import config, language
+
+# the other modules (torch, Lightning, transformers) load on first use: ``aeo.experiments``
+__getattr__ = core.lazy_submodules(__name__)
 
 __all__ = ["config", "language"]

@@ -1,8 +1,8 @@
 """Profiles of the notebooks of chapter 13 (AEO against instruction injection): one frozen
 dataclass shared by the four notebooks, with a ``reduced`` instance (2 CPU cores, about a minute
 a notebook), a ``full`` one (one GPU) and a ``smoke`` one (the full one's path cut to seconds on
-CPU, on fixtures). Notebooks call
-``core.resolve_notebook(config.PROFILES, "detection", profile, ...)``.
+CPU, on fixtures), keyed by the notebook's file stem. Notebooks call
+``core.start(aeo, "03_detection", profile, seed, ...)``.
 
 The reduced profile trains tiny GPTs on our generated language; the full profile runs the
 paper's backbone (``backbone``) on IHEval (``benchmark``), loaded through ``core.locate``. The
@@ -96,7 +96,7 @@ SMOKE = replace(
 
 PROFILES = {
     name: {"reduced": AEOConfig(), "full": FULL, "smoke": SMOKE}
-    for name in ("language_model", "replicates", "detection", "correction")
+    for name in ("01_language_and_model", "02_replicates", "03_detection", "04_correction")
 }
 
 # What one run of the chapter needs (read by `reprobook list` and the Slurm executor). The 14B

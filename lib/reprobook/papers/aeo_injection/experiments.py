@@ -6,7 +6,7 @@ model seeds.
 A replicate whose detectors cannot be fitted (its pool lacks :data:`MIN_CLASS` answers of a
 class, or a fit fails), or a test block that lacks the answers of a class a statistic needs, is
 data: it is counted in a :class:`reprobook.core.Failures` and left out, and the claim is
-decided on the replicates that remain (:func:`seed_interval`).
+decided on the replicates that remain (``core.replicate_interval``).
 
 Paper: "Asymmetric Entropic Optimization (AEO)" (no arXiv id; abstract only).
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from reprobook.core import Failures, Interval, as_interval, checks, t_interval
+from reprobook.core import Failures, checks
 
 from . import detect, full, iheval
 from . import language as lang
@@ -272,28 +272,9 @@ def pooled_log_ratios(results: list[SeedResult], layers) -> list[float]:
     return out
 
 
-def seed_interval(values, bars=(), level: float = 0.95) -> Interval:
-    """The Student-t interval (``core.t_interval``) of the finite per-replicate ``values``
-    (NaN: a failed replicate, left out). With fewer than two finite values the Student-t
-    interval is unbounded; it is recorded as an interval that reaches 1 past the value (0 when
-    there is none) and every one of ``bars`` (the claim's check and no-effect value,
-    :func:`claim_bars`), so that it straddles each of them and decides nothing."""
-    v = np.asarray(values, dtype=float).reshape(-1)
-    v = v[np.isfinite(v)]
-    if v.size >= 2:
-        return as_interval(t_interval(v, level))
-    est = float(v[0]) if v.size else 0.0
-    edges = [est, *(float(b) for b in bars)]
-    method = (
-        f"Student-t {level:.0%} over {v.size}: unbounded with fewer than 2 usable replicates, "
-        "shown as reaching 1 past every bar"
-    )
-    return Interval(est, min(edges) - 1.0, max(edges) + 1.0, method, int(v.size))
-
-
 def claim_bars(claim, profile: str) -> tuple[float, ...]:
     """Every bar of ``claim``'s check at ``profile`` (its min and max values) and its no-effect
-    value: the values :func:`seed_interval` makes an undecided interval straddle."""
+    value: the values ``core.replicate_interval`` makes an undecided interval straddle."""
     conditions = [c for c in claim.check_for(profile).values() if isinstance(c, dict)]
     bars = [float(c[k]) for c in conditions for k in ("min", "max") if k in c]
     return tuple(bars + ([float(claim.no_effect)] if claim.no_effect is not None else []))

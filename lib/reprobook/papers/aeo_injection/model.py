@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import lightning.pytorch as pl
+import lightning as L
 import numpy as np
 import torch
 from torch import nn
 
+from reprobook import core
 from reprobook.core import checks
 
 from . import language as lang
@@ -35,9 +36,10 @@ class Block(nn.Module):
         return h + self.mlp(self.ln2(h))
 
 
-class TinyGPT(pl.LightningModule):
+class TinyGPT(L.LightningModule):
     """A decoder-only transformer over the language's tokens. The loss is the cross-entropy of
-    the response tokens only (the prompt is given)."""
+    the response tokens only (the prompt is given). ``loss_curve`` keeps the training loss of
+    every step (:func:`train_tiny_gpt` writes it), so a loaded model can show it."""
 
     def __init__(
         self,
@@ -72,16 +74,7 @@ class TinyGPT(pl.LightningModule):
     def training_step(self, batch, _):
         x, y = batch
         logits = self(x)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
-        self._losses.append(float(loss.detach()))
-        return loss
-
-    def on_train_start(self):
-        self._losses = []
-
-    def on_train_end(self):
-        n = min(len(self._losses), self.loss_curve.numel())
-        self.loss_curve[:n] = torch.tensor(self._losses[:n])
+        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=0.01)
@@ -105,18 +98,17 @@ def training_tensors(prompts: lang.Prompts) -> tuple[torch.Tensor, torch.Tensor]
 
 def train_tiny_gpt(cfg, seed: int) -> TinyGPT:
     """Train a :class:`TinyGPT` on ``cfg.train_steps * cfg.batch_size`` prompts of the training
-    mix (aligned, restated, T1), drawn at ``seed``; returns it in eval mode."""
-    from reprobook.core import make_trainer
-
+    mix (aligned, restated, T1), drawn at ``seed``, in order (no shuffling), its loss per step
+    kept in ``loss_curve``; returns it in eval mode."""
     seed = checks.integer(seed, "seed", minimum=0)
     torch.manual_seed(seed)
     model = TinyGPT(cfg.d, cfg.layers, cfg.heads, cfg.lr, cfg.train_steps)
     mix = lang.training_mix(cfg.train_steps * cfg.batch_size, np.random.default_rng([seed, 13]))
     x, y = training_tensors(mix)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(x, y), batch_size=cfg.batch_size, shuffle=False
-    )
-    make_trainer(max_steps=cfg.train_steps).fit(model, loader)
+    data = torch.utils.data.TensorDataset(x, y)
+    curve = core.fit(model, data, steps=cfg.train_steps, batch=cfg.batch_size, shuffle=False)
+    n = min(len(curve), model.loss_curve.numel())
+    model.loss_curve[:n] = torch.from_numpy(curve[:n])
     return model.eval()
 
 
