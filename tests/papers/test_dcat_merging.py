@@ -1,5 +1,6 @@
 """Tests of chapter 14's merges, the DCAT closed forms and the InfoNCE bound."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 from reprobook import core
+from reprobook.papers import dcat_merging as dcat
 from reprobook.papers.dcat_merging import alignment, config, merging, paper_scale
 
 
@@ -249,16 +251,32 @@ def test_dcat_isotropic_is_the_closed_form_with_identity_grams():
 
 
 def test_profiles_resolve():
+    assert list(config.PROFILES) == [
+        "01_two_modalities_one_llm",
+        "02_asymmetric_merging",
+        "03_dcat_closed_form",
+    ]
     for name in config.PROFILES:
         reduced = core.resolve_notebook(config.PROFILES, name, "reduced")
         full = core.resolve_notebook(config.PROFILES, name, "full")
         assert full.llm.d > reduced.llm.d
-    dcat = {
-        p: core.resolve_notebook(config.PROFILES, "dcat_closed_form", p)
+    nb3 = {
+        p: core.resolve_notebook(config.PROFILES, "03_dcat_closed_form", p)
         for p in ("reduced", "full", "smoke")
     }
-    assert dcat["full"].modelcompose and dcat["smoke"].modelcompose
-    assert not dcat["reduced"].modelcompose  # the stand-in: the toy alone
-    assert core.resolve_notebook(config.PROFILES, "dcat_closed_form", "reduced", n_cal=8).n_cal == 8
+    assert nb3["full"].modelcompose and nb3["smoke"].modelcompose
+    assert not nb3["reduced"].modelcompose  # the stand-in: the toy alone
+    eight = core.resolve_notebook(config.PROFILES, "03_dcat_closed_form", "reduced", n_cal=8)
+    assert eight.n_cal == 8
     with pytest.raises(ValueError, match="valid keys"):
-        core.resolve_notebook(config.PROFILES, "asymmetric_merging", "reduced", nope=1)
+        core.resolve_notebook(config.PROFILES, "02_asymmetric_merging", "reduced", nope=1)
+
+
+def test_the_package_reaches_every_module_and_start_resolves_its_notebooks(tmp_path, monkeypatch):
+    assert dcat.experiments.trained and dcat.merging.dcat and dcat.paper_scale.study
+    with pytest.raises(AttributeError, match="no attribute or submodule"):
+        dcat.nope  # noqa: B018
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
+    run, cfg = core.start(dcat, "02_asymmetric_merging", "reduced", 0, threads=1, n_cal=8)
+    assert cfg == dataclasses.replace(config.PROFILES["02_asymmetric_merging"]["reduced"], n_cal=8)
+    assert run.notebook == "02_asymmetric_merging"

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from reprobook import core
+from reprobook.papers import dcat_merging as dcat
 from reprobook.papers.dcat_merging import config, fixtures, merging, paper_scale
 
-SMOKE = config.PROFILES["dcat_closed_form"]["smoke"]
+SMOKE = config.PROFILES["03_dcat_closed_form"]["smoke"]
 
 
 @pytest.fixture(scope="module")
@@ -212,20 +213,17 @@ def test_smoke_and_full_locate_the_folder_and_the_stand_in_is_recorded(tmp_path,
         paper_scale.folder("reduced")
     with pytest.raises(core.MissingInputs, match="DCAT_MODELCOMPOSE_DIR is not set"):
         paper_scale.folder("full")
-    full = config.PROFILES["dcat_closed_form"]["full"]
     with pytest.raises(core.MissingInputs, match="env-path:DCAT_MODELCOMPOSE_DIR"):
-        core.start("dcat_merging", "03_dcat_closed_form", "full", config=full)
-    stand_in = dataclasses.replace(full, modelcompose=False)
-    run = core.start("dcat_merging", "03_dcat_closed_form", "full", config=stand_in)
+        core.start(dcat, "03_dcat_closed_form", "full")
+    run, _ = core.start(dcat, "03_dcat_closed_form", "full", modelcompose=False)
     assert json.loads(run.path.read_text())["stand_ins"] == {"modelcompose": "False"}
     monkeypatch.setenv("DCAT_MODELCOMPOSE_DIR", str(smoke))
-    run = core.start("dcat_merging", "03_dcat_closed_form", "full", config=full)
+    run, _ = core.start(dcat, "03_dcat_closed_form", "full")
     assert json.loads(run.path.read_text())["stand_ins"] == {}
     assert paper_scale.folder("full") == smoke
     # notebooks 1 and 2 use no ModelCompose input: no stand-in, no stop at full
-    train = config.PROFILES["two_modalities"]["full"]
     monkeypatch.delenv("DCAT_MODELCOMPOSE_DIR")
-    run = core.start("dcat_merging", "01_two_modalities_one_llm", "full", config=train)
+    run, _ = core.start(dcat, "01_two_modalities_one_llm", "full")
     assert json.loads(run.path.read_text())["stand_ins"] == {}
 
 

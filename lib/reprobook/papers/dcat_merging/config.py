@@ -7,8 +7,8 @@ our reconstruction).
 Notebooks: ``01_two_modalities_one_llm`` (the base LLM, the vision donor and the audio
 recipient, trained over three seeds and cached with :func:`reprobook.core.load_or_train`),
 ``02_asymmetric_merging`` (C1, C2) and ``03_dcat_closed_form`` (C3, C4, and the paper's scale,
-C5). Notebooks resolve their configuration with
-``core.resolve_notebook(config.PROFILES, "<notebook>", profile, ...)``.
+C5). ``PROFILES`` is keyed by the notebooks' file stems; a notebook resolves its configuration
+with ``core.start(dcat, "<notebook>", profile, seed, ...)``.
 
 ``reduced``: 2 CPU cores, a 2-layer d = 64 LLM, about a minute a notebook. ``full``: the same
 design at d = 256 with 6 layers on one GPU, and, in notebook 3 (``modelcompose=True``),
@@ -144,15 +144,15 @@ _FULL_LLM = LLMConfig(
     lr=3e-4,
 )
 PROFILES: dict[str, dict[str, Any]] = {
-    "two_modalities": {
+    "01_two_modalities_one_llm": {
         "reduced": TrainConfig(),
         "full": TrainConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5),
     },
-    "asymmetric_merging": {
+    "02_asymmetric_merging": {
         "reduced": MergeConfig(),
         "full": MergeConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5),
     },
-    "dcat_closed_form": {
+    "03_dcat_closed_form": {
         "reduced": DcatConfig(),
         "full": DcatConfig(data=_FULL_DATA, llm=_FULL_LLM, n_seeds=5, modelcompose=True),
     },
@@ -188,11 +188,11 @@ _SMOKE_LLM = replace(  # 30 steps at a larger rate: enough for the merges' accur
 )
 for _table in PROFILES.values():
     _table["smoke"] = replace(_table["full"], data=_SMOKE_DATA, llm=_SMOKE_LLM, n_seeds=2)
-PROFILES["asymmetric_merging"]["smoke"] = replace(
-    PROFILES["asymmetric_merging"]["smoke"], alphas=(0.0, 0.5, 1.0), n_cal=8, lambdas=(1.0,)
+PROFILES["02_asymmetric_merging"]["smoke"] = replace(
+    PROFILES["02_asymmetric_merging"]["smoke"], alphas=(0.0, 0.5, 1.0), n_cal=8, lambdas=(1.0,)
 )
-PROFILES["dcat_closed_form"]["smoke"] = replace(
-    PROFILES["dcat_closed_form"]["smoke"],
+PROFILES["03_dcat_closed_form"]["smoke"] = replace(
+    PROFILES["03_dcat_closed_form"]["smoke"],
     alphas=(0.0, 0.5, 1.0),
     n_cal=4,
     lambdas=(0.0, 1.0),

@@ -13,7 +13,7 @@ id). The architecture is our toy stand-in for an MLLM such as ModelCompose's Vic
 
 from __future__ import annotations
 
-import lightning.pytorch as pl
+import lightning as L
 import numpy as np
 import torch
 from torch import nn
@@ -74,7 +74,7 @@ def _masked_ce(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) 
     return (ce * mask).sum() / mask.sum()
 
 
-class TextLM(pl.LightningModule):
+class TextLM(L.LightningModule):
     """The base LLM trained by next-token prediction on text alone (all non-pad targets)."""
 
     def __init__(self, cfg, lr: float):
@@ -91,7 +91,7 @@ class TextLM(pl.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=0.0)
 
 
-class MLLM(pl.LightningModule):
+class MLLM(L.LightningModule):
     """Frozen encoder (standardise, rotate) -> projector -> ``n_soft`` soft tokens -> LLM.
 
     The encoder is three buffers (``enc_mean``, ``enc_std``, ``rotation``); the projector is
@@ -137,16 +137,13 @@ def _t(a) -> torch.Tensor:
     return torch.as_tensor(np.asarray(a), dtype=torch.float32)
 
 
-def fit(module: pl.LightningModule, tensors, steps: int, batch: int, seed: int):
+def fit(module: L.LightningModule, tensors, steps: int, batch: int, seed: int):
     """Train ``module`` for ``steps`` AdamW steps on shuffled batches of ``tensors`` with
-    ``core.make_trainer`` (deterministic for a given ``seed``). Returns it in eval mode."""
-    from reprobook.core import make_trainer
+    ``core.fit`` (deterministic for a given ``seed``). Returns it in eval mode."""
+    from reprobook import core
 
-    dataset = torch.utils.data.TensorDataset(*tensors)
-    g = torch.Generator().manual_seed(seed)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, generator=g)
     torch.manual_seed(seed)
-    make_trainer(max_steps=steps).fit(module, loader)
+    core.fit(module, torch.utils.data.TensorDataset(*tensors), steps=steps, batch=batch, seed=seed)
     return module.eval()
 
 
