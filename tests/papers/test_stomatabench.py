@@ -9,6 +9,7 @@ import pytest
 from scipy import ndimage
 
 from reprobook import core
+from reprobook.papers import stomatabench as stomata
 from reprobook.papers.stomatabench import config, detectors, experiments, full, metrics, synth
 
 
@@ -282,16 +283,46 @@ def test_c_statistics_on_a_hand_table():
 
 
 def test_profiles_resolve():
-    reduced = core.resolve_notebook(config.PROFILES, "coco_ap", "reduced")
-    fullp = core.resolve_notebook(config.PROFILES, "coco_ap", "full")
+    reduced = core.resolve_notebook(config.PROFILES, "03_coco_ap", "reduced")
+    fullp = core.resolve_notebook(config.PROFILES, "03_coco_ap", "full")
     assert fullp.n_train > reduced.n_train and fullp.torchvision_models
     assert config.sizes_of(reduced) == config.Sizes()
-    assert core.resolve_notebook(config.PROFILES, "reliability", "reduced", n_test=5).n_test == 5
+    five = core.resolve_notebook(config.PROFILES, "04_measurement_reliability", "reduced", n_test=5)
+    assert five.n_test == 5
+    assert list(config.PROFILES) == [
+        "01_synthetic_epidermis",
+        "02_detectors",
+        "03_coco_ap",
+        "04_measurement_reliability",
+    ]
+
+
+def test_the_package_reaches_every_module_and_start_resolves_its_notebooks(tmp_path, monkeypatch):
+    assert stomata.experiments.replicates and stomata.full.train_learned and stomata.hub
+    with pytest.raises(AttributeError, match="no attribute or submodule"):
+        stomata.nope  # noqa: B018
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
+    run, cfg = core.start(stomata, "03_coco_ap", "reduced", 0, threads=1, n_large=2)
+    assert cfg == config.CocoApConfig(n_large=2) and run.notebook == "03_coco_ap"
+
+
+def test_d3_keeps_the_loss_of_every_step_in_its_checkpointed_buffer():
+    import torch
+
+    coco, images = synth.make_split("train", 2, 0)
+    kw = dict(seed=0, steps=3, batch=2, crop=32, width=8)
+    a = detectors.train_centernet(coco, images, **kw)
+    b = detectors.train_centernet(coco, images, **kw)
+    assert a.loss_curve.shape == (3,) and bool((a.loss_curve > 0).all())
+    assert torch.equal(a.loss_curve, b.loss_curve) and "loss_curve" in a.state_dict()
+    m = detectors.build_centernet(width=8, steps=4)
+    detectors.keep_loss_curve(m, np.array([3.0, 2.0], np.float32))
+    assert m.loss_curve.tolist() == [3.0, 2.0, 0.0, 0.0]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is not None, reason="installed")
 def test_full_profile_says_what_it_needs():
-    fullp = core.resolve_notebook(config.PROFILES, "detectors", "full")
+    fullp = core.resolve_notebook(config.PROFILES, "02_detectors", "full")
     with pytest.raises(RuntimeError, match=r"torchvision==0\.28\.0"):
         full.check_requirements(config.sizes_of(fullp))
     full.check_requirements(config.Sizes())  # the reduced profile needs nothing more

@@ -5,6 +5,7 @@ torchvision is installed) one training step of tiny Faster R-CNN and FCOS on the
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import io
 import json
@@ -16,6 +17,7 @@ import pytest
 
 from reprobook import core
 from reprobook.core import resources
+from reprobook.papers import stomatabench as stomata
 from reprobook.papers.stomatabench import config, experiments, fixtures, full, hub
 
 HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None
@@ -33,7 +35,9 @@ def smoke_env(tmp_path: Path, monkeypatch) -> Path:
 
 
 def _sizes(profile: str, **overrides):
-    return config.sizes_of(core.resolve_notebook(config.PROFILES, "coco_ap", profile, **overrides))
+    return config.sizes_of(
+        core.resolve_notebook(config.PROFILES, "03_coco_ap", profile, **overrides)
+    )
 
 
 def test_the_detector_is_a_setting_with_the_stand_in_declared():
@@ -168,23 +172,22 @@ def test_rows_are_built_from_files_laid_out_like_the_hub_repository(tmp_path: Pa
 
 
 def test_the_stand_in_is_recorded_and_torchvision_without_it_stops_first(smoke_env: Path):
-    toy = core.resolve_notebook(config.PROFILES, "detectors", "smoke", detector="toy")
-    run = core.start("stomatabench", "02_detectors", profile="smoke", config=toy)
+    run, toy = core.start(stomata, "02_detectors", "smoke", detector="toy")
+    assert toy == dataclasses.replace(config.PROFILES["02_detectors"]["smoke"], detector="toy")
     assert json.loads(run.path.read_text())["stand_ins"] == {"detector": "toy"}
-    reduced = core.resolve_notebook(config.PROFILES, "detectors", "reduced")
+    reduced = core.resolve_notebook(config.PROFILES, "02_detectors", "reduced")
     assert reduced.detector == "toy"
     if HAS_TORCHVISION:
         return
     for profile in ("smoke", "full"):
-        cfg = core.resolve_notebook(config.PROFILES, "coco_ap", profile)
         with pytest.raises(core.MissingInputs) as stop:
-            core.start("stomatabench", "03_coco_ap", profile=profile, config=cfg)
+            core.start(stomata, "03_coco_ap", profile)
         assert "module:torchvision" in str(stop.value)
         assert "-p detector=toy" in str(stop.value)
         results = run.path.parents[2] / profile / "stomatabench" / "03_coco_ap.json"
         assert not results.exists()  # stopped before any work
     with pytest.raises(RuntimeError, match=r"torchvision==0\.28\.0"):
-        full.check_requirements(config.sizes_of(cfg))
+        full.check_requirements(config.sizes_of(config.PROFILES["03_coco_ap"]["full"]))
 
 
 def test_the_toy_stand_in_fills_both_slots_on_synthetic_and_real_images(smoke_env: Path):

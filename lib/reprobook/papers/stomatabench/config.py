@@ -9,8 +9,10 @@ scratch beside D1-D3, and the public hardwood stomata through ``datasets``) and 
 no slots) trains D3's tiny CenterNet in each slot instead, a deliberate stand-in that the run
 records (``-p detector=toy``: torchvision has no CPU build for this book's torch).
 
-Notebooks: ``epidermis`` (the generator), ``detectors`` (D1-D3 over the replicates),
-``coco_ap`` (C4, C5), ``reliability`` (C1, C2, C3). The seed is a notebook parameter:
+``PROFILES`` is keyed by the notebooks' file stems: ``01_synthetic_epidermis`` (the
+generator), ``02_detectors`` (D1-D3 over the replicates), ``03_coco_ap`` (C4, C5),
+``04_measurement_reliability`` (C1, C2, C3); a notebook resolves its configuration with
+``core.start(stomata, "<notebook>", profile, seed, ...)``. The seed is a notebook parameter:
 replicate r uses data generated at ``seed + r`` and trains D3 at ``seed + r``.
 """
 
@@ -139,22 +141,22 @@ _COCO_AP_FULL = CocoApConfig(**FULL_SIZES, n_large=30)
 _RELIABILITY_FULL = ReliabilityConfig(**FULL_SIZES, n_thresholds=500)
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "epidermis": {
+    "01_synthetic_epidermis": {
         "reduced": EpidermisConfig(),
         "full": _EPIDERMIS_FULL,
         "smoke": replace(_EPIDERMIS_FULL, n_per_split=4, n_density_check=8),
     },
-    "detectors": {
+    "02_detectors": {
         "reduced": DetectorsConfig(),
         "full": _DETECTORS_FULL,
         "smoke": replace(_DETECTORS_FULL, **SMOKE_SIZES),
     },
-    "coco_ap": {
+    "03_coco_ap": {
         "reduced": CocoApConfig(),
         "full": _COCO_AP_FULL,
         "smoke": replace(_COCO_AP_FULL, **SMOKE_SIZES, n_large=1),
     },
-    "reliability": {
+    "04_measurement_reliability": {
         "reduced": ReliabilityConfig(),
         "full": _RELIABILITY_FULL,
         "smoke": replace(_RELIABILITY_FULL, **SMOKE_SIZES, n_thresholds=20),

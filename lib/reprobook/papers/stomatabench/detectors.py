@@ -280,7 +280,8 @@ def _centernet_module():
         """D3: four convolution blocks to stride 4, then a heatmap head (1 channel, logits),
         a log-size head (2) and an offset head (2). Trained with the penalty-reduced focal loss
         on the heatmap and L1 on size and offset at the centres
-        (eq. `stomatabench-centernet`)."""
+        (eq. `stomatabench-centernet`). The buffer ``loss_curve`` keeps the training loss of
+        every step (filled by :func:`train_centernet`), so that a cached D3 carries it."""
 
         def __init__(self, width: int = 32, lr: float = 3e-3, steps: int = 400):
             super().__init__()
@@ -314,10 +315,7 @@ def _centernet_module():
                 / n_pos
             )
             reg = (mask * ((s - size).abs() + (o - off).abs())).sum() / n_pos
-            loss = focal + reg
-            if self.global_step < self.loss_curve.numel():
-                self.loss_curve[self.global_step] = loss.detach()
-            return loss
+            return focal + reg
 
         def configure_optimizers(self):
             opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=1e-4)
@@ -381,21 +379,32 @@ def train_centernet(
     lr: float = 3e-3,
 ):
     """Train D3 on random crops of the training split for ``steps`` AdamW steps (one-cycle
-    schedule), deterministically in ``seed``. Returns the model in eval mode."""
+    schedule), deterministically in ``seed``, its loss at every step in ``loss_curve``. Returns
+    the model in eval mode."""
     import torch
-    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data import TensorDataset
 
-    from reprobook.core import make_trainer
+    from reprobook import core
 
     checks.integer(steps, "steps", minimum=1)
     checks.integer(batch, "batch", minimum=1)
     torch.manual_seed(seed)
     model = build_centernet(width=width, lr=lr, steps=steps)
     arrays = training_crops(coco, images, steps * batch, crop, seed)
-    loader = DataLoader(TensorDataset(*map(torch.from_numpy, arrays)), batch_size=batch)
-    trainer = make_trainer(max_steps=steps, max_epochs=1)
-    trainer.fit(model, loader)
+    crops = TensorDataset(*map(torch.from_numpy, arrays))
+    curve = core.fit(model, crops, steps=steps, epochs=1, batch=batch, shuffle=False)
+    keep_loss_curve(model, curve)
     return model.eval()
+
+
+def keep_loss_curve(model, curve) -> None:
+    """Write the per-step training loss ``curve`` (what ``core.fit`` returns) into the model's
+    ``loss_curve`` buffer, which goes into its checkpoint; entries past the curve stay 0."""
+    import torch
+
+    n = min(len(curve), model.loss_curve.numel())
+    with torch.no_grad():
+        model.loss_curve[:n] = torch.as_tensor(curve[:n], device=model.loss_curve.device)
 
 
 def centernet_detect(model, coco: dict, images, max_dets: int = 300, stride: int = 4) -> dict:

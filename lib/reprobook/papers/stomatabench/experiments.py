@@ -479,7 +479,7 @@ def simultaneous_extreme(groups, worst: str, level: float = 0.95, bounds=None):
     one row per comparison (mean and its Bonferroni interval)."""
     import pandas as pd
 
-    from reprobook.core import Interval, worst_group_interval
+    from reprobook.core import Interval, bonferroni_level, worst_group_interval
 
     checks.choice(worst, "worst", ("min", "max"))
     groups = {str(k): list(v) for k, v in groups.items()}
@@ -490,7 +490,7 @@ def simultaneous_extreme(groups, worst: str, level: float = 0.95, bounds=None):
     # the Bonferroni intervals and the extreme comparison are core's; what is ours is the
     # metric's range, given to comparisons whose replicates all agree
     found = worst_group_interval(groups, worst=worst, level=level, n=reps)
-    each = 1 - (1 - level) / len(groups)
+    each = bonferroni_level(level, len(groups))
     rows = {}
     for g, t in found.by_group.items():
         low, high = t.low, t.high

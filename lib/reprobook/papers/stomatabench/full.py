@@ -120,7 +120,8 @@ def _torchvision_module():
     class TorchvisionDetector(L.LightningModule):
         """A torchvision detector in a LightningModule: the sum of its own losses (RPN and box
         heads for Faster R-CNN; focal, GIoU and centre-ness for FCOS), AdamW with a one-cycle
-        schedule; the loss of every step kept in a buffer for the notebooks' figures."""
+        schedule; the loss of every step kept in a buffer for the notebooks' figures (filled by
+        :func:`train_torchvision`)."""
 
         def __init__(self, name: str, steps: int, min_size: int, max_size: int, lr: float):
             super().__init__()
@@ -133,10 +134,7 @@ def _torchvision_module():
 
         def training_step(self, batch, batch_idx):
             images, targets = batch
-            loss = sum(self.net(list(images), list(targets)).values())
-            if self.global_step < self.loss_curve.numel():
-                self.loss_curve[self.global_step] = loss.detach()
-            return loss
+            return sum(self.net(list(images), list(targets)).values())
 
         def configure_optimizers(self):
             opt = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=1e-4)
@@ -230,20 +228,26 @@ def train_torchvision(
     in ``seed`` on a CPU; on a GPU Lightning only warns where torchvision's kernels have no
     deterministic version. Gradients are clipped at norm 10. Returns the module in eval mode."""
     import torch
-    from torch.utils.data import DataLoader
 
-    from reprobook.core import make_trainer
+    from reprobook import core
 
     checks.integer(steps, "steps", minimum=1)
     checks.integer(batch, "batch", minimum=1)
     torch.manual_seed(seed)
     model = build_torchvision(name, steps, min_size, max_size, lr)
     data = _training_set(coco, images, steps * batch, seed)
-    loader = DataLoader(data, batch_size=batch, collate_fn=lambda b: tuple(zip(*b)))
-    trainer = make_trainer(
-        max_steps=steps, max_epochs=1, deterministic="warn", gradient_clip_val=10.0
+    curve = core.fit(
+        model,
+        data,
+        steps=steps,
+        epochs=1,
+        batch=batch,
+        shuffle=False,
+        collate=lambda b: tuple(zip(*b)),
+        deterministic="warn",
+        gradient_clip_val=10.0,
     )
-    trainer.fit(model, loader)
+    detectors.keep_loss_curve(model, curve)
     return model.eval()
 
 
