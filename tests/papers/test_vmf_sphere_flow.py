@@ -4,7 +4,7 @@ processes equal, weight for weight, those trained one by one in this process, an
 samples give the same numbers as the same runs here; it caches what it trains and the scores it
 draws, and a second call reads them; a network not cached yet in two jobs is refused.
 :func:`experiments.puzzle_samples` (in one process) gives the numbers of the puzzle networks
-trained by :func:`experiments.train_network` and of the exact posterior, and caches its
+trained by :func:`model.train_posterior` and of the exact posterior, and caches its
 networks. The shortcuts that make training and sampling cheaper on the CPU (the noise drawn
 without per-position checks, a foreach AdamW, no NaN fill of new tensors, no loss logging, the
 psi table's kappa weights computed once) change no number: the weights equal, bit for bit,
@@ -126,7 +126,7 @@ def test_puzzle_networks_side_by_side_equal_those_trained_one_by_one(
         if "exact" in network:
             post = evaluate.grid_oracle(W, "vmf", clues=puzzles.numpy())
         else:
-            alone = experiments.train_network(
+            alone = model.train_posterior(
                 grids, W, net, kappa_max=40.0, clues=clues, n_clue_tokens=5, **network
             )
             there, loaded = experiments.puzzle_network(task, net, profile="reduced", **network)
@@ -168,15 +168,18 @@ def test_training_shortcuts_change_no_weight(path, with_clues, monkeypatch, one_
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, LANG.V, (20, LANG.L))
     clues = rng.integers(0, 3, (20, LANG.L)) if with_clues else None
-    kw = dict(kappa_max=LANG.kappa_max, width=8, depth=1, heads=2, warmup_steps=1, path=path)
+    kw = dict(kappa_max=LANG.kappa_max, path=path)
     kw.update(clues=clues, n_clue_tokens=3 if with_clues else None, seed=3)
     # batches of 8, 8 and 4: seven steps run into a third epoch
-    fast = model.train_posterior(tokens, torch.eye(LANG.V), batch_size=8, train_steps=7, **kw)
+    net = config.Net(
+        width=8, depth=1, heads=2, lr=3e-4, warmup_steps=1, batch_size=8, train_steps=7
+    )
+    fast = model.train_posterior(tokens, torch.eye(LANG.V), net, **kw)
     monkeypatch.setattr(model.PosteriorTransformer, "noisy_batch", _checked_noise)
     monkeypatch.setattr(model.PosteriorTransformer, "training_step", _logged_step)
     monkeypatch.setattr(torch.optim, "AdamW", _PlainAdamW)
     monkeypatch.setattr(model, "unfilled_allocations", contextlib.nullcontext)
-    plain = model.train_posterior(tokens, torch.eye(LANG.V), batch_size=8, train_steps=7, **kw)
+    plain = model.train_posterior(tokens, torch.eye(LANG.V), net, **kw)
     _same_weights(fast, plain)
 
 

@@ -15,21 +15,31 @@ numerically by the tests.
 - :mod:`.samplers`: ODE, predictor-corrector and SDE samplers on the product of spheres, and the
   baselines' samplers, counting network evaluations;
 - :mod:`.model`: the posterior network (a small transformer LightningModule trained by
-  cross-entropy on vMF-noised inputs), its data module, and its use as a sampler's posterior;
+  cross-entropy on vMF-noised inputs), built and trained from a :class:`.config.Net`, and its
+  use as a sampler's posterior;
 - :mod:`.data`: all 288 Shidoku grids with puzzles and an exact enumeration posterior, a 9x9
   Sudoku generator with a uniqueness-checking solver, and a Markov-chain language with exact
   posteriors by forward-backward;
 - :mod:`.paths`: the vMF, geodesic and Euclidean noise paths: training draws and each path's
   exact likelihood of a noisy point given a token (for oracle posteriors);
 - :mod:`.evaluate`: oracle posteriors as sampler callables, one entry point for every sampler,
-  and the chapter's metrics (sequence entropy, t-intervals, Shidoku uniformity);
+  and the chapter's metrics (sequence entropy, the smallest of several differences, Shidoku
+  uniformity);
 - :mod:`.experiments`: the Markov-language task and its trained networks, cached between notebooks;
+- :mod:`.warp`: the learned noise-level warp of the training loss;
 - :mod:`.config`: the notebooks' profiles.
+
+Every submodule is reachable from the package (``vf.warp``), loaded on first use when it is not
+imported below.
 """
+
+from reprobook import core
 
 from . import config, data, evaluate, experiments, fields, geometry, model, paths, samplers
 from .data import MarkovChain, oracle_posterior_grids, shidoku_grids
 from .fields import marginal_score, marginal_velocity
 from .geometry import PsiTable, mean_cosine, psi, sample_vmf
-from .model import PosteriorTransformer, TokenDataModule, as_posterior, train_posterior
+from .model import PosteriorTransformer, as_posterior, posterior_network, train_posterior
 from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde
+
+__getattr__ = core.lazy_submodules(__name__)

@@ -16,8 +16,8 @@ machines cannot reach; the full profile therefore scales the generated tasks ins
 profile has not been run (no GPU was available when the chapter was written): its sizes are
 our plan, not measured.
 
-Notebooks resolve their configuration with
-``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``.
+``PROFILES`` is keyed by the notebooks' file stems; a notebook resolves its configuration with
+``core.start(vf, "<notebook stem>", profile, seed, **overrides)``.
 """
 
 from __future__ import annotations
@@ -257,14 +257,14 @@ _SMOKE_NET = dict(width=16, depth=1, heads=2, warmup_steps=2, batch_size=16, tra
 _SMOKE_LANGUAGE_NET = dataclasses.replace(_FULL_NET, **_SMOKE_NET, n_train=512)
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "vmf_path": {
+    "01_vmf_path": {
         "reduced": PathConfig(),
         "full": _FULL_PATH,
         "smoke": dataclasses.replace(
             _FULL_PATH, n=500, steps=32, n_kappa=41, n_s=61, n_quantiles=19
         ),
     },
-    "perfect_posterior": {
+    "02_perfect_posterior": {
         "reduced": OracleConfig(),
         "full": _FULL_ORACLE,
         # ODE runs at 17, 33 and 65 NFE, which the notebook compares the other samplers at
@@ -279,7 +279,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             shidoku_steps=8,
         ),
     },
-    "learning_the_posterior": {
+    "03_learning_the_posterior": {
         "reduced": LearnConfig(),
         "full": _FULL_LEARN,
         "smoke": dataclasses.replace(
@@ -293,7 +293,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             train_seeds=_SMOKE_SEEDS,
         ),
     },
-    "three_paths": {
+    "04_three_paths": {
         "reduced": PathsConfig(),
         "full": _FULL_PATHS,
         "smoke": dataclasses.replace(
@@ -306,7 +306,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             train_seeds=_SMOKE_SEEDS,
         ),
     },
-    "shidoku_puzzles": {
+    "06_shidoku_puzzles": {
         "reduced": PuzzleConfig(),
         "full": _FULL_PUZZLES,
         "smoke": dataclasses.replace(
@@ -320,7 +320,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             train_seeds=_SMOKE_SEEDS,
         ),
     },
-    "sudoku_9x9": {
+    "07_sudoku_9x9": {
         "reduced": SudokuConfig(),
         "full": _FULL_SUDOKU,
         "smoke": dataclasses.replace(
@@ -332,7 +332,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             train_seeds=_SMOKE_SEEDS,
         ),
     },
-    "time_conditioning": {
+    "05_time_conditioning": {
         "reduced": TimeConfig(),
         "full": _FULL_TIME,
         "smoke": dataclasses.replace(

@@ -12,10 +12,11 @@ Paper: "Spherical Flows for Sampling Categorical Data" (arXiv 2605.05629; full t
 - :func:`puzzle_solve_rates`: each puzzle's solve rate over several sampling seeds;
 - :func:`sequence_entropy`: the entropy of each generated sequence's token frequencies (the
   "entropy" that the paper plots beside generative perplexity, following MDLM's protocol);
-- :func:`mean_interval`: the t-interval of a mean (for tables and figures);
-- :func:`difference_interval`, :func:`smallest_difference`: the intervals that decide the
-  chapter's comparisons (claims C3-C7), a Welch or paired t-interval of a difference of means,
-  and a simultaneous (Bonferroni) interval for the smallest of several differences;
+- :func:`smallest_difference`: the interval that decides the chapter's comparisons (claims
+  C3-C8), a simultaneous (Bonferroni) interval for the smallest of several differences of means,
+  each a Welch or paired t-interval (:func:`reprobook.core.welch_interval`,
+  :func:`reprobook.core.paired_interval`); the t-interval of one mean is
+  :func:`reprobook.core.t_interval`;
 - :func:`grid_uniformity`: validity and a chi-square test of uniformity over the 288 Shidoku
   grids.
 """
@@ -29,9 +30,8 @@ import numpy as np
 import torch
 from scipy import stats
 
+from reprobook import core
 from reprobook.core import checks
-from reprobook.core.stats import Interval as ClaimInterval
-from reprobook.core.stats import t_interval
 
 from . import data, paths, samplers
 from .fields import T_CAP
@@ -44,10 +44,6 @@ __all__ = [
     "language_scores",
     "cross_entropy_by_level",
     "sequence_entropy",
-    "Interval",
-    "mean_interval",
-    "bonferroni_level",
-    "difference_interval",
     "smallest_difference",
     "GridTest",
     "grid_uniformity",
@@ -238,94 +234,26 @@ def sequence_entropy(tokens, V: int) -> np.ndarray:
         return -np.where(f > 0, f * np.log(f), 0.0).sum(axis=1)
 
 
-class Interval(NamedTuple):
-    mean: float
-    lo: float
-    hi: float
-    se: float
-    n: int
-
-
-def mean_interval(x, level: float = 0.95) -> Interval:
-    """The mean of ``x`` with its two-sided t-interval at ``level`` (needs at least 2 values;
-    :func:`reprobook.core.t_interval`)."""
-    iv = t_interval(x, level)
-    return Interval(iv.mean, iv.low, iv.high, iv.se, iv.n)
-
-
-def bonferroni_level(level: float, k: int) -> float:
-    """1 - (1 - level) / k: the level at which each of ``k`` intervals is made so that all ``k``
-    cover their true values together with probability at least ``level`` (Bonferroni)."""
-    k = checks.integer(k, "k (the number of intervals)", minimum=1)
-    level = checks.real(level, "level", above=0, below=1)
-    return 1.0 - (1.0 - level) / k
-
-
-def _values(x, name: str) -> np.ndarray:
-    v = np.asarray(x, dtype=float).reshape(-1)
-    if v.size < 2:
-        raise ValueError(f"{name} needs at least 2 values, got {v.size}")
-    bad = int(np.sum(~np.isfinite(v)))
-    if bad:
-        raise ValueError(f"{name}: all values must be finite; {bad} of {v.size} are not")
-    return v
-
-
-def difference_interval(a, b, level: float = 0.95, *, paired: bool = False) -> ClaimInterval:
-    """mean(a) - mean(b) with its two-sided interval at ``level``, as a claim records it.
-
-    paired (a_i and b_i measured on the same unit, e.g. one puzzle solved by two methods): the
-    Student-t interval of the differences a_i - b_i, n - 1 degrees of freedom.
-    unpaired (independent samples): Welch's interval (a Student-t interval with the
-    Welch-Satterthwaite degrees of freedom),
-
-        se = sqrt(s_a^2 / n_a + s_b^2 / n_b),
-        df = se^4 / ((s_a^2 / n_a)^2 / (n_a - 1) + (s_b^2 / n_b)^2 / (n_b - 1)),
-
-    with s^2 the sample variances (ddof = 1). When both samples are constant the interval is the
-    point mean(a) - mean(b)."""
-    x, y = _values(a, "a"), _values(b, "b")
-    if paired:
-        if x.shape != y.shape:
-            raise ValueError(f"paired samples must have the same length, got {x.size} and {y.size}")
-        iv = t_interval(x - y, level)
-        return ClaimInterval(
-            iv.mean, iv.low, iv.high, f"paired Student-t {level:.1%} over {x.size}", int(x.size)
-        )
-    level = checks.real(level, "level", above=0, below=1)
-    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    est = float(x.mean() - y.mean())
-    se = math.sqrt(va + vb)
-    if se == 0.0:
-        half = 0.0
-    else:
-        df = se**4 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
-        half = float(stats.t.ppf((1 + level) / 2, df)) * se
-    return ClaimInterval(
-        est,
-        est - half,
-        est + half,
-        f"Welch (Student-t, Welch's df) {level:.1%} over {x.size} + {y.size}",
-        int(x.size + y.size),
-    )
-
-
 def smallest_difference(
     pairs, level: float = 0.95, *, paired: bool = False
-) -> tuple[str, ClaimInterval]:
+) -> tuple[str, core.Interval]:
     """The smallest of k differences mean(a_j) - mean(b_j), with a simultaneous interval.
 
-    ``pairs`` maps a name to (a_j, b_j). Each difference gets its :func:`difference_interval` at
-    the Bonferroni level 1 - (1 - level)/k, so with probability at least ``level`` every true
-    difference lies in its interval, and then the smallest true difference lies in
-    [min_j low_j, min_j high_j]. The estimate is min_j of the estimated differences. A claim
-    "X beats every baseline" is scored on this: its lower end above 0 means each difference is.
-    Returns (the name with the smallest estimate, the interval)."""
+    ``pairs`` maps a name to (a_j, b_j). Each difference gets its interval at the Bonferroni
+    level 1 - (1 - level)/k (:func:`reprobook.core.bonferroni_level`): paired
+    (:func:`reprobook.core.paired_interval`, a_i and b_i measured on the same unit, e.g. one
+    puzzle solved by two methods) or Welch's (:func:`reprobook.core.welch_interval`, independent
+    samples). With probability at least ``level`` every true difference lies in its interval,
+    and then the smallest true difference lies in [min_j low_j, min_j high_j]. The estimate is
+    min_j of the estimated differences. A claim "X beats every baseline" is scored on this: its
+    lower end above 0 means each difference is. Returns (the name with the smallest estimate,
+    the interval)."""
     pairs = dict(pairs)
     if not pairs:
         raise ValueError("pairs must name at least one comparison: {name: (a, b)}")
-    each = bonferroni_level(level, len(pairs))
-    ivs = {name: difference_interval(a, b, each, paired=paired) for name, (a, b) in pairs.items()}
+    each = core.bonferroni_level(level, len(pairs))
+    difference = core.paired_interval if paired else core.welch_interval
+    ivs = {name: difference(a, b, each) for name, (a, b) in pairs.items()}
     worst = min(ivs, key=lambda name: ivs[name].estimate)
     method = (
         (
@@ -335,12 +263,13 @@ def smallest_difference(
         if len(ivs) > 1
         else ivs[worst].method
     )
-    return worst, ClaimInterval(
+    return worst, core.Interval(
         ivs[worst].estimate,
         min(iv.low for iv in ivs.values()),
         min(iv.high for iv in ivs.values()),
         method,
         ivs[worst].n,
+        level=float(level),
     )
 
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-import lightning.pytorch as pl
+import lightning as L
 import numpy as np
 import torch
 
@@ -28,14 +28,13 @@ from . import evaluate as ev
 from .config import Language, Net
 from .data import MarkovChain
 from .geometry import PsiTable
-from .model import PosteriorTransformer, as_posterior, train_posterior
+from .model import PosteriorTransformer, as_posterior, posterior_network, train_posterior
 from .paths import check_path
 
 __all__ = [
     "LanguageTask",
     "language_task",
     "language_network",
-    "train_network",
     "language_checkpoint",
     "language_samples",
     "PuzzleData",
@@ -89,34 +88,14 @@ def language_network(
 
     name, key = _language_name_key(language, net, path, time_conditioned, seed)
 
+    shape = dict(kappa_max=language.kappa_max, path=path, time_conditioned=time_conditioned)
+
     def fit() -> PosteriorTransformer:
-        return train_network(
-            task.train,
-            task.W,
-            net,
-            kappa_max=language.kappa_max,
-            path=path,
-            time_conditioned=time_conditioned,
-            seed=seed,
-            callbacks=callbacks,
-        )
+        W = task.W.float()
+        return train_posterior(task.train, W, net, **shape, seed=seed, callbacks=callbacks)
 
     def build() -> PosteriorTransformer:
-        return PosteriorTransformer(
-            task.W.float(),
-            language.L,
-            kappa_max=language.kappa_max,
-            width=net.width,
-            depth=net.depth,
-            heads=net.heads,
-            lr=net.lr,
-            time_conditioned=time_conditioned,
-            path=path,
-            warmup_steps=net.warmup_steps,
-            total_steps=net.train_steps,
-            warp=net.warp,
-            seed=seed,
-        )
+        return posterior_network(task.W.float(), language.L, net, **shape, seed=seed)
 
     if always_train:
         trained = fit()
@@ -151,42 +130,7 @@ def _language_name_key(
     return f"language-{path}{tags}-s{int(seed)}", key
 
 
-def train_network(
-    tokens: np.ndarray,
-    W: torch.Tensor,
-    net: Net,
-    *,
-    kappa_max: float,
-    path: str = "vmf",
-    time_conditioned: bool = False,
-    clues: np.ndarray | None = None,
-    n_clue_tokens: int | None = None,
-    seed: int = 0,
-    callbacks=(),
-) -> PosteriorTransformer:
-    """:func:`.model.train_posterior` with the architecture and training budget of ``net``."""
-    return train_posterior(
-        tokens,
-        W.float(),
-        kappa_max=kappa_max,
-        width=net.width,
-        depth=net.depth,
-        heads=net.heads,
-        lr=net.lr,
-        warmup_steps=net.warmup_steps,
-        batch_size=net.batch_size,
-        train_steps=net.train_steps,
-        path=path,
-        time_conditioned=time_conditioned,
-        clues=clues,
-        n_clue_tokens=n_clue_tokens,
-        warp=net.warp,
-        seed=seed,
-        callbacks=callbacks,
-    )
-
-
-class ScoreDuringTraining(pl.Callback):
+class ScoreDuringTraining(L.Callback):
     """Scores the network while it trains: after each training step whose global step count is
     in ``at``, ``score(module)`` runs with the module in eval mode (then back to training), and
     the row ``{"step": step, **score(module)}`` is appended to :attr:`rows`."""
@@ -405,39 +349,19 @@ def puzzle_network(
     data: PuzzleData, net: Net, *, path: str, seed: int, profile: str
 ) -> tuple[PosteriorTransformer, bool]:
     """The clue-conditioned posterior network of ``path`` trained on ``data`` with ``net`` and
-    ``seed`` (:func:`train_network`), loaded from the chapter's checkpoint cache when it was
-    trained before, trained and cached otherwise. Returns ``(network in eval mode, loaded)``."""
+    ``seed`` (:func:`.model.train_posterior`), loaded from the chapter's checkpoint cache when
+    it was trained before, trained and cached otherwise. Returns ``(network in eval mode,
+    loaded)``."""
     name, key = _puzzle_name_key(data, net, path, seed)
     W = data.W.float()
 
+    shape = dict(kappa_max=data.kappa_max, path=path, n_clue_tokens=data.n_clue_tokens)
+
     def build() -> PosteriorTransformer:
-        return PosteriorTransformer(
-            W,
-            np.shape(data.tokens)[1],
-            kappa_max=data.kappa_max,
-            width=net.width,
-            depth=net.depth,
-            heads=net.heads,
-            lr=net.lr,
-            n_clue_tokens=data.n_clue_tokens,
-            path=path,
-            warmup_steps=net.warmup_steps,
-            total_steps=net.train_steps,
-            warp=net.warp,
-            seed=seed,
-        )
+        return posterior_network(W, np.shape(data.tokens)[1], net, **shape, seed=seed)
 
     def fit(_) -> PosteriorTransformer:
-        return train_network(
-            data.tokens,
-            data.W,
-            net,
-            kappa_max=data.kappa_max,
-            path=path,
-            clues=data.clues,
-            n_clue_tokens=data.n_clue_tokens,
-            seed=seed,
-        )
+        return train_posterior(data.tokens, W, net, **shape, clues=data.clues, seed=seed)
 
     model, loaded = core.load_or_train(SLUG, name, profile=profile, key=key, build=build, train=fit)
     return to_accelerator(model), loaded

@@ -26,20 +26,22 @@ from __future__ import annotations
 
 import math
 
-import lightning.pytorch as pl
+import lightning as L
 import numpy as np
 import torch
 from torch import nn
 
+from reprobook import core
 from reprobook.core import checks, unfilled_allocations
 
+from .config import Net
 from .paths import _check_means, _noisy_states, check_path, sample_levels
 from .warp import NoiseWarp
 
-__all__ = ["PosteriorTransformer", "TokenDataModule", "as_posterior", "train_posterior"]
+__all__ = ["PosteriorTransformer", "posterior_network", "as_posterior", "train_posterior"]
 
 
-class PosteriorTransformer(pl.LightningModule):
+class PosteriorTransformer(L.LightningModule):
     """logits (B, L, V) of p_theta(x^l = k | h) from h (B, L, d) (and clues (B, L), if given)."""
 
     def __init__(
@@ -212,34 +214,6 @@ class _Tokens(torch.utils.data.Dataset):
         return self.tokens[i] if self.clues is None else (self.tokens[i], self.clues[i])
 
 
-class TokenDataModule(pl.LightningDataModule):
-    """Clean token sequences (N, L) (and optional clues (N, L)) in shuffled batches."""
-
-    def __init__(
-        self,
-        tokens: np.ndarray,
-        clues: np.ndarray | None = None,
-        *,
-        batch_size: int = 64,
-        seed: int = 0,
-    ):
-        super().__init__()
-        tokens = np.asarray(tokens)
-        if tokens.ndim != 2 or tokens.shape[0] < 1:
-            raise ValueError(f"tokens must be (N, L) with N >= 1, got shape {tokens.shape}")
-        if clues is not None and np.shape(clues) != tokens.shape:
-            raise ValueError(
-                f"clues must have the tokens' shape {tokens.shape}, got {np.shape(clues)}"
-            )
-        self.data, self.batch_size, self.seed = _Tokens(tokens, clues), int(batch_size), int(seed)
-
-    def train_dataloader(self):
-        g = torch.Generator().manual_seed(self.seed)
-        return torch.utils.data.DataLoader(
-            self.data, batch_size=self.batch_size, shuffle=True, generator=g
-        )
-
-
 def as_posterior(
     model: PosteriorTransformer, clues: torch.Tensor | None = None, *, forbid: int | None = None
 ):
@@ -267,53 +241,79 @@ def as_posterior(
     return posterior
 
 
+def posterior_network(
+    W: torch.Tensor | np.ndarray,
+    seq_len: int,
+    net: Net,
+    *,
+    kappa_max: float,
+    path: str = "vmf",
+    time_conditioned: bool = False,
+    n_clue_tokens: int | None = None,
+    seed: int = 0,
+) -> PosteriorTransformer:
+    """An untrained :class:`PosteriorTransformer` with the architecture, learning rate, schedule
+    (warm-up, then cosine decay over ``net.train_steps``) and warp of ``net``
+    (:class:`.config.Net`), its weights drawn from ``seed``."""
+    return PosteriorTransformer(
+        W,
+        seq_len,
+        kappa_max=kappa_max,
+        width=net.width,
+        depth=net.depth,
+        heads=net.heads,
+        lr=net.lr,
+        time_conditioned=time_conditioned,
+        n_clue_tokens=n_clue_tokens,
+        path=path,
+        warmup_steps=net.warmup_steps,
+        total_steps=net.train_steps,
+        warp=net.warp,
+        seed=seed,
+    )
+
+
 def train_posterior(
     tokens: np.ndarray,
     W: torch.Tensor | np.ndarray,
+    net: Net,
     *,
     kappa_max: float,
-    width: int = 64,
-    depth: int = 2,
-    heads: int = 4,
-    lr: float = 3e-4,
-    warmup_steps: int = 0,
-    batch_size: int = 64,
-    train_steps: int = 1000,
     path: str = "vmf",
     time_conditioned: bool = False,
     clues: np.ndarray | None = None,
     n_clue_tokens: int | None = None,
-    warp: bool = False,
     seed: int = 0,
     callbacks=(),
 ) -> PosteriorTransformer:
-    """Build a :class:`PosteriorTransformer` and train it for ``train_steps`` AdamW steps on
-    ``tokens`` (N, L) (with ``clues``, if given) by (CE) of eq. `vmf-ce`, with the warm-up and
-    cosine schedule over ``train_steps``. Deterministic for a given ``seed`` (weights, batches and
-    noise). Returns the network in eval mode."""
-    from reprobook.core import make_trainer
-
+    """Build the network of ``net`` (:func:`posterior_network`) and train it for
+    ``net.train_steps`` AdamW steps on ``tokens`` (N, L) (with ``clues``, if given) by (CE) of
+    eq. `vmf-ce`, in shuffled batches of ``net.batch_size``, with the warm-up and cosine schedule
+    over ``net.train_steps``. Deterministic for a given ``seed`` (weights, batches and noise).
+    ``callbacks`` go to the Lightning Trainer. Returns the network in eval mode."""
     tokens = np.asarray(tokens)
-    if tokens.ndim != 2:
-        raise ValueError(f"tokens must be (N, L), got shape {tokens.shape}")
-    model = PosteriorTransformer(
+    if tokens.ndim != 2 or tokens.shape[0] < 1:
+        raise ValueError(f"tokens must be (N, L) with N >= 1, got shape {tokens.shape}")
+    if clues is not None and np.shape(clues) != tokens.shape:
+        raise ValueError(f"clues must have the tokens' shape {tokens.shape}, got {np.shape(clues)}")
+    model = posterior_network(
         W,
         tokens.shape[1],
+        net,
         kappa_max=kappa_max,
-        width=width,
-        depth=depth,
-        heads=heads,
-        lr=lr,
+        path=path,
         time_conditioned=time_conditioned,
         n_clue_tokens=n_clue_tokens,
-        path=path,
-        warmup_steps=warmup_steps,
-        total_steps=train_steps,
-        warp=warp,
         seed=seed,
     )
     torch.manual_seed(seed)  # the noise draws of noisy_batch use the global generator
-    trainer = make_trainer(max_steps=train_steps, callbacks=list(callbacks))
     with unfilled_allocations():  # no NaN fill of each new tensor (the numbers are the same)
-        trainer.fit(model, TokenDataModule(tokens, clues, batch_size=batch_size, seed=seed))
+        core.fit(
+            model,
+            _Tokens(tokens, clues),
+            steps=net.train_steps,
+            batch=net.batch_size,
+            seed=seed,
+            callbacks=list(callbacks),
+        )
     return model.eval()
