@@ -1,6 +1,8 @@
 """Tests of chapter 17's SRP layer and its diagnostics: exact properties of eqs.
 spectral-reverse-prompt-mask, -null, -dual, -fallback, -out and -energy."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -175,10 +177,28 @@ def test_profiles_resolve():
         full = core.resolve_notebook(config.PROFILES, nb, "full")
         assert full.spec.dim == 1433 and full.encoder.hidden == 128
         assert reduced.n_seeds >= 3 and full.n_seeds >= reduced.n_seeds
-    assert core.resolve_notebook(config.PROFILES, "bias", "reduced", n_seeds=4).n_seeds == 4
-    cfg = config.with_downstream(config.CompareConfig(), shots=7, epochs=None)
+    assert list(config.PROFILES) == [
+        "01_spectral_bias",
+        "02_srp_vs_baselines",
+        "03_ablations_shift",
+    ]
+    bias = core.resolve_notebook(config.PROFILES, "01_spectral_bias", "reduced", n_seeds=4)
+    assert bias.n_seeds == 4
+    # a notebook's downstream parameters reach the nested settings; None keeps the profile's
+    cfg = core.resolve_notebook(
+        config.PROFILES,
+        "02_srp_vs_baselines",
+        "reduced",
+        downstream__shots=7,
+        downstream__epochs=None,
+    )
     assert cfg.downstream.shots == 7
     assert cfg.downstream.epochs == config.Downstream().epochs
+    assert cfg == dataclasses.replace(config.CompareConfig(), downstream=config.Downstream(shots=7))
+    untouched = core.resolve_notebook(
+        config.PROFILES, "03_ablations_shift", "reduced", downstream__shots=None
+    )
+    assert untouched == config.AblationConfig()
 
 
 def test_smoke_profile_fits_the_full_protocol_into_small_sizes():
@@ -194,7 +214,7 @@ def test_smoke_profile_fits_the_full_protocol_into_small_sizes():
             down = smoke.downstream
             assert down.eval_every == full.downstream.eval_every == 1
             assert max(down.rank, down.null_dim) <= smoke.encoder.hidden
-    bias = core.resolve_notebook(config.PROFILES, "bias", "smoke")
+    bias = core.resolve_notebook(config.PROFILES, "01_spectral_bias", "smoke")
     assert bias.probe_dirs + bias.null_dim <= bias.encoder.hidden
-    compare = core.resolve_notebook(config.PROFILES, "compare", "smoke")
-    assert compare.methods == config.PROFILES["compare"]["full"].methods
+    compare = core.resolve_notebook(config.PROFILES, "02_srp_vs_baselines", "smoke")
+    assert compare.methods == config.PROFILES["02_srp_vs_baselines"]["full"].methods

@@ -3,9 +3,14 @@
 Library of chapter 17 (notebooks/17_spectral_reverse_prompt): the SRP layer and its ablations
 (:mod:`.srp`), encoders with prompt hooks, GraphCL and the baselines (:mod:`.models`), the
 spectral-bias diagnostics (:mod:`.diagnostics`), the offline graphs (:mod:`.data`), the
-downstream protocol (:mod:`.protocol`) and the notebooks' profiles (:mod:`.config`).
+downstream protocol (:mod:`.protocol`), the notebooks' experiments (:mod:`.experiments`) and
+their profiles (:mod:`.config`).
 """
+
+from reprobook import core
 
 from . import config, data, diagnostics, models, protocol, srp
 
 __all__ = ["config", "data", "diagnostics", "models", "protocol", "srp"]
+
+__getattr__ = core.lazy_submodules(__name__)  # experiments loads on first use

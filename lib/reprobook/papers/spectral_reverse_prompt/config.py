@@ -12,8 +12,9 @@ profiles use the generated CSBM graphs and scikit-learn's digits. The full profi
 CSBM to the Cora shape (n = 20,000, 1,433 features, 7 classes) with the paper's GCN (hidden 128)
 and training length; it has not been run here, so its sizes are our plan.
 
-Notebooks resolve their configuration with
-``core.resolve_notebook(config.PROFILES, "<notebook>", profile, **overrides)``.
+:data:`PROFILES` is keyed by the notebooks' file stems. A notebook resolves its configuration
+with ``core.start(srp, "<notebook>", profile, seed, **overrides)``; an override of a downstream
+setting names its field inside ``downstream`` (``downstream__shots=shots``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ __all__ = [
     "AblationConfig",
     "PROFILES",
     "RESOURCES",
-    "with_downstream",
 ]
 
 
@@ -166,19 +166,19 @@ _SMOKE = dict(
 _SMOKE_DOWN = replace(_FULL_DOWN, val_per_class=2, n_test=40, epochs=4, lrs=(0.001, 0.01))
 
 PROFILES = {
-    "bias": {
+    "01_spectral_bias": {
         "reduced": BiasConfig(),
         "full": _FULL_BIAS,
         "smoke": replace(_FULL_BIAS, **_SMOKE, probe_shots=5, probe_test=100),
     },
-    "compare": {
+    "02_srp_vs_baselines": {
         "reduced": CompareConfig(),
         "full": _FULL_COMPARE,
         "smoke": replace(
             _FULL_COMPARE, **_SMOKE, downstream=replace(_SMOKE_DOWN, rank=8, null_dim=8)
         ),
     },
-    "ablation": {
+    "03_ablations_shift": {
         "reduced": AblationConfig(),
         "full": _FULL_ABLATION,
         "smoke": replace(
@@ -192,9 +192,3 @@ RESOURCES = {
     "reduced": Resources(gpus=0, cpus=2, mem_gb=2, hours=0.05),
     "full": Resources(gpus=1, cpus=8, mem_gb=32, hours=1.0),
 }
-
-
-def with_downstream(cfg, **overrides):
-    """``cfg`` with the fields of its ``downstream`` settings replaced (None keeps a field)."""
-    kept = {k: v for k, v in overrides.items() if v is not None}
-    return replace(cfg, downstream=replace(cfg.downstream, **kept)) if kept else cfg
