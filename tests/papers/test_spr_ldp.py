@@ -6,6 +6,7 @@ search, closed forms, invariances, limits, and clear errors on bad input.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -723,25 +724,33 @@ def test_config_profiles_resolve():
     def resolve(notebook, profile, **overrides):
         return core.resolve_notebook(config.PROFILES, notebook, profile, **overrides)
 
-    for notebook in ("lp_check", "structure", "privacy_range"):
+    for notebook in ("01_lp_check", "02_structure", "03_privacy_range"):
         reduced = resolve(notebook, "reduced")
         full = resolve(notebook, "full")
         assert type(reduced) is type(full)
         assert reduced != full
-    assert resolve("lp_check", "reduced", n_instances=10).n_instances == 10
-    budgets = resolve("structure", "reduced", c4_dp_budgets=[2, None]).c4_dp_budgets
+    assert resolve("01_lp_check", "reduced", n_instances=10).n_instances == 10
+    budgets = resolve("02_structure", "reduced", c4_dp_budgets=[2, None]).c4_dp_budgets
     assert budgets == (2, None)
     with pytest.raises(ValueError, match="valid notebooks"):
         resolve("nope", "reduced")
     with pytest.raises(ValueError, match="valid profiles"):
-        resolve("lp_check", "huge")
+        resolve("01_lp_check", "huge")
     with pytest.raises(ValueError, match="valid keys"):
-        resolve("lp_check", "reduced", n_instance=3)
-    pr = resolve("privacy_range", "full")
+        resolve("01_lp_check", "reduced", n_instance=3)
+    pr = resolve("03_privacy_range", "full")
     assert pr.c6_eps == (2.0, 4.0, 6.0)  # C6's metric names these privacy levels
     assert pr.c6_repeats >= 2 and 0 < pr.c6_min_relative_gap < 1
     named = inst.named_instances(4, 0)
-    assert set(resolve("privacy_range", "reduced").instances) <= set(named)
+    assert set(resolve("03_privacy_range", "reduced").instances) <= set(named)
+
+
+def test_profiles_are_keyed_by_notebook_and_every_module_is_reachable_from_the_package():
+    folder = core.book_root() / "notebooks" / "18_spr_ldp"
+    assert set(spr.config.PROFILES) == {p.stem for p in folder.glob("*.ipynb")}
+    assert spr.mechanisms.__name__ == "reprobook.papers.spr_ldp.mechanisms"
+    with pytest.raises(AttributeError, match="no attribute or submodule"):
+        _ = spr.no_such_module
 
 
 # --- the DP's tables ------------------------------------------------------------------------------
@@ -825,20 +834,28 @@ def test_privacy_sweep_never_loses_to_the_baselines():
 
 def test_stein_experiment_tests_each_mechanism_once_and_is_seeded():
     p0, p1 = inst.dirichlet_pair(8, 1.0, 2)
-    kw = dict(ns=[10, 30, 100], repeats=2, alpha=0.05, reps=300, min_misses=10)
-    a = spr.experiments.stein_experiment(p0, p1, [1.0, 6.0], rng=11, **kw)
-    b = spr.experiments.stein_experiment(p0, p1, [1.0, 6.0], rng=11, **kw)
+    cfg = dataclasses.replace(
+        spr.config.PROFILES["03_privacy_range"]["reduced"],
+        c6_eps=(1.0, 6.0),
+        c6_ns=(10, 30, 100),
+        c6_repeats=2,
+        c6_alpha=0.05,
+        c6_reps=300,
+        c6_min_misses=10,
+    )
+    a = spr.experiments.stein_experiment(cfg, p0, p1, rng=11)
+    b = spr.experiments.stein_experiment(cfg, p0, p1, rng=11)
     assert a.rows == b.rows
     assert set(a.at_n) == {1.0, 6.0}
     for eps, (stein, e_at_n, n) in a.at_n.items():
-        assert set(stein) == set(e_at_n) and n in kw["ns"]
+        assert set(stein) == set(e_at_n) and n in cfg.c6_ns
         tested = [r for r in a.rows if r["eps"] == eps and "same_as" not in r]
         assert {r["mechanism"] for r in tested} == set(stein)
         assert len({round(v, 12) for v in stein.values()}) == len(stein)  # no duplicate tested
         for r in a.rows:
             if r["eps"] == eps and "same_as" in r:
                 assert r["same_as"] in stein
-    assert len(a.curves) == sum(len(s) for s, _, _ in a.at_n.values()) * len(kw["ns"])
+    assert len(a.curves) == sum(len(s) for s, _, _ in a.at_n.values()) * len(cfg.c6_ns)
 
 
 def test_smoke_profile_cuts_the_full_grids_and_keeps_what_the_notebooks_fit():
@@ -846,11 +863,11 @@ def test_smoke_profile_cuts_the_full_grids_and_keeps_what_the_notebooks_fit():
     Monte Carlo repetitions (C6's units) and C6's privacy levels."""
     from reprobook.papers.spr_ldp import config
 
-    structure = core.resolve_notebook(config.PROFILES, "structure", "smoke")
+    structure = core.resolve_notebook(config.PROFILES, "02_structure", "smoke")
     fitted = [k for k in structure.c4_dp_ks if k >= structure.c4_fit_min_k]
     assert len(fitted) >= 2 and structure.c4_dp_budgets == (2, 4, 8, 16, None)
     assert structure.c3_n_linprog >= 1 and structure.c3_divergences == config.DIVERGENCE_NAMES
-    pr = core.resolve_notebook(config.PROFILES, "privacy_range", "smoke")
+    pr = core.resolve_notebook(config.PROFILES, "03_privacy_range", "smoke")
     assert pr.c6_repeats >= 2 and pr.c6_eps == (2.0, 4.0, 6.0)
-    lp = core.resolve_notebook(config.PROFILES, "lp_check", "smoke")
+    lp = core.resolve_notebook(config.PROFILES, "01_lp_check", "smoke")
     assert lp.n_instances + lp.n_large < 20 and lp.divergences == config.DIVERGENCE_NAMES

@@ -5,6 +5,8 @@ the same way on every machine."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.optimize import OptimizeResult
@@ -148,8 +150,16 @@ def test_stein_duplicates_are_found_across_a_rounding_boundary(monkeypatch):
         return crafted.get(value, value)
 
     monkeypatch.setattr(spr.testing, "stein_exponent", stein)
-    kw = dict(ns=[10, 30], repeats=2, alpha=0.05, reps=200, min_misses=5)
-    out = spr.experiments.stein_experiment(p0, p1, [2.0], rng=0, **kw)
+    cfg = dataclasses.replace(
+        spr.config.PROFILES["03_privacy_range"]["reduced"],
+        c6_eps=(2.0,),
+        c6_ns=(10, 30),
+        c6_repeats=2,
+        c6_alpha=0.05,
+        c6_reps=200,
+        c6_min_misses=5,
+    )
+    out = spr.experiments.stein_experiment(cfg, p0, p1, rng=0)
     twins = {r["mechanism"]: r["same_as"] for r in out.rows if "same_as" in r}
     assert twins == {
         "OPT for chi2": "OPT for KL(M1||M0)",

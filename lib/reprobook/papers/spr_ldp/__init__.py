@@ -7,6 +7,8 @@ extension), the notebooks' comparisons (:mod:`.experiments`) and the notebooks' 
 (:mod:`.config`).
 """
 
+from reprobook import core
+
 from . import config, experiments, instances, testing
 from .divergences import (
     CHI2,
@@ -42,3 +44,6 @@ from .mechanisms import (
     staircase_lp,
     staircase_lp_budget,
 )
+
+# a submodule not imported above loads on first use (spr.<module>)
+__getattr__ = core.lazy_submodules(__name__)

@@ -2,12 +2,13 @@
 
 One frozen dataclass per notebook (the seed is a notebook parameter, not a field: the
 instances use ``seed`` and the Monte Carlo of C6 ``seed + 1``), with a ``reduced`` instance
-(2 CPU cores, under a minute of compute) and a ``full`` instance (larger grids, still on the
-CPU). Notebooks call::
+(2 CPU cores, under a minute of compute), a ``full`` instance (larger grids, still on the
+CPU) and a ``smoke`` one, keyed by the notebook's file stem. Notebooks call::
 
-    cfg = core.resolve_notebook(config.PROFILES, "lp_check", profile, n_instances=n_instances)
+    run, cfg = core.start(spr, "01_lp_check", profile, seed, n_instances=n_instances)
 
-Notebooks: ``lp_check`` (claim C1), ``structure`` (C2, C3, C4), ``privacy_range`` (C5, C6).
+Notebooks: ``01_lp_check`` (claim C1), ``02_structure`` (C2, C3, C4), ``03_privacy_range``
+(C5, C6).
 The reduced times in the comments were measured on a 2-core CPU with the library's own
 functions at exactly these sizes.
 """
@@ -133,14 +134,14 @@ _FULL_PRIVACY_RANGE = PrivacyRangeConfig(
 # The smoke profile: the full configurations with every size cut to seconds on one CPU thread
 # (the full profile runs the same code as the reduced one, at larger sizes).
 PROFILES: dict[str, dict[str, Any]] = {
-    "lp_check": {
+    "01_lp_check": {
         "reduced": LPCheckConfig(),
         "full": _FULL_LP_CHECK,
         "smoke": dataclasses.replace(
             _FULL_LP_CHECK, ks=(2, 3, 4, 5, 6, 7, 8), n_instances=14, large_k=10, n_large=2
         ),
     },
-    "structure": {
+    "02_structure": {
         "reduced": StructureConfig(),
         "full": _FULL_STRUCTURE,
         "smoke": dataclasses.replace(
@@ -153,7 +154,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             c4_lp_ks=(8, 10, 12),
         ),
     },
-    "privacy_range": {
+    "03_privacy_range": {
         "reduced": PrivacyRangeConfig(),
         "full": _FULL_PRIVACY_RANGE,
         "smoke": dataclasses.replace(

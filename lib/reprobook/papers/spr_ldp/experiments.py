@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike
 from reprobook.core import Failures, checks
 
 from . import instances, testing
+from .config import PrivacyRangeConfig
 from .mechanisms import (
     SPRResult,
     best_over_all_partitions,
@@ -259,28 +260,27 @@ def _candidates(p0: np.ndarray, p1: np.ndarray, eps: float) -> dict[str, SPRResu
 
 
 def stein_experiment(
+    cfg: PrivacyRangeConfig,
     p0: ArrayLike,
     p1: ArrayLike,
-    eps_list: Sequence[float],
-    ns: Sequence[int],
-    repeats: int,
-    alpha: float,
-    reps: int,
-    min_misses: int,
     rng: np.random.Generator | int | None = None,
 ) -> SteinExperiment:
-    """Private Neyman-Pearson tests with n samples for five mechanisms per eps (claim C6).
+    """Private Neyman-Pearson tests with n samples for five mechanisms per eps (claim C6), on
+    the instance (p0, p1) with the sizes of notebook 03_privacy_range's configuration ``cfg``.
 
-    For each eps the candidates are the optima for KL(M0 || M1), KL(M1 || M0) and chi^2, the
-    binary mechanism and randomized response; a mechanism whose Stein exponent is within
-    ``SAME_STEIN_TOL`` of an earlier one's is the same mechanism and is tested once (a
+    For each eps of ``cfg.c6_eps`` the candidates are the optima for KL(M0 || M1), KL(M1 || M0)
+    and chi^2, the binary mechanism and randomized response; a mechanism whose Stein exponent
+    is within ``SAME_STEIN_TOL`` of an earlier one's is the same mechanism and is tested once (a
     tolerance: rounding to 12 decimals split two exponents that differ in the last bit when
-    they straddle a rounding boundary). For each, ``repeats`` independent runs of
-    :func:`.testing.type_two_errors` (importance sampling, ``reps`` draws
-    per hypothesis and n, all from ``rng`` in turn) give the empirical exponents
+    they straddle a rounding boundary). For each, ``cfg.c6_repeats`` independent runs of
+    :func:`.testing.type_two_errors` (importance sampling at level ``cfg.c6_alpha``,
+    ``cfg.c6_reps`` draws per hypothesis and n of ``cfg.c6_ns``, beta_n reported from
+    ``cfg.c6_min_misses`` misses, all from ``rng`` in turn) give the empirical exponents
     -log(beta_n) / n, to be compared with eq. `spr-stein` of notebooks/18_spr_ldp/index.md.
     The mechanisms are compared at the largest n where every one is estimable in every run.
     """
+    eps_list, ns, repeats = cfg.c6_eps, cfg.c6_ns, cfg.c6_repeats
+    alpha, reps, min_misses = cfg.c6_alpha, cfg.c6_reps, cfg.c6_min_misses
     p0 = np.asarray(p0, dtype=float)
     p1 = np.asarray(p1, dtype=float)
     gen = instances.as_generator(rng)
