@@ -1,12 +1,24 @@
 """Tests of chapter 19's library: DuetGrid, the judges, the masks, the multiplayer DiT, flow
 matching, the cached rollout and Checkpointed Self Forcing."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from reprobook import core
-from reprobook.papers.solaris_world_model import config, flow, judges, model, selfforcing, world
+from reprobook.papers import solaris_world_model as solaris
+from reprobook.papers.solaris_world_model import (
+    config,
+    experiments,
+    flow,
+    judges,
+    model,
+    selfforcing,
+    stages,
+    world,
+)
 
 
 def _net(variant="multiplayer", seed=0):
@@ -243,10 +255,10 @@ def test_profiles_resolve():
         reduced = core.resolve_notebook(config.PROFILES, nb, "reduced")
         full = core.resolve_notebook(config.PROFILES, nb, "full")
         assert type(reduced) is type(full)
-    full = core.resolve_notebook(config.PROFILES, "self_forcing", "full")
+    full = core.resolve_notebook(config.PROFILES, "03_self_forcing", "full")
     assert full.sf.horizon == 32 and full.sf.window == 8 and full.rollout_frames == 128
     with pytest.raises(ValueError):
-        core.resolve_notebook(config.PROFILES, "variants", "reduced", nonsense=1)
+        core.resolve_notebook(config.PROFILES, "02_variants", "reduced", nonsense=1)
 
 
 def test_smoke_profile_keeps_the_full_windows_and_shares_its_networks():
@@ -254,10 +266,50 @@ def test_smoke_profile_keeps_the_full_windows_and_shares_its_networks():
     every 5th Self Forcing iteration) at tiny sizes, over two seeds, and notebooks 2-4 share
     its stage-2 networks through one variants configuration."""
     smoke = {nb: core.resolve_notebook(config.PROFILES, nb, "smoke") for nb in config.PROFILES}
-    sf = smoke["self_forcing"]
-    assert sf.variants == smoke["variants"] == smoke["more_players"].variants
+    sf = smoke["03_self_forcing"]
+    assert sf.variants == smoke["02_variants"] == smoke["04_more_players"].variants
     assert sf.sf.horizon == 32 and sf.sf.window == 8 and sf.sf.generator_every == 5
     assert sf.sf.iterations > sf.sf.generator_every and sf.causal.frames == 32
-    assert sf.rollout_frames > 2 * sf.sf.window and smoke["variants"].seeds == 2
-    arch = smoke["variants"].arch
+    assert sf.rollout_frames > 2 * sf.sf.window and smoke["02_variants"].seeds == 2
+    arch = smoke["02_variants"].arch
     assert arch.width % arch.heads == 0 and arch.patch == 4
+
+
+def test_the_package_reaches_every_module_and_start_resolves_its_notebooks(tmp_path, monkeypatch):
+    assert solaris.stages.train_stage and solaris.flow.rollout
+    with pytest.raises(AttributeError, match="no attribute or submodule"):
+        solaris.nope  # noqa: B018
+    monkeypatch.setenv("REPROBOOK_RESULTS", str(tmp_path / "results"))
+    run, cfg = core.start(solaris, "03_self_forcing", "reduced", 0, threads=1, rollout_frames=12)
+    assert cfg == dataclasses.replace(config.SelfForcingConfig(), rollout_frames=12)
+    assert run.notebook == "03_self_forcing"
+
+
+def test_stages_keep_their_loss_curves_in_the_checkpoint(tmp_path, monkeypatch):
+    """Stages 1-3 keep the loss of every step, stage 4 the DMD loss of every generator step
+    (0 in between), in the buffer ``losses`` that a loaded model carries too."""
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    cfg = config.PROFILES["03_self_forcing"]["reduced"]
+    arch = experiments._arch(cfg.variants)
+    teach = dataclasses.replace(cfg.variants.multiplayer, steps=3, episodes=12, batch=4)
+    causal = dataclasses.replace(cfg.causal, steps=4, episodes=16, batch=4)
+    sf = dataclasses.replace(cfg.sf, iterations=7, generator_every=3, batch=2, episodes=5)
+
+    def train():
+        t, _ = stages.train_stage("teacher", "multiplayer", arch, teach, 1, "reduced")
+        c, _ = stages.train_stage("causal", "multiplayer", arch, causal, 1, "reduced", t, "t")
+        s, loaded = stages.train_self_forcing(arch, sf, 1, "reduced", c, t, "c")
+        return t, c, s, loaded
+
+    t, c, s, loaded = train()
+    assert not loaded and t.losses.shape == (3,) and c.losses.shape == (4,)
+    assert bool((t.losses > 0).all()) and bool((c.losses > 0).all())
+    assert s.losses.shape == (7,)
+    between = [i for i in range(7) if i % 3]
+    assert bool((s.losses[between] == 0).all()) and float(s.losses[3]) > 0
+    again = train()
+    assert again[3]  # loaded
+    for a, b in zip((t, c, s), again[:3]):
+        assert torch.equal(a.losses, b.losses)
+    every_other = stages._curve_buffer(np.array([2.0, 1.0], np.float32), 5, 2)
+    assert every_other.tolist() == [2.0, 0.0, 1.0, 0.0, 0.0]

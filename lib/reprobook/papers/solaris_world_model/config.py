@@ -1,7 +1,8 @@
 """Profiles of the notebooks of chapter 19 (Solaris, arXiv 2602.22208): one frozen dataclass per
 notebook, ``reduced`` (2 CPU cores, about a minute a notebook), ``full`` (one GPU; planned,
-not run here) and ``smoke`` (the full one cut to seconds on CPU). Notebooks call
-``core.resolve_notebook(config.PROFILES, "<notebook>", profile)``.
+not run here) and ``smoke`` (the full one cut to seconds on CPU). ``PROFILES`` is keyed by the
+notebooks' file stems; a notebook resolves its configuration with
+``core.start(solaris, "<notebook>", profile, seed, ...)``.
 
 Data: DuetGrid (world.py) only. The paper's Duet recordings, VPT data and released JAX
 weights live on a model hub this book's machines cannot reach, and its 1.8 B-parameter model
@@ -124,13 +125,13 @@ _SMOKE_VARIANTS = replace(
 )
 
 PROFILES = {
-    "data_and_judges": {
+    "01_data_and_judges": {
         "reduced": DataConfig(),
         "full": DataConfig(episodes=200),
         "smoke": replace(DataConfig(episodes=200), episodes=8),
     },
-    "variants": {"reduced": VariantsConfig(), "full": _FULL_VARIANTS, "smoke": _SMOKE_VARIANTS},
-    "self_forcing": {
+    "02_variants": {"reduced": VariantsConfig(), "full": _FULL_VARIANTS, "smoke": _SMOKE_VARIANTS},
+    "03_self_forcing": {
         "reduced": SelfForcingConfig(),
         "full": _FULL_SELF_FORCING,
         "smoke": replace(
@@ -144,7 +145,7 @@ PROFILES = {
             df_steps=4,
         ),
     },
-    "more_players": {
+    "04_more_players": {
         "reduced": PlayersConfig(),
         "full": _FULL_PLAYERS,
         "smoke": replace(_FULL_PLAYERS, variants=_SMOKE_VARIANTS, repeats=2, calls=2),

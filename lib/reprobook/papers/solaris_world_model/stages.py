@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import lightning.pytorch as pl
+import lightning as L
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 
 from reprobook import core
 
@@ -39,7 +39,7 @@ class Stage:
     mix: tuple = (0.4, 0.15, 0.15, 0.15, 0.15)  # shares of world.EPISODE_TYPES
 
 
-class FlowMatching(pl.LightningModule):
+class FlowMatching(L.LightningModule):
     """Flow matching of a WorldModel (eqs. `solaris-world-model-flow` and
     `solaris-world-model-noise` of notebooks/19_solaris_world_model/index.md)."""
 
@@ -47,7 +47,6 @@ class FlowMatching(pl.LightningModule):
         super().__init__()
         self.net, self.stage = net, stage
         self.gen = torch.Generator().manual_seed(seed)
-        self.register_buffer("losses", torch.zeros(stage.steps))
 
     def training_step(self, batch, idx):
         x, a = batch
@@ -61,10 +60,7 @@ class FlowMatching(pl.LightningModule):
         eps = torch.randn(x.shape, generator=self.gen)
         mask = causal_window_mask(T, st.window) if st.window > 0 else torch.ones(T, T).bool()
         v, _ = self.net(flow.noisy(x, sig, eps), sig, a, mask, torch.arange(T))
-        loss = flow.flow_matching_loss(v, x, eps, weight)
-        if self.global_step < st.steps:
-            self.losses[self.global_step] = loss.detach()
-        return loss
+        return flow.flow_matching_loss(v, x, eps, weight)
 
     def configure_optimizers(self):
         return torch.optim.AdamW(
@@ -79,18 +75,24 @@ def data(stage: Stage, seed: int) -> dict:
 
 
 def fit(net: WorldModel, stage: Stage, seed: int) -> WorldModel:
-    """Train ``net`` in place for ``stage.steps`` steps; its loss curve stays in a buffer."""
+    """Train ``net`` in place for ``stage.steps`` steps on batches shuffled by ``seed``; its loss
+    curve (what ``core.fit`` returns) stays in the buffer ``losses``, which goes into the
+    checkpoint."""
     d = data(stage, seed)
-    loader = DataLoader(
-        TensorDataset(d["x"], d["actions"]),
-        batch_size=stage.batch,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(seed),
-    )
     module = FlowMatching(net, stage, seed)
-    core.make_trainer(max_steps=stage.steps).fit(module, loader)
-    net.register_buffer("losses", module.losses.detach().clone())
+    clips = TensorDataset(d["x"], d["actions"])
+    curve = core.fit(module, clips, steps=stage.steps, batch=stage.batch, seed=seed)
+    net.register_buffer("losses", _curve_buffer(curve, stage.steps))
     return net
+
+
+def _curve_buffer(curve, size: int, every: int = 1) -> torch.Tensor:
+    """A float buffer of ``size`` zeros holding the training ``curve`` at steps 0, ``every``,
+    2 ``every``, ... (the steps that returned a loss)."""
+    out = torch.zeros(size)
+    steps = torch.arange(0, size, every)[: len(curve)]
+    out[steps] = torch.as_tensor(curve[: len(steps)], dtype=torch.float32)
+    return out
 
 
 def build(variant: str, arch: dict, players: int = 2):
@@ -141,7 +143,7 @@ class SelfForcingStage:
     episodes: int
 
 
-class CheckpointedSelfForcing(pl.LightningModule):
+class CheckpointedSelfForcing(L.LightningModule):
     """Stage 4 (eqs. `solaris-world-model-replay` and `solaris-world-model-dmd`)."""
 
     def __init__(self, student, teacher, critic, st: SelfForcingStage, seed: int):
@@ -151,7 +153,6 @@ class CheckpointedSelfForcing(pl.LightningModule):
         self.gen = torch.Generator().manual_seed(seed)
         self.automatic_optimization = False
         self.it = 0
-        self.register_buffer("dmd", torch.zeros(st.iterations))
 
     def training_step(self, batch, idx):
         x, a = batch
@@ -173,12 +174,13 @@ class CheckpointedSelfForcing(pl.LightningModule):
             opt_g.zero_grad()
             self.manual_backward(loss)
             opt_g.step()
-            self.dmd[it] = loss.detach()
+        else:
+            loss = None  # no generator step: nothing for the DMD curve
         closs = selfforcing.critic_loss(self.critic, X0, a, self.gen)  # the critic, every step
         opt_c.zero_grad()
         self.manual_backward(closs)
         opt_c.step()
-        return None
+        return loss  # the DMD loss of a generator step, the curve that core.fit returns
 
     def configure_optimizers(self):
         betas = (0.9, 0.95)
@@ -203,19 +205,20 @@ def train_self_forcing(arch, st, seed, profile, student, teacher, start_key):
             {k: v for k, v in teacher.state_dict().items() if k != "losses"}, strict=False
         )
         d = world.training_set(st.episodes, 2, st.horizon, seed + 7, (1, 0, 0, 0, 0))
-        loader = DataLoader(
-            TensorDataset(torch.from_numpy(d["x"]), torch.from_numpy(d["actions"])),
-            batch_size=st.batch,
-            shuffle=True,
-            generator=torch.Generator().manual_seed(seed),
-        )
+        clips = TensorDataset(torch.from_numpy(d["x"]), torch.from_numpy(d["actions"]))
         module = CheckpointedSelfForcing(net, teacher, critic, st, seed)
         n_batches = -(-st.episodes // st.batch)
         epochs = -(-st.iterations // n_batches)
-        core.make_trainer(max_epochs=epochs, limit_train_batches=min(n_batches, st.iterations)).fit(
-            module, loader
+        dmd = core.fit(
+            module,
+            clips,
+            epochs=epochs,
+            batch=st.batch,
+            seed=seed,
+            limit_train_batches=min(n_batches, st.iterations),
         )
-        net.register_buffer("losses", module.dmd.detach().clone())
+        # the DMD loss at every generator_every-th iteration, 0 in between
+        net.register_buffer("losses", _curve_buffer(dmd, st.iterations, st.generator_every))
         return net
 
     def make():
