@@ -79,10 +79,20 @@ def test_notebook_contract(nb: Path) -> None:
     for line in source.strip().splitlines():
         assert "#" in line, f"every parameter is commented: {line!r}"
         assert ":" in line.split("=")[0], f"every parameter is annotated: {line!r}"
-    # It records through core.start with its own chapter and stem.
-    body = "".join("".join(c["source"]) for c in code)
+    # The third is the set-up cell: it imports its paper package (one line, one style) and sets
+    # up with one call, core.start(package, the notebook's file stem, profile, seed, ...).
+    setup = "".join(code[2]["source"])
     slug = nb.parent.name.split("_", 1)[1]
-    assert re.search(rf'core\.start\(\s*"{slug}",\s*"{nb.stem}"', body), "core.start(slug, stem"
+    imports = re.findall(rf"^from reprobook\.papers import {slug}(?: as (\w+))?$", setup, re.M)
+    assert len(imports) == 1, f"the set-up cell imports `from reprobook.papers import {slug} as ..`"
+    alias = imports[0] or slug
+    call = rf'^run, cfg = core\.start\(\s*{alias},\s*"{nb.stem}",\s*profile,\s*seed\b'
+    assert re.search(call, setup, re.M), (
+        f'run, cfg = core.start({alias}, "{nb.stem}", profile, seed'
+    )
+    body = "".join("".join(c["source"]) for c in code)
+    assert "reprobook.papers." not in body, "import the paper package only as the set-up cell does"
+    assert body.count("core.start(") == 1, "one set-up call per notebook"
 
 
 def _bib_keys(text: str) -> list[str]:
@@ -257,6 +267,19 @@ def test_repeated_scripts_are_dropped_from_a_page():
 def test_config_serves_math_offline_and_loads_the_book_extension():
     extensions = CONFIG["sphinx"]["extra_extensions"]
     assert "sphinx-mathjax-offline" in extensions and "reprobook.sphinx_ext" in extensions
+
+
+def test_toc_and_readme_are_written_from_the_chapters():
+    from reprobook import registry
+
+    for path, text in registry.expected(ROOT).items():
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.name} is out of step with the chapters: run `reprobook sync`"
+        )
+    toc = registry.toc_text(CHAPTERS)
+    for ch in CHAPTERS:  # each chapter sits under the part its claims file names
+        caption = toc.index(f"  - caption: {registry.part_of(ch)}\n")
+        assert caption < toc.index(f"notebooks/{ch.name}/index") < toc.index("Back matter")
 
 
 def test_readme_lists_every_chapter():

@@ -7,8 +7,11 @@ a new chapter copying an old one copies the rules too:
 - each chapter shows its method's core functions on a page (``core.show_source``);
 - notebooks teach: short code cells, and a closing "What we found" and "Things to try" with
   the ``-p`` overrides a reader can change, which are real parameters of the notebook;
-- one way to check inputs (``reprobook.core.checks``) and one way to resolve a profile
-  (``core.resolve_notebook``); each paper package has its tests under its own name.
+- one way to check inputs (``reprobook.core.checks``); one set-up call per notebook
+  (``core.start``) reading the profile table keyed by the notebook's file stem; one import of
+  the paper package per notebook, under one alias per chapter; one Lightning alias (``L``);
+  one interval type (``core.Interval``), defined in core only; each paper package has its tests
+  under its own name.
 """
 
 from __future__ import annotations
@@ -181,7 +184,62 @@ def test_profiles_resolve_through_the_core():
         if re.search(r"^def resolve\(", p.read_text(encoding="utf-8"), re.M)
     ]
     assert not wrappers, (
-        f"use core.resolve_notebook(config.PROFILES, ...), not a wrapper: {wrappers}"
+        f"use core.start(package, stem, profile, seed, ...), not a wrapper: {wrappers}"
+    )
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.slug)
+def test_profile_tables_are_keyed_by_the_notebooks_file_stems(chapter):
+    import importlib
+
+    table = importlib.import_module(f"reprobook.papers.{chapter.slug}.config").PROFILES
+    stems = chapter.notebook_stems()
+    assert sorted(table) == sorted(stems), (
+        f"{chapter.slug}.config.PROFILES has keys {sorted(table)}; each notebook's file stem is "
+        f"its key, one per notebook: {stems}"
+    )
+
+
+def test_one_alias_per_chapter_for_its_paper_package():
+    for ch in CHAPTERS:
+        aliases = set()
+        for nb in ch.notebooks:
+            text = "".join(
+                "".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+                if c["cell_type"] == "code"
+            )  # fmt: skip
+            found = re.findall(
+                rf"^from reprobook\.papers import {ch.slug}(?: as (\w+))?$", text, re.M
+            )
+            aliases.update(a or ch.slug for a in found)
+        assert len(aliases) == 1, f"chapter {ch.slug} imports its package under {sorted(aliases)}"
+
+
+def _lib_sources():
+    return sorted((ROOT / "lib" / "reprobook").rglob("*.py"))
+
+
+def test_one_lightning_alias():
+    other = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in _lib_sources()
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.match(r"\s*import (lightning(\.pytorch)?|pytorch_lightning) as (?!L\b)", line)
+        or re.match(r"\s*import pytorch_lightning\b", line)
+    ]
+    assert not other, "import Lightning as `import lightning as L`:\n" + "\n".join(other)
+
+
+def test_one_interval_type_defined_in_core():
+    copies = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in _lib_sources()
+        if "core" not in p.relative_to(ROOT / "lib" / "reprobook").parts[:1]
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.match(r"class \w*Interval\b", line)
+    ]
+    assert not copies, "use core.Interval (core/stats.py), not a chapter's own:\n" + "\n".join(
+        copies
     )
 
 
