@@ -12,7 +12,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_OFFLINE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test smoke lint format browser-test seeds env lock clean
+.PHONY: bench book test smoke lint format browser-test seeds env lock clean
 
 env: $(STAMP)
 
@@ -70,6 +70,15 @@ browser-test: $(STAMP)
 
 # Seed stability: every chapter at seed 0 and at seed 1 (kept apart under _build/tagged/seed1),
 # then both runs' verdicts side by side; exits non-zero when a verdict flipped.
+# The book cold (no checkpoints, every notebook executed), two notebooks at a time, then each
+# notebook's wall time, import time and peak memory against the budgets (`reprobook times`).
+# A benchmark, not a test: read it with the load averages it prints.
+bench: $(STAMP)
+	rm -rf _build/tagged/bench
+	REPROBOOK_CHECKPOINTS=$(CURDIR)/_build/tagged/bench/checkpoints \
+	  $(BIN)/reprobook run --force --jobs $(JOBS) --no-progress --tag bench || true
+	$(BIN)/reprobook times --tag bench
+
 seeds: $(STAMP)
 	$(BIN)/reprobook run --jobs $(JOBS) --no-progress
 	$(BIN)/reprobook run --jobs $(JOBS) --no-progress -p seed=1

@@ -48,6 +48,20 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_times(args: argparse.Namespace) -> int:
+    from . import bench
+    from .core.paths import book_root
+
+    try:
+        data, rows = bench.read_times(book_root(), args.profile, _tag(args.tag or ""))
+    except (FileNotFoundError, ValueError) as err:
+        print(f"reprobook times: {err}", file=sys.stderr)
+        return 2
+    text, over = bench.report(data, rows, slowest=args.slowest)
+    print(text)
+    return 1 if over and args.strict else 0
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from .core.chapters import find_chapters
     from .core.paths import book_root
@@ -271,6 +285,17 @@ def parser() -> argparse.ArgumentParser:
         help="take out an unmodified scaffold written with the same arguments",
     )
     s.set_defaults(func=_cmd_new)
+
+    s = sub.add_parser(
+        "times", help="each notebook's wall time, import time and peak memory against the budgets"
+    )
+    s.add_argument("--profile", default="reduced", choices=["reduced", "full", "smoke"])
+    s.add_argument("--tag", default="", help="the tagged run to report (make bench: bench)")
+    s.add_argument("--slowest", type=int, default=10, help="how many of the slowest to name")
+    s.add_argument(
+        "--strict", action="store_true", help="exit with status 1 when a budget is exceeded"
+    )
+    s.set_defaults(func=_cmd_times)
 
     s = sub.add_parser(
         "sync", help="write _toc.yml and the README's chapter table from the chapters"

@@ -26,6 +26,7 @@ import concurrent.futures as cf
 import datetime as _dt
 import hashlib
 import json
+import os
 import sys
 import threading
 from dataclasses import asdict, dataclass, field
@@ -399,6 +400,8 @@ class RunSummary:
     tag: str = ""
     failures: list[str] = field(default_factory=list)  # jobs that did not finish (--executor slurm)
     waiting: list[str] = field(default_factory=list)  # chapters still queued or running on Slurm
+    # the machine's 1-, 5- and 15-minute load averages when the run started (read timings with it)
+    load_at_start: tuple[float, ...] = field(default_factory=lambda: tuple(os.getloadavg()))
 
     @property
     def failed(self) -> list[Job]:
@@ -721,6 +724,7 @@ def write_manifest(root: Path, summary: RunSummary) -> Path:
         "profile": summary.profile,
         "tag": summary.tag,
         "finished": stamp.isoformat(timespec="seconds"),
+        "load_average": {"start": list(summary.load_at_start), "end": list(os.getloadavg())},
         **runtime_facts(root),
         "notebooks": [asdict(j) for j in summary.jobs],
     }
