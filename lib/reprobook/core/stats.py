@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special, stats
 
 from . import checks
 from .numerics import tie_groups
@@ -60,6 +59,8 @@ def _checked(values, level) -> np.ndarray:
 def t_interval(values, level: float = 0.95) -> Interval:
     """mean +- t_{(1+level)/2, n-1} s / sqrt(n): the two-sided Student-t interval of the mean of
     n >= 2 finite values (seeds, sequences, ...), at confidence ``level`` in (0, 1)."""
+    from scipy import stats  # imported on use: about 1 s, which `import core` need not pay
+
     v = _checked(values, level)
     m = float(v.mean())
     se = float(v.std(ddof=1) / math.sqrt(v.size))
@@ -70,6 +71,8 @@ def t_interval(values, level: float = 0.95) -> Interval:
 
 def proportion_interval(successes: int, n: int, level: float = 0.95) -> Interval:
     """The Clopper-Pearson (exact binomial) interval of a proportion ``successes / n``."""
+    from scipy import stats  # imported on use: about 1 s, which `import core` need not pay
+
     n = checks.integer(n, "n", minimum=1)
     successes = checks.integer(successes, "successes", minimum=0, maximum=n)
     checks.real(level, "level", above=0, below=1)
@@ -121,6 +124,8 @@ def bootstrap_interval(
     move a bound (a median over values with ties: [1, 5] or [1, 2] depending on them). The
     estimate is the statistic of those values. Where all values are equal within that
     tolerance the interval is that value."""
+    from scipy import stats  # imported on use: about 1 s, which `import core` need not pay
+
     v = snap_near_ties(_checked(values, level))
     est = float(statistic(v))
     if np.all(v == v[0]):  # exact after the snap: every value within the tolerance of the first
@@ -227,6 +232,8 @@ def welch_interval(a, b, level: float = 0.95) -> Interval:
 
     s^2 the sample variances (ddof = 1). When both samples are constant it is the point
     mean(a) - mean(b)."""
+    from scipy import stats  # imported on use: about 1 s, which `import core` need not pay
+
     x, y = _checked(a, level), _checked(b, level)
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     est = float(x.mean() - y.mean())
@@ -275,6 +282,8 @@ def bca_from_replicates(estimate: float, boot, jack, level: float = 0.95) -> tup
     the estimate up to rounding is not below it (statistics on a lattice can equal the estimate
     in hundreds of replicates, each summed in its own order), and a jackknife whose values
     differ only by rounding has no acceleration."""
+    from scipy import special  # imported on use, as scipy.stats above
+
     boot = checks.array(boot, "boot", ndim=1)
     jack = checks.array(jack, "jack", ndim=1)
     estimate = checks.real(estimate, "estimate")
