@@ -1122,3 +1122,51 @@ def test_one_thread_holds_except_at_the_full_profile(toy_book: Path, monkeypatch
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _theme_state():
+    import matplotlib as mpl
+
+    rc = {k: v for k, v in mpl.rcParams.items() if k != "backend"}
+    codes = {c: mpl.colors.to_rgb(c) for c in "bgrmyck"}
+    return rc, codes
+
+
+def test_theme_is_seaborns_white_grid_with_the_books_settings():
+    """set_theme writes seaborn's theme out as matplotlib settings: applied from matplotlib's
+    defaults it must give every setting and colour code that seaborn's own set_theme gives,
+    then the book's settings on top."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    from reprobook.core import plotting
+
+    saved = dict(mpl.colors.colorConverter.colors), dict(mpl.colors.colorConverter.cache)
+    try:
+        with mpl.rc_context():
+            mpl.rcdefaults()
+            sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+            mpl.rcParams.update(plotting._BOOK_RC)
+            want = _theme_state()
+        for store, old in zip(
+            (mpl.colors.colorConverter.colors, mpl.colors.colorConverter.cache), saved
+        ):
+            store.clear()
+            store.update(old)
+        with mpl.rc_context():
+            mpl.rcdefaults()
+            plotting.set_theme()
+            got = _theme_state()
+    finally:
+        for store, old in zip(
+            (mpl.colors.colorConverter.colors, mpl.colors.colorConverter.cache), saved
+        ):
+            store.clear()
+            store.update(old)
+    assert got[1] == want[1]
+    differ = {k: (got[0][k], want[0][k]) for k in want[0] if got[0][k] != want[0][k]}
+    assert differ == {}
+    names = [f"m{i}" for i in range(13)]
+    assert list(core.method_colors(names).values()) == list(
+        sns.color_palette("colorblind", n_colors=13)
+    )
