@@ -1001,6 +1001,18 @@ def test_lazy_submodules_import_on_first_use() -> None:
         get("__wrapped__")
 
 
+def test_lazy_exports_are_the_submodules_objects() -> None:
+    """A name a paper package offers through ``exports`` is the defining submodule's object,
+    loaded on first use and then kept on the package."""
+    from reprobook.papers import vmf_sphere_flow as vf
+
+    assert vf.psi is vf.geometry.psi
+    assert vf.train_posterior is vf.model.train_posterior
+    assert "psi" in vars(vf)
+    get = core.lazy_submodules("reprobook.core", {"t_interval": "stats"})
+    assert get("t_interval") is core.stats.t_interval
+
+
 def _tiny_module():
     import lightning as L
     import torch

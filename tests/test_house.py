@@ -319,3 +319,37 @@ def test_the_import_rule_sees_relative_imports(tmp_path: Path) -> None:
     names = _imports_of(probe, "reprobook.papers.spr_ldp")
     assert "reprobook.papers.tailcon" in names
     assert {"reprobook.papers.tagbo", "reprobook.papers.spr_ldp.lp", "reprobook.runner"} <= names
+
+
+# Libraries that take a second or more to import (with what they import in turn); a notebook pays
+# for them only where it uses them. `import reprobook.core` and its plotting theme import none of
+# them, and a paper package imports none of the frameworks when it is imported: each loads with
+# the submodule that uses it, on first use. tagbo imports botorch on purpose: importing its
+# acquisition functions draws from NumPy's global generator, so that must come before a notebook
+# seeds its run.
+CORE_FREE_OF = ("pandas", "matplotlib.pyplot", "seaborn", "scipy.stats", "torch", "lightning")
+PACKAGE_FREE_OF = ("lightning", "torch_geometric", "transformers", "seaborn", "datasets", "ap_gym")
+EAGER_ON_PURPOSE = {"tagbo": {"botorch"}}
+
+
+def _imported_by(statements: str, names) -> list[str]:
+    """Which of ``names`` a fresh interpreter has imported after running ``statements``."""
+    script = f"import sys\n{statements}\nprint([m for m in {tuple(names)!r} if m in sys.modules])"
+    out = subprocess.run(
+        ["python", "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_core_and_its_theme_import_no_heavy_library():
+    assert _imported_by("import reprobook.core as c\nc.set_theme()", CORE_FREE_OF) == []
+
+
+@pytest.mark.parametrize("slug", sorted(c.slug for c in CHAPTERS))
+def test_paper_package_imports_its_frameworks_on_first_use(slug):
+    names = PACKAGE_FREE_OF + tuple(EAGER_ON_PURPOSE.get(slug, ()))
+    found = set(_imported_by(f"import reprobook.papers.{slug}", names))
+    assert found <= EAGER_ON_PURPOSE.get(slug, set()), (
+        f"importing reprobook.papers.{slug} imports {sorted(found)}: import it in the "
+        "submodule that uses it and let the package load that submodule on first use"
+    )

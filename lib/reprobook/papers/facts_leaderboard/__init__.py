@@ -10,7 +10,7 @@ language models; :mod:`.fixtures` builds the tiny offline models and rows of the
 
 from reprobook import core
 
-from . import analysis, config, corpus, judges, open_llms, policies, qa, rubric, scoring
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 # every other submodule (fixtures, which imports transformers) loads on first use: fl.fixtures
 __getattr__ = core.lazy_submodules(__name__)

@@ -11,7 +11,7 @@ reprobook.papers import solaris_world_model as solaris``) and reach every module
 
 from reprobook import core
 
-from . import config, experiments, flow, judges, model, selfforcing, stages, world
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 __all__ = ["config", "experiments", "flow", "judges", "model", "selfforcing", "stages", "world"]
 

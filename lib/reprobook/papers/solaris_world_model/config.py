@@ -16,7 +16,35 @@ from dataclasses import dataclass, replace
 
 from reprobook.core.resources import Resources
 
-from .stages import SelfForcingStage, Stage
+
+@dataclass(frozen=True)
+class Stage:
+    """One flow-matching stage: its data and its optimisation."""
+
+    players: int  # P of the training clips
+    frames: int  # T of the training clips
+    noise: str  # "standard" (one level per clip, frame 0 clean) or "diffusion_forcing"
+    window: int  # causal window in frames; -1: bidirectional
+    steps: int  # optimiser steps
+    lr: float  # AdamW, betas (0.9, 0.95), no weight decay, constant
+    batch: int
+    episodes: int  # training episodes generated
+    mix: tuple = (0.4, 0.15, 0.15, 0.15, 0.15)  # shares of world.EPISODE_TYPES
+
+
+@dataclass(frozen=True)
+class SelfForcingStage:
+    """Checkpointed Self Forcing: a rollout of ``horizon`` frames (the teacher's L_t) by a
+    student with window ``window`` (L_s), the 4-step schedule, DMD against the teacher."""
+
+    horizon: int
+    window: int
+    iterations: int  # critic updates; the generator updates every ``generator_every``
+    generator_every: int
+    lr_generator: float
+    lr_critic: float
+    batch: int
+    episodes: int
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ notebook loads what an earlier one trained (and trains it when it is missing).
 
 from __future__ import annotations
 
-import dataclasses
-
 import lightning as L
 import torch
 from torch.utils.data import TensorDataset
@@ -19,24 +17,10 @@ from torch.utils.data import TensorDataset
 from reprobook import core
 
 from . import flow, selfforcing, world
+from .config import SelfForcingStage, Stage  # the stages' settings live with the profiles
 from .model import WorldModel, causal_window_mask
 
 SLUG = "solaris_world_model"
-
-
-@dataclasses.dataclass(frozen=True)
-class Stage:
-    """One flow-matching stage: its data and its optimisation."""
-
-    players: int  # P of the training clips
-    frames: int  # T of the training clips
-    noise: str  # "standard" (one level per clip, frame 0 clean) or "diffusion_forcing"
-    window: int  # causal window in frames; -1: bidirectional
-    steps: int  # optimiser steps
-    lr: float  # AdamW, betas (0.9, 0.95), no weight decay, constant
-    batch: int
-    episodes: int  # training episodes generated
-    mix: tuple = (0.4, 0.15, 0.15, 0.15, 0.15)  # shares of world.EPISODE_TYPES
 
 
 class FlowMatching(L.LightningModule):
@@ -126,21 +110,6 @@ def train_stage(name, variant, arch, stage, seed, profile, start=None, start_key
         return net
 
     return core.load_or_train(SLUG, name, profile=profile, key=key, build=make_sized, train=train)
-
-
-@dataclasses.dataclass(frozen=True)
-class SelfForcingStage:
-    """Checkpointed Self Forcing: a rollout of ``horizon`` frames (the teacher's L_t) by a
-    student with window ``window`` (L_s), the 4-step schedule, DMD against the teacher."""
-
-    horizon: int
-    window: int
-    iterations: int  # critic updates; the generator updates every ``generator_every``
-    generator_every: int
-    lr_generator: float
-    lr_critic: float
-    batch: int
-    episodes: int
 
 
 class CheckpointedSelfForcing(L.LightningModule):

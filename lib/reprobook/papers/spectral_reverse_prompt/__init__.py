@@ -9,7 +9,7 @@ their profiles (:mod:`.config`).
 
 from reprobook import core
 
-from . import config, data, diagnostics, models, protocol, srp
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 __all__ = ["config", "data", "diagnostics", "models", "protocol", "srp"]
 

@@ -24,14 +24,26 @@ import warnings as _warnings
 
 from reprobook import core as _core
 
-# ap_gym imports datasets, whose tqdm.auto warns in a notebook without ipywidgets
-with _warnings.catch_warnings():
-    _warnings.filterwarnings("ignore", message="IProgress not found")
-    from . import config, envs, evaluate, model, policies, tactile
-from .envs import DigitsDataset, interface_report, make_digits_glimpse_env, make_glimpse_env
-from .evaluate import accuracy_by_step, growth_check, interval_fields, ordering_check
-from .model import GlimpsePredictor, TrajectoryDataModule, predict_logits, train_predictor
-from .policies import POLICIES, Trajectories, make_policy, rollout
-from .tactile import TactileDigitEnv, height_map, height_map_volume, triangulated_volume
+from . import config  # the rest loads on first use (the package's __getattr__)
 
-__getattr__ = _core.lazy_submodules(__name__)
+# ap_gym (imported by envs and tactile when first used) imports datasets, whose tqdm.auto warns
+# in a notebook without ipywidgets
+_warnings.filterwarnings("ignore", message="IProgress not found")
+
+_EXPORTS = {
+    **dict.fromkeys(
+        ("DigitsDataset", "interface_report", "make_digits_glimpse_env", "make_glimpse_env"),
+        "envs",
+    ),
+    **dict.fromkeys(
+        ("accuracy_by_step", "growth_check", "interval_fields", "ordering_check"), "evaluate"
+    ),
+    **dict.fromkeys(
+        ("GlimpsePredictor", "TrajectoryDataModule", "predict_logits", "train_predictor"), "model"
+    ),
+    **dict.fromkeys(("POLICIES", "Trajectories", "make_policy", "rollout"), "policies"),
+    **dict.fromkeys(
+        ("TactileDigitEnv", "height_map", "height_map_volume", "triangulated_volume"), "tactile"
+    ),
+}
+__getattr__ = _core.lazy_submodules(__name__, _EXPORTS)

@@ -10,7 +10,7 @@ this chapter reconstructs them (:mod:`.memory`), the networks and LightningModul
 
 from reprobook import core
 
-from . import config, data, experiments, losses, memory, models, toy
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 __all__ = ["config", "data", "experiments", "losses", "memory", "models", "toy"]
 __getattr__ = core.lazy_submodules(__name__)

@@ -14,6 +14,6 @@ adversarial fine-tuning; PGD and APGD evaluation through the Adversarial Robustn
 
 from reprobook import core
 
-from . import attacks, config, data, diagnostics, evaluate, loss, model, theory, train, worlds
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 __getattr__ = core.lazy_submodules(__name__)

@@ -9,7 +9,7 @@ of AdamW, gamma, the critical batch size, the noisy quadratic, the scaling-law f
 
 from reprobook.core import lazy_submodules
 
-from . import config, data, mdm, model, reparam
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 __all__ = ["config", "data", "mdm", "model", "reparam"]
 __getattr__ = lazy_submodules(__name__)  # mdm.experiments loads on first use

@@ -12,7 +12,7 @@ as tsq``) and reach every module from it.
 
 from reprobook import core
 
-from . import agent, bench, config, experiments, rating, tools
+from . import config  # the rest loads on first use (the package's __getattr__)
 
 # full (the LLM roles: transformers, trl, peft) and fixtures load on first use: ``tsq.full``
 __getattr__ = core.lazy_submodules(__name__)

@@ -35,11 +35,18 @@ imported below.
 
 from reprobook import core
 
-from . import config, data, evaluate, experiments, fields, geometry, model, paths, samplers
-from .data import MarkovChain, oracle_posterior_grids, shidoku_grids
-from .fields import marginal_score, marginal_velocity
-from .geometry import PsiTable, mean_cosine, psi, sample_vmf
-from .model import PosteriorTransformer, as_posterior, posterior_network, train_posterior
-from .samplers import sample_euclidean, sample_geodesic, sample_ode, sample_pc, sample_sde
+from . import config  # the rest loads on first use (the package's __getattr__)
 
-__getattr__ = core.lazy_submodules(__name__)
+_EXPORTS = {
+    **dict.fromkeys(("MarkovChain", "oracle_posterior_grids", "shidoku_grids"), "data"),
+    **dict.fromkeys(("marginal_score", "marginal_velocity"), "fields"),
+    **dict.fromkeys(("PsiTable", "mean_cosine", "psi", "sample_vmf"), "geometry"),
+    **dict.fromkeys(
+        ("PosteriorTransformer", "as_posterior", "posterior_network", "train_posterior"), "model"
+    ),
+    **dict.fromkeys(
+        ("sample_euclidean", "sample_geodesic", "sample_ode", "sample_pc", "sample_sde"),
+        "samplers",
+    ),
+}
+__getattr__ = core.lazy_submodules(__name__, _EXPORTS)
