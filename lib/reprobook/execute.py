@@ -226,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             progress_bar=False,
             log_output=False,
             request_save_on_cell_execute=True,
+            # every output is in and every result written when the last cell ends; a graceful
+            # shutdown then waits ~0.8 s for the interpreter to tear down torch and Lightning
+            shutdown_kernel="immediate",
         )
     except pm.PapermillExecutionError as err:
         print(f"{err.ename}: {err.evalue} (cell {err.exec_count})", file=sys.stderr)
