@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from scipy.special import expit
+from scipy.special import expit, log_expit
 from scipy.stats import norm
 
 from reprobook.papers.acorn_occupancy import (
@@ -32,6 +32,12 @@ from reprobook.papers.acorn_occupancy import (
     site_occupancy_posterior,
     true_params,
     unpack_params,
+)
+from reprobook.papers.acorn_occupancy.likelihood import (
+    _expit,
+    _log_sigmoids,
+    _logaddexp,
+    _softplus,
 )
 
 
@@ -187,6 +193,30 @@ def test_log_prior_includes_jacobian():
     v = u.copy()
     other = math.exp(log_prior(v)) / (norm.pdf(u[4] + math.exp(u[6]), 0, 5) * math.exp(u[6]))
     np.testing.assert_allclose(np.trapezoid(vals, grid) / other, norm.sf(-1.0, 0, 5), rtol=1e-5)
+
+
+def test_vectorised_log_sigmoids_logaddexp_softplus_expit_match_scipy_and_numpy():
+    """The likelihood's own elementwise functions (one vectorised exp and log1p per value)
+    against SciPy's log_expit and expit and NumPy's logaddexp: to rounding over a wide range,
+    and the same at the extremes (signed zeros, infinities, nan, a and b one infinity)."""
+    ends = [-np.inf, -1e300, -800.0, -0.0, 0.0, 1e-300, 800.0, 1e300, np.inf, np.nan]
+    v = np.concatenate([np.linspace(-60, 60, 2401), ends])
+    lo, hi = _log_sigmoids(np, v)
+    np.testing.assert_allclose(lo, log_expit(v), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(hi, log_expit(-v), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(_expit(v), expit(v), rtol=1e-14, atol=0)
+    with np.errstate(invalid="ignore"):  # np.logaddexp(0, nan)
+        np.testing.assert_allclose(_softplus(v), np.logaddexp(0.0, v), rtol=1e-14, atol=0)
+    a, b = (g.ravel() for g in np.meshgrid(v, v))
+    with np.errstate(invalid="ignore", over="ignore"):  # np.logaddexp at nan, inf - inf
+        want = np.logaddexp(a, b)
+    got = _logaddexp(np, a, b)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])  # infinities and nan
+    # to rounding of the larger finite term (the two cancel where log(e^a + e^b) is near 0)
+    finite_abs = [np.where(np.isinf(x), 0.0, np.abs(x)) for x in (a, b)]
+    scale = np.maximum.reduce([np.abs(want), *finite_abs])
+    assert np.all(np.abs(got[finite] - want[finite]) <= 1e-14 * scale[finite])
 
 
 def test_simulator_reproducible_and_no_false_presence():

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy.special import expit
 
 from reprobook.papers.acorn_occupancy import (
     CAMERA,
@@ -24,7 +25,7 @@ from reprobook.papers.acorn_occupancy import (
     pack_params,
     simulate,
 )
-from reprobook.papers.acorn_occupancy.likelihood import PARAM_NAMES
+from reprobook.papers.acorn_occupancy.likelihood import PARAM_NAMES, _log_sigmoids, _logaddexp
 from reprobook.papers.acorn_occupancy.nuts import (
     NutsResult,
     laplace_against_nuts,
@@ -84,6 +85,41 @@ def test_log_posterior_jax_equals_numpy():
         want = log_posterior(u, sv, reviewed, labels)
         np.testing.assert_allclose(float(log_posterior_jax(u, data)), want, rtol=1e-9)
         np.testing.assert_allclose(float(jitted(u, data)), want, rtol=1e-9)
+
+
+def test_elementwise_helpers_agree_in_jax_and_numpy():
+    """The log-sigmoids and logaddexp that _parts_xp calls in both namespaces: jax.numpy gives
+    NumPy's values (and jax.nn's), also at the extremes, and autodiff gives their derivatives,
+    also at the kinks (v = 0, a = b)."""
+    from reprobook.papers.acorn_occupancy.nuts import _jax
+
+    _jax()  # float64
+    jnp = jax.numpy
+    ends = [-800.0, -0.0, 0.0, 800.0, -np.inf, np.inf, np.nan]
+    v = np.concatenate([np.linspace(-40, 40, 801), ends])
+    for got, want in zip(_log_sigmoids(jnp, jnp.asarray(v)), _log_sigmoids(np, v)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(
+        np.asarray(_log_sigmoids(jnp, jnp.asarray(v))[0]),
+        np.asarray(jax.nn.log_sigmoid(jnp.asarray(v))),
+        rtol=1e-14,
+        atol=0,
+    )
+    a, b = (g.ravel() for g in np.meshgrid(v[::40], v[::40]))
+    np.testing.assert_allclose(
+        np.asarray(_logaddexp(jnp, jnp.asarray(a), jnp.asarray(b))),
+        _logaddexp(np, a, b),
+        rtol=1e-14,
+        atol=1e-14,
+    )
+    w = jnp.asarray(v[:-3])  # finite
+    d_lo = jax.vmap(jax.grad(lambda t: _log_sigmoids(jnp, t)[0]))(w)
+    d_hi = jax.vmap(jax.grad(lambda t: _log_sigmoids(jnp, t)[1]))(w)
+    np.testing.assert_allclose(np.asarray(d_lo), expit(-v[:-3]), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(np.asarray(d_hi), -expit(v[:-3]), rtol=1e-12, atol=1e-300)
+    for x, y in [(1.5, 1.5), (2.0, -1.0), (-3.0, 0.5)]:
+        da, db = jax.grad(lambda p, q: _logaddexp(jnp, p, q), argnums=(0, 1))(x, y)
+        np.testing.assert_allclose([float(da), float(db)], [expit(x - y), expit(y - x)])
 
 
 def test_jax_gradient_equals_closed_form():

@@ -100,9 +100,10 @@ class RobustnessConfig:
     n_units: int | None = None
 
 
-# Wall time of each notebook at the reduced sizes, timed by `reprobook run` (kernel start
-# included), cold, the chapter alone on 2 cores (2026-12-05): scores_or_thresholds 15 s,
-# which_to_review 62 s, does_it_hold_up 53 s. Every refit since runs L-BFGS-B from the previous
+# Wall time of each notebook at the reduced sizes, timed by papermill (kernel start included),
+# one thread, on 2 cores with other work beside it (2026-12-06): which_to_review 43-45 s,
+# does_it_hold_up 38-40 s (73 s and 66 s before the likelihood's log-sigmoids and logaddexp were
+# written out over the array namespace). Every refit runs L-BFGS-B from the previous
 # round's mode and from the default start (the MAP is the higher of the two modes): 20 surveys
 # x 5 policies took 56-58 s against 43 s with the warm start alone, in the same hour. The
 # fit with no reviews is made once per survey, not once per policy. The full profile's

@@ -32,6 +32,7 @@ from .likelihood import (
     PARAM_NAMES,
     _check_data,
     _check_params,
+    _data,
     _value_and_grad,
     grad_log_posterior,
 )
@@ -358,9 +359,10 @@ def fit_map(
     starts = [("the default start", default_init(survey))]
     if init is not None:
         starts.insert(0, ("the warm start", _check_params(init)))
+    data = _data(survey, reviewed, labels_c)  # checked above; its masks made once per fit
     t0 = time.perf_counter()
     u, cov, log_post, res = map_with_laplace(
-        lambda v: _value_and_grad(v, survey, reviewed, labels_c),  # data checked above
+        lambda v: _value_and_grad(v, data),
         starts,
         gtol=gtol,
         ftol=ftol,

@@ -20,15 +20,20 @@ Parameter vector (``PARAM_NAMES``, length 8), unconstrained:
 so sigma_0, sigma_1 > 0 and mu_1 = mu_0 + exp(u_6) > mu_0 (breaks label switching).
 
 The core arithmetic (``_parts_xp`` for A_i and B_i, ``_log_prior_xp`` for the prior) is written
-once over an array namespace ``xp`` and a log-sigmoid: the public functions here call it with
-NumPy and ``scipy.special.log_expit``; :mod:`.nuts` calls it with ``jax.numpy`` and
-``jax.nn.log_sigmoid`` (jax is imported only there).
+once over an array namespace ``xp``: the public functions here call it with NumPy, :mod:`.nuts`
+with ``jax.numpy`` (jax is imported only there). Its log-sigmoids and logaddexp are written out
+over ``xp`` too (``_log_sigmoids``, ``_logaddexp``), with one exponential and one logarithm per
+value: SciPy's log_expit and NumPy's logaddexp call the C library value by value, and an
+optimiser evaluates the likelihood thousands of times per fit.
 """
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit
 
 from reprobook.core import checks
 
@@ -151,9 +156,14 @@ def _check_data(survey: Survey, reviewed, labels) -> tuple[np.ndarray, np.ndarra
     return r, np.where(r, lab, 0)
 
 
+def _log_normal(v, mean, sd: float):
+    """log N(v; mean, sd^2), elementwise, for a NumPy or JAX array or a scalar v."""
+    return -0.5 * ((v - mean) / sd) ** 2 - math.log(sd) - 0.5 * _LOG_2PI
+
+
 def _log_normal_sum(xp, v, mean, sd):
     """sum_j log N(v_j; mean, sd^2) over an array namespace (the priors of this package)."""
-    return xp.sum(-0.5 * ((v - mean) / sd) ** 2 - np.log(sd) - 0.5 * _LOG_2PI)
+    return xp.sum(_log_normal(v, mean, sd))
 
 
 def mean_occupancy(beta0, beta1, x) -> np.ndarray:
@@ -168,18 +178,83 @@ def mean_occupancy(beta0, beta1, x) -> np.ndarray:
 # --- the likelihood ----------------------------------------------------------------------------
 
 
-def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
+class _Data(NamedTuple):
+    """A survey's arrays as :func:`_parts_xp` reads them (NumPy or JAX), with the masks that
+    depend on the data only, made once per fit by :func:`_data_xp` rather than once per
+    evaluation of the likelihood."""
+
+    x: object  # (N,) site covariate
+    w: object  # (N, K) unit covariate
+    s: object  # (N, K) scores
+    reviewed: object  # (N, K) bool: k in R_i
+    labels: object  # (N, K) float: y_ik where reviewed, 0 elsewhere
+    positive: object  # (N, K) bool: reviewed with y_ik = 1
+    allowed: object  # (N,) bool: no reviewed positive at site i, the indicator of (L_i)
+
+
+def _data_xp(xp, x, w, s, r, y) -> _Data:
+    """:class:`_Data` from arrays of ``xp``: x (N,), w and s (N, K), the reviewed mask r (N, K)
+    and the labels y (N, K) (0 wherever r is False)."""
+    positive = r & (y == 1)
+    return _Data(x, w, s, r, y, positive, ~xp.any(positive, axis=-1))
+
+
+def _data(survey: Survey, r: np.ndarray, y: np.ndarray) -> _Data:
+    """:class:`_Data` in NumPy from a survey and a mask and labels checked by ``_check_data``."""
+    return _data_xp(np, survey.x, survey.w, survey.s, r, y.astype(float))
+
+
+def _log1p_exp_neg_abs(v: np.ndarray) -> np.ndarray:
+    """log(1 + e^{-|v|}) in [0, log 2] in NumPy, in place (one array instead of four: the
+    draws' arrays of the acquisition are large). One exponential and one logarithm per value,
+    vectorised: SciPy's log_expit and NumPy's logaddexp, which call the C library value by
+    value, are several times slower on these arrays."""
+    out = np.abs(v)
+    out *= -1.0
+    np.exp(out, out=out)
+    return np.log1p(out, out=out)
+
+
+def _log_sigmoids(xp, v):
+    """(log expit(v), log expit(-v)) = (min(v, 0) - t, min(-v, 0) - t), t = log(1 + e^{-|v|}):
+    the branches of SciPy's log_expit, with one t for the pair (one exponential and one
+    logarithm per value, also in XLA, where they are the costly part of the NUTS gradient).
+
+    In JAX every piece takes the branch of v >= 0, so that autodiff gives expit(-v) and
+    -expit(v) at v = 0 too; NumPy computes the same values with minimum and abs (faster)."""
+    if xp is np:
+        t = _log1p_exp_neg_abs(v)
+        return np.minimum(v, 0.0) - t, np.minimum(-v, 0.0) - t
+    pos = v >= 0
+    t = xp.log1p(xp.exp(xp.where(pos, -v, v)))
+    return xp.where(pos, 0.0, v) - t, xp.where(pos, -v, 0.0) - t
+
+
+def _logaddexp(xp, a, b):
+    """log(e^a + e^b) = max(a, b) + log(1 + e^{-|a - b|}), with np.logaddexp's values at the
+    extremes (a and b one infinity: that infinity; a nan: nan).
+
+    In JAX every piece takes the branch of a >= b, so that autodiff gives 1/2 and 1/2 at a = b;
+    NumPy computes the same values with maximum and abs (faster)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # NumPy: inf - inf
+        d = a - b
+    if xp is np:  # d = nan (one infinity) becomes inf: the max alone
+        return np.maximum(a, b) + _log1p_exp_neg_abs(np.fmin(d, np.inf))
+    ge = d >= 0
+    out = xp.where(ge, a, b) + xp.log1p(xp.exp(xp.where(ge, -d, d)))
+    return xp.where(xp.isinf(a) & (a == b), a, out)
+
+
+def _parts_xp(xp, u, d: _Data):
     """The pieces of the site likelihood, log L_i = logaddexp(A_i, B_i), for NumPy or JAX.
 
     Implements eq. `acorn-site-likelihood` of notebooks/07_acorn_occupancy/index.md ((L_i)
     above), written once over an array namespace.
 
-    ``xp`` is ``numpy`` or ``jax.numpy`` and ``log_sigmoid`` its log-expit
-    (``scipy.special.log_expit`` or ``jax.nn.log_sigmoid``); u (8,) or a batch of parameter
-    vectors (..., 8), x (N,), w and s (N, K) are float arrays of ``xp``, r (N, K) a boolean mask
-    of the reviewed units and y (N, K) their labels (0 wherever r is False). Returns A_i, B_i and
-    the quantities the closed-form gradient needs, with the batch shape of u in front: (..., N)
-    and (..., N, K).
+    ``xp`` is ``numpy`` or ``jax.numpy``, u (8,) or a batch of parameter vectors (..., 8) and
+    ``d`` the survey's arrays (:class:`_Data`: float arrays of ``xp`` and the masks of the
+    reviewed units). Returns A_i, B_i and the quantities the closed-form gradient needs, with
+    the batch shape of u in front: (..., N) and (..., N, K).
     """
 
     def site(j):  # entry j of u, broadcasting against (N,)
@@ -188,29 +263,30 @@ def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
     def unit(j):  # entry j of u, broadcasting against (N, K)
         return u[..., j, None, None]  # the batch axes of u, then sites and units
 
-    eta_psi = site(0) + site(1) * x  # logit psi_i = beta_0 + beta_1 x_i, (N,)
-    eta_th = unit(2) + unit(3) * w  # logit theta_ik = alpha_0 + alpha_1 w_ik, (N, K)
+    eta_psi = site(0) + site(1) * d.x  # logit psi_i = beta_0 + beta_1 x_i, (N,)
+    eta_th = unit(2) + unit(3) * d.w  # logit theta_ik = alpha_0 + alpha_1 w_ik, (N, K)
     mu0, s0 = unit(4), xp.exp(unit(5))  # mu_0 and sigma_0 = exp(u_5)
     mu1, s1 = unit(4) + xp.exp(unit(6)), xp.exp(unit(7))  # mu_1 = mu_0 + exp(u_6) > mu_0
-    e0 = (s - mu0) / s0  # standardised scores under y = 0, (N, K)
-    e1 = (s - mu1) / s1  # and under y = 1
-    lf0 = -0.5 * e0**2 - unit(5) - 0.5 * _LOG_2PI  # log f_0(s_ik), (N, K)
-    lf1 = -0.5 * e1**2 - unit(7) - 0.5 * _LOG_2PI  # log f_1(s_ik)
-    lth, l1mth = log_sigmoid(eta_th), log_sigmoid(-eta_th)  # log theta, log(1 - theta)
+    e0 = (d.s - mu0) / s0  # standardised scores under y = 0, (N, K)
+    e1 = (d.s - mu1) / s1  # and under y = 1
+    lf0 = -0.5 * e0**2 - (unit(5) + 0.5 * _LOG_2PI)  # log f_0(s_ik), (N, K)
+    lf1 = -0.5 * e1**2 - (unit(7) + 0.5 * _LOG_2PI)  # log f_1(s_ik)
+    lth, l1mth = _log_sigmoids(xp, eta_th)  # log theta, log(1 - theta)
     a1 = lth + lf1  # log theta f_1(s): a unit with the species
     a0 = l1mth + lf0  # log (1 - theta) f_0(s): a unit without it, at an occupied site
-    unrev = xp.logaddexp(a1, a0)  # an unreviewed unit k in U_i: log of the mixture
-    unit_terms = xp.where(r, xp.where(y == 1, a1, a0), unrev)  # reviewed units: their label
-    A = log_sigmoid(eta_psi) + unit_terms.sum(axis=-1)  # A_i: log of the z_i = 1 term, (N,)
-    allowed = ~xp.any(r & (y == 1), axis=-1)  # the indicator: no reviewed positive at site i
-    B = xp.where(allowed, log_sigmoid(-eta_psi) + lf0.sum(axis=-1), -xp.inf)  # z_i = 0 term
+    unrev = _logaddexp(xp, a1, a0)  # an unreviewed unit k in U_i: log of the mixture
+    # reviewed units: their label's term; the others: the mixture
+    unit_terms = xp.where(d.positive, a1, xp.where(d.reviewed, a0, unrev))
+    lpsi, l1mpsi = _log_sigmoids(xp, eta_psi)  # log psi_i, log(1 - psi_i)
+    A = lpsi + unit_terms.sum(axis=-1)  # A_i: log of the z_i = 1 term, (N,)
+    # B_i: the z_i = 0 term, allowed when no reviewed unit of site i is positive
+    B = xp.where(d.allowed, l1mpsi + lf0.sum(axis=-1), -xp.inf)
     return dict(  # A_i, B_i and what the closed-form gradient reuses
         eta_psi=eta_psi,
-        eta_th=eta_th,
+        lth=lth,
         e0=e0,
         e1=e1,
         a1=a1,
-        a0=a0,
         unrev=unrev,
         A=A,
         B=B,
@@ -222,7 +298,7 @@ def _parts_xp(xp, log_sigmoid, u, x, w, s, r, y):
 
 def _parts(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
     """The pieces of (L_i) in NumPy: A_i, B_i and the quantities the gradient needs."""
-    return _parts_xp(np, log_expit, u, survey.x, survey.w, survey.s, r, y)
+    return _parts_xp(np, u, _data(survey, r, y))
 
 
 def site_loglik(params, survey: Survey, reviewed, labels) -> np.ndarray:
@@ -273,9 +349,21 @@ def unit_presence_probability(draws, survey: Survey, reviewed, labels) -> np.nda
     return _presence(u, survey.x, survey.w, survey.s, r, y)
 
 
+def _expit(v: np.ndarray) -> np.ndarray:
+    """expit(v) = 1 / (1 + e^{-v}), the formula of SciPy's expit, with NumPy's vectorised exp."""
+    out = np.negative(v)
+    with np.errstate(over="ignore"):  # e^{-v} = inf for v < -709: expit(v) = 0
+        np.exp(out, out=out)
+    out += 1.0
+    return np.reciprocal(out, out=out)
+
+
 def _softplus(v: np.ndarray) -> np.ndarray:
-    """log(1 + e^v), without overflow."""
-    return np.logaddexp(0.0, v)
+    """log(1 + e^v) = max(v, 0) + log(1 + e^{-|v|}), without overflow (np.logaddexp(0, v),
+    vectorised)."""
+    out = _log1p_exp_neg_abs(v)
+    out += np.maximum(v, 0.0)
+    return out
 
 
 def _presence(
@@ -313,17 +401,25 @@ def _presence_parts(
     def unit(j):  # entry j of every draw, broadcasting against (N, K)
         return u[:, j, None, None]
 
-    eta_th = unit(2) + unit(3) * w  # (M, N, K)
-    e0 = (s - unit(4)) / np.exp(unit(5))
-    e1 = (s - (unit(4) + np.exp(unit(6)))) / np.exp(unit(7))
-    g = eta_th + 0.5 * (e0 * e0 - e1 * e1) + (unit(5) - unit(7))  # logit pi
+    # (M, N, K) arrays of every draw, updated in place where a value is not needed again
+    eta_th = unit(3) * w  # logit theta = alpha_0 + alpha_1 w
+    eta_th += unit(2)
+    e0 = s - unit(4)  # e_0 = (s - mu_0) / sigma_0
+    e0 /= np.exp(unit(5))
+    e1 = s - (unit(4) + np.exp(unit(6)))  # e_1 = (s - mu_1) / sigma_1
+    e1 /= np.exp(unit(7))
+    g = np.square(e0, out=e0)  # g = logit pi, in the array of e_0:
+    g -= np.square(e1, out=e1)  # e_0^2 - e_1^2,
+    g *= 0.5  # halved,
+    g += eta_th  # plus logit theta,
+    g += unit(5) - unit(7)  # plus log sigma_0 - log sigma_1
     sp = _softplus(g)
     odds = (
         (u[:, 0, None] + u[:, 1, None] * x)
         - _softplus(eta_th).sum(axis=-1)
         + np.where(r, 0.0, sp).sum(axis=-1)
     )
-    return expit(g), sp, odds, np.any(r & (y == 1), axis=-1)
+    return _expit(g), sp, odds, np.any(r & (y == 1), axis=-1)
 
 
 def _combine(
@@ -348,19 +444,22 @@ def log_prior(params) -> float:
 
 
 def _log_prior_xp(xp, u):
-    """The arithmetic of :func:`log_prior` over an array namespace (``numpy`` or ``jax.numpy``);
-    u must already be checked. Returns a 0-d array of ``xp``."""
+    """The arithmetic of :func:`log_prior` over an array namespace (``numpy`` or ``jax.numpy``),
+    entry by entry (no array to build or sum: a NumPy scalar formula runs fastest so); u must
+    already be checked. Returns a scalar of ``xp``."""
 
     def lnorm(v, sd):
-        return _log_normal_sum(xp, v, 0.0, sd)
+        return _log_normal(v, 0.0, sd)
 
     mu0, mu1 = u[4], u[4] + xp.exp(u[6])
-    lp = lnorm(u[0:4], PRIOR_SD_COEF)
-    lp = lp + lnorm(xp.stack([mu0, mu1]), PRIOR_SD_MU)
+    lp = lnorm(u[0], PRIOR_SD_COEF) + lnorm(u[1], PRIOR_SD_COEF)  # beta
+    lp = lp + lnorm(u[2], PRIOR_SD_COEF) + lnorm(u[3], PRIOR_SD_COEF)  # alpha
+    lp = lp + (lnorm(mu0, PRIOR_SD_MU) + lnorm(mu1, PRIOR_SD_MU))
     lp = lp + (
-        lnorm(xp.exp(xp.stack([u[5], u[7]])), PRIOR_SD_SIGMA) + 2 * np.log(2.0)
+        (lnorm(xp.exp(u[5]), PRIOR_SD_SIGMA) + lnorm(xp.exp(u[7]), PRIOR_SD_SIGMA))
+        + 2 * math.log(2.0)
     )  # half-normal
-    lp = lp + (u[5] + u[6] + u[7])  # log-Jacobian (parenthesised: the same rounding as before)
+    lp = lp + (u[5] + u[6] + u[7])  # log-Jacobian
     return lp
 
 
@@ -384,37 +483,41 @@ def grad_log_posterior(params, survey: Survey, reviewed, labels) -> tuple[float,
     """
     u = _check_params(params)
     r, y = _check_data(survey, reviewed, labels)
-    return _value_and_grad(u, survey, r, y)
+    return _value_and_grad(u, _data(survey, r, y))
 
 
-def _value_and_grad(u: np.ndarray, survey: Survey, r: np.ndarray, y: np.ndarray):
-    """:func:`grad_log_posterior` without its input checks, for an optimiser that calls it a
-    hundred times on data checked once (u finite (8,), r and y checked by ``_check_data``)."""
-    p = _parts(u, survey, r, y)
-    lse = np.logaddexp(p["A"], p["B"])
-    rz = np.exp(p["A"] - lse)  # (N,)
+def _value_and_grad(u: np.ndarray, d: _Data):
+    """:func:`grad_log_posterior` without its input checks, for an optimiser that calls it
+    thousands of times on data checked and prepared once (u finite (8,), ``d`` from
+    :func:`_data`). The gradient of eq. `acorn-site-likelihood` plus the prior's."""
+    p = _parts_xp(np, u, d)
+    s0, s1, mu1 = p["s0"], p["s1"], p["mu1"]  # NumPy scalars: inf (not an error) on overflow
+    e0, e1 = p["e0"], p["e1"]
+    lse = np.logaddexp(p["A"], p["B"])  # log L_i, (N,)
+    rz = np.exp(p["A"] - lse)  # r_i = P(z_i = 1 | data), (N,)
     psi = expit(p["eta_psi"])
-    theta = expit(p["eta_th"])
+    theta = np.exp(p["lth"])  # (N, K)
     pi = np.exp(p["a1"] - p["unrev"])
-    q = np.where(r, y, pi)  # (N, K)
+    q = np.where(d.reviewed, d.labels, pi)  # (N, K)
     W1 = rz[:, None] * q
     W0 = 1.0 - W1
     g = np.empty(N_PARAMS)
     d_psi = rz - psi
-    g[0], g[1] = d_psi.sum(), (d_psi * survey.x).sum()
+    g[0], g[1] = d_psi.sum(), (d_psi * d.x).sum()
     d_th = rz[:, None] * (q - theta)
-    g[2], g[3] = d_th.sum(), (d_th * survey.w).sum()
-    dmu0 = (W0 * p["e0"]).sum() / p["s0"]
-    dmu1 = (W1 * p["e1"]).sum() / p["s1"]
+    g[2] = d_th.sum()
+    d_th *= d.w
+    g[3] = d_th.sum()
+    dmu0 = (W0 * e0).sum() / s0
+    dmu1 = (W1 * e1).sum() / s1
     g[4] = dmu0 + dmu1
-    g[5] = (W0 * (p["e0"] ** 2 - 1.0)).sum()
+    g[5] = (W0 * (e0**2 - 1.0)).sum()
     g[6] = dmu1 * np.exp(u[6])
-    g[7] = (W1 * (p["e1"] ** 2 - 1.0)).sum()
+    g[7] = (W1 * (e1**2 - 1.0)).sum()
     # prior and Jacobian
-    mu1 = p["mu1"]
     g[0:4] -= u[0:4] / PRIOR_SD_COEF**2
     g[4] -= (u[4] + mu1) / PRIOR_SD_MU**2
     g[6] += -mu1 / PRIOR_SD_MU**2 * np.exp(u[6]) + 1.0
-    g[5] += -(p["s0"] ** 2) / PRIOR_SD_SIGMA**2 + 1.0
-    g[7] += -(p["s1"] ** 2) / PRIOR_SD_SIGMA**2 + 1.0
+    g[5] += -(s0**2) / PRIOR_SD_SIGMA**2 + 1.0
+    g[7] += -(s1**2) / PRIOR_SD_SIGMA**2 + 1.0
     return float(lse.sum()) + float(_log_prior_xp(np, u)), g

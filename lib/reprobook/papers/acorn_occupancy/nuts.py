@@ -51,6 +51,7 @@ from .likelihood import (
     PARAM_NAMES,
     _check_data,
     _check_params,
+    _data_xp,
     _log_prior_xp,
     _parts_xp,
     log_posterior,
@@ -120,13 +121,11 @@ def log_posterior_jax(u, data: NutsData):
     :func:`.likelihood.log_posterior` (loglik + log prior with the Jacobian terms), jit-able and
     differentiable in u. ``data`` comes from :func:`make_nuts_data`; u is an (8,) float64 array.
     Returns a 0-d array (no input checks, so that it can be traced)."""
-    import jax
     import jax.numpy as jnp
 
     u = jnp.asarray(u)
-    p = _parts_xp(
-        jnp, jax.nn.log_sigmoid, u, data.x, data.w, data.s, data.reviewed > 0.5, data.labels
-    )
+    d = _data_xp(jnp, data.x, data.w, data.s, data.reviewed > 0.5, data.labels)
+    p = _parts_xp(jnp, u, d)
     return jnp.sum(jnp.logaddexp(p["A"], p["B"])) + _log_prior_xp(jnp, u)
 
 
