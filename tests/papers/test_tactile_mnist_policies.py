@@ -10,6 +10,7 @@ the accuracy and interval helpers match hand computations and scipy. Fixed seeds
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -335,6 +336,60 @@ def test_rollout_on_a_vector_env_is_reproducible():
         )
     finally:
         venv.close()
+
+
+FIELDS = ("images", "positions", "time", "labels", "actions", "base_rewards", "rewards")
+
+
+def per_env(pol):
+    """A copy of ``pol`` that acts in vector envs through Policy's fallback: a copy of the
+    policy per env, each on its own observation (the reference for the batched forms)."""
+    fallback = type("PerEnv", (type(pol),), {})
+    fallback.reset_batch, fallback.act_batch = P.Policy.reset_batch, P.Policy.act_batch
+    clone = copy.copy(pol)
+    clone.__class__ = fallback
+    return clone
+
+
+@pytest.mark.parametrize("name", P.POLICIES)
+def test_batched_policies_give_bitwise_the_per_env_episodes(name):
+    # CircleSquare (2-D actions), and the fake tactile env (3-D actions, "centre" exploration)
+    # in a SyncVectorEnv; 9 episodes on 5 and 4 envs leave part of the last batch unused
+    fake = [lambda: FakeTactileEnv(max_step=0.15)] * 4
+    cases = [
+        (lambda: ap_gym.make_vec("CircleSquare-v0", num_envs=5), CS_STEP, {}),
+        (lambda: gym.vector.SyncVectorEnv(fake), 0.15, {"explore": "centre"}),
+    ]
+    for make, step, kwargs in cases:
+        venv = make()
+        try:
+            pol = P.make_policy(name, venv, max_step=step, **(kwargs if name == "gradient" else {}))
+            batched = P.rollout(venv, pol, 9, seed=4)
+            reference = P.rollout(venv, per_env(pol), 9, seed=4)
+        finally:
+            venv.close()
+        assert batched.meta == reference.meta and len(batched) == 9
+        for field in FIELDS:
+            a, b = getattr(batched, field), getattr(reference, field)
+            assert a.dtype == b.dtype and np.array_equal(a, b), field
+
+
+def test_direction_batch_is_direction_image_by_image():
+    rng = np.random.default_rng(0)
+    space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    for shape in ((5, 5, 1), (16, 16, 1), (4, 6, 3)):
+        images = rng.uniform(0, 1, (40, *shape)).astype(np.float32) ** 3
+        images[:3] = 0.5  # flat: nothing to follow
+        tent = [np.minimum(np.arange(k), np.arange(k)[::-1]) for k in shape[:2]]
+        images[3] = np.outer(*tent)[..., None]  # symmetric about the centre: already centred
+        for kwargs in ({}, {"invert": True, "row_axis": 0}):
+            pol = P.GradientPolicy(space, **kwargs)
+            v, found = pol.direction_batch(images)
+            assert v.shape == (40, 2) and not found[:4].any() and found[4:].any()
+            for i, image in enumerate(images):
+                d = pol.direction(image)
+                assert found[i] == (d is not None)
+                assert np.array_equal(v[i], np.zeros(2) if d is None else d), (shape, i)
 
 
 # --- the predictor -------------------------------------------------------------------------------

@@ -86,6 +86,25 @@ class ObservationKeys:
         pos = np.asarray(obs[self.position], dtype=np.float32).reshape(-1)
         return image, pos, float(np.asarray(obs[self.time]))
 
+    def split_batch(self, obs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`split` for a vector env's observation (every entry with a leading env axis N):
+        images (N, H, W, C), positions (N, d) and time steps (N,), all float32 and fresh copies
+        (never views of the env's buffers); row i holds the values ``split`` gives for env i."""
+        missing = [k for k in (self.image, self.position, self.time) if k not in obs]
+        if missing:
+            raise KeyError(f"observation lacks the keys {missing}; it has {sorted(obs)}")
+        images = np.array(obs[self.image], dtype=np.float32)
+        if images.ndim == 3:  # (N, H, W): one channel
+            images = images[..., None]
+        if images.ndim != 4:
+            raise ValueError(
+                f"observation[{self.image!r}] must be a batch of images (N, H, W, C), "
+                f"got shape {images.shape}"
+            )
+        n = images.shape[0]
+        positions = np.array(obs[self.position], dtype=np.float32).reshape(n, -1)
+        return images, positions, np.array(obs[self.time], dtype=np.float32).reshape(n)
+
 
 def _keys_of(obj: Any) -> list[str]:
     import gymnasium as gym
@@ -157,12 +176,37 @@ def inner_action_space(env: Any):
 # --- policies ----------------------------------------------------------------------------------
 
 
+def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a . b over the last axis, each row's sum computed by ``ndarray.dot`` of two 1-D arrays
+    (the BLAS dot, which ``np.linalg.norm`` also uses; its rounding can differ from a sum of
+    products), so that the batched policies give bitwise what the per-env ones give.
+    ``np.vecdot`` (NumPy >= 2) calls that dot per row; older NumPy loops here."""
+    a, b = np.broadcast_arrays(a, b)
+    a, b = np.ascontiguousarray(a, np.float64), np.ascontiguousarray(b, np.float64)
+    if hasattr(np, "vecdot"):
+        return np.vecdot(a, b)
+    rows = zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]))
+    return np.array([x.dot(y) for x, y in rows], dtype=np.float64).reshape(a.shape[:-1])
+
+
+def _norms(v: np.ndarray) -> np.ndarray:
+    """||v|| over the last axis, bitwise as ``np.linalg.norm`` of each row (sqrt(v . v))."""
+    return np.sqrt(_dots(v, v))
+
+
 class Policy:
     """A scripted movement policy over a 1-D inner action Box (2-D image envs, 3-D tactile envs).
 
     ``reset(obs, rng)`` starts an episode (per-episode state lives on the instance);
     ``act(obs, rng)`` returns the inner action (float32, inside the box). The planar part of an
-    action is its first two components; further components (the tactile z) are 0."""
+    action is its first two components; further components (the tactile z) are 0.
+
+    Vector envs: ``state = reset_batch(obs, rngs)`` starts one episode per env (``obs`` with a
+    leading env axis N, ``rngs`` one generator per env) and ``act_batch(obs, rngs, state)``
+    returns the actions (N, k), row i exactly what ``act`` returns for env i with ``rngs[i]``.
+    Here they run a copy of the policy per env; the three policies below override them with
+    NumPy over the env axis (same operations, same values). A subclass that changes ``reset``
+    or ``act`` must override these two as well, or restore this class's versions."""
 
     name = "policy"
 
@@ -189,11 +233,17 @@ class Policy:
             self.keys = detect_keys(obs)
         return self.keys.split(obs)
 
+    def _split_batch(self, obs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.keys is None:
+            self.keys = detect_keys(obs)
+        return self.keys.split_batch(obs)
+
     def _planar(self, v2: np.ndarray) -> np.ndarray:
-        """A planar vector (2,) as a full inner action: zeros after the first two components,
-        clipped into the box (a no-op for the unit-norm and smaller vectors the policies make)."""
-        a = np.zeros(self.action_space.shape, dtype=np.float64)
-        a[:2] = v2
+        """Planar vectors (..., 2) as full inner actions (..., k): zeros after the first two
+        components, clipped into the box (a no-op for the unit-norm and smaller vectors the
+        policies make)."""
+        a = np.zeros((*v2.shape[:-1], *self.action_space.shape), dtype=np.float64)
+        a[..., :2] = v2
         return np.clip(a, self.low, self.high).astype(np.float32)
 
     # interface -------------------------------------------------------------------------------
@@ -206,6 +256,29 @@ class Policy:
     def __call__(self, obs: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
         return self.act(obs, rng)
 
+    def reset_batch(self, obs: Mapping[str, Any], rngs: Sequence[np.random.Generator]) -> Any:
+        """Start one episode in each env of a vector env; returns the per-episode state that
+        :meth:`act_batch` takes (here: a copy of the policy per env, reset on its own
+        observation)."""
+        import copy
+
+        copies = [copy.deepcopy(self) for _ in rngs]
+        for i, (pol, rng) in enumerate(zip(copies, rngs)):
+            pol.reset({k: v[i] for k, v in obs.items()}, rng)
+        return copies
+
+    def act_batch(
+        self, obs: Mapping[str, Any], rngs: Sequence[np.random.Generator], state: Any
+    ) -> np.ndarray:
+        """The inner actions (N, k) float32 of a vector env, row i that of env i (here: each
+        env's copy of the policy acts on its own observation)."""
+        return np.stack(
+            [
+                pol.act({k: v[i] for k, v in obs.items()}, rng)
+                for i, (pol, rng) in enumerate(zip(state, rngs))
+            ]
+        )
+
 
 class RandomPolicy(Policy):
     """a ~ U(low, high) componentwise over the whole inner action box ("no active strategy",
@@ -214,9 +287,18 @@ class RandomPolicy(Policy):
     name = "random"
 
     def act(self, obs, rng):
-        a = rng.uniform(self.low, self.high)
+        return self._draw(rng).astype(np.float32)
+
+    def _draw(self, rng: np.random.Generator) -> np.ndarray:
+        a = rng.uniform(self.low, self.high)  # one draw per component, from this env's stream
         a[2:] = 0.0
-        return a.astype(np.float32)
+        return a
+
+    def reset_batch(self, obs, rngs):
+        return None  # no per-episode state
+
+    def act_batch(self, obs, rngs, state):
+        return np.stack([self._draw(rng) for rng in rngs]).astype(np.float32)
 
 
 def raster_waypoints(budget: float, n_rows: int | None = None) -> tuple[np.ndarray, int, float]:
@@ -267,6 +349,7 @@ class RasterPolicy(Policy):
     """
 
     name = "raster"
+    MIRRORS = ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))  # (x, y) signs, in reset order
 
     def __init__(
         self,
@@ -292,12 +375,11 @@ class RasterPolicy(Policy):
         _, pos, _ = self._split(obs)
         start = pos[:2].astype(np.float64)
         best = None
-        for sx in (1.0, -1.0):
-            for sy in (1.0, -1.0):
-                wp = self.pattern * np.array([sx, sy])
-                d = float(np.linalg.norm(wp[0] - start))
-                if best is None or d < best[0] - 1e-12:
-                    best = (d, wp)
+        for sx, sy in self.MIRRORS:
+            wp = self.pattern * np.array([sx, sy])
+            d = float(np.linalg.norm(wp[0] - start))
+            if best is None or d < best[0] - 1e-12:
+                best = (d, wp)
         self.waypoints = best[1]
         self.index = 0
 
@@ -320,6 +402,57 @@ class RasterPolicy(Policy):
         if norm > 1.0:  # rounding only
             move /= norm
         return self._planar(move)
+
+    # vector envs: reset and act above for N envs at once, with the same operations
+
+    def reset_batch(self, obs, rngs):
+        _, positions, _ = self._split_batch(obs)
+        return {"waypoints": self._mirrored(positions), "index": np.zeros(len(rngs), np.int64)}
+
+    def act_batch(self, obs, rngs, state):
+        _, positions, _ = self._split_batch(obs)
+        moves, state["index"] = self._walk(state["waypoints"], state["index"], positions)
+        return self._planar(moves)
+
+    def _mirrored(self, positions: np.ndarray) -> np.ndarray:
+        """:meth:`reset`'s choice for N start positions (N, d): the pattern mirrored to start
+        at the turning point nearest each, waypoints (N, 2n, 2). The mirror images are tried in
+        the order of MIRRORS; a later one wins only when nearer by more than 1e-12."""
+        start = positions[:, :2].astype(np.float64)
+        signs = np.array(self.MIRRORS)
+        patterns = self.pattern[None] * signs[:, None]  # (4, 2n, 2)
+        gap = patterns[None, :, 0] - start[:, None]  # (N, 4, 2): start to each first point
+        dist = _norms(gap)
+        best, best_dist = np.zeros(len(start), np.int64), dist[:, 0]
+        for j in range(1, len(signs)):
+            nearer = dist[:, j] < best_dist - 1e-12
+            best[nearer], best_dist = j, np.where(nearer, dist[:, j], best_dist)
+        return patterns[best]
+
+    def _walk(
+        self, waypoints: np.ndarray, index: np.ndarray, positions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`act`'s step for N envs: walk ``max_step`` along the polyline ``waypoints[i]``
+        (N, 2n, 2) from the position (N, d), through the turning points from ``index[i]`` on
+        (N,). Returns the moves (N, 2) (displacement / max_step, norm <= 1) and the indices of
+        the next turning points (N,)."""
+        here = positions[:, :2].astype(np.float64)
+        point, left, index = here.copy(), np.full(len(here), self.max_step), index.copy()
+        walking = np.flatnonzero(index < waypoints.shape[1])  # envs still on their path
+        while walking.size:
+            target = waypoints[walking, index[walking]]
+            gap = target - point[walking]
+            d = _norms(gap)
+            passed = d <= left[walking]  # the turning point is within this step
+            on, stop = walking[passed], walking[~passed]
+            point[on], left[on], index[on] = target[passed], left[on] - d[passed], index[on] + 1
+            point[stop] = point[stop] + gap[~passed] * (left[stop] / d[~passed])[:, None]
+            walking = on[index[on] < waypoints.shape[1]]
+        move = (point - here) / self.max_step
+        norm = _norms(move)
+        over = norm > 1.0  # rounding only
+        move[over] /= norm[over, None]
+        return move, index
 
 
 class GradientPolicy(Policy):
@@ -401,21 +534,66 @@ class GradientPolicy(Policy):
         v[1 - self.row_axis] = c_col
         return v / np.linalg.norm(v)  # eq. tac-gradient: a full step along c / ||c||
 
+    def _explore(self, pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The exploratory planar step (2,) from position ``pos`` (d,), drawn from ``rng``."""
+        towards = -pos[:2].astype(np.float64)
+        dist = float(np.linalg.norm(towards))
+        reach = self.max_step if self.max_step is not None else 0.0
+        if self.explore == "centre" and dist > max(reach, 1e-9):
+            return towards / dist
+        if self.explore == "centre" and dist > 1e-9:
+            return towards / reach  # land on the centre
+        angle = rng.uniform(0.0, 2 * math.pi)
+        return np.array([math.cos(angle), math.sin(angle)])
+
     def act(self, obs, rng):
         image, pos, _ = self._split(obs)
         v = self.direction(image)
         if v is None:
             self.explored += 1
-            towards = -pos[:2].astype(np.float64)
-            dist = float(np.linalg.norm(towards))
-            reach = self.max_step if self.max_step is not None else 0.0
-            if self.explore == "centre" and dist > max(reach, 1e-9):
-                v = towards / dist
-            elif self.explore == "centre" and dist > 1e-9:
-                v = towards / reach  # land on the centre
-            else:
-                angle = rng.uniform(0.0, 2 * math.pi)
-                v = np.array([math.cos(angle), math.sin(angle)])
+            v = self._explore(pos, rng)
+        return self._planar(v)
+
+    # vector envs: direction and act above for N envs at once, with the same operations
+
+    def direction_batch(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`direction` of N images (N, H, W, C) at once, with the same operations: the
+        unit planar directions (N, 2), and where there is one (N,) (a zero row and False where
+        :meth:`direction` gives None). Implements eq. `tac-gradient` of
+        notebooks/10_tactile_mnist/index.md."""
+        intensity = images.mean(axis=-1).astype(np.float64)  # I: (N, H, W), channels averaged
+        if self.invert:  # a dark object on a bright background
+            intensity = -intensity
+        n, h, wd = intensity.shape
+        lowest = intensity.reshape(n, h * wd).min(axis=1)
+        w = intensity - lowest[:, None, None]  # eq. tac-gradient: contrast weights w = I - min I
+        total = w.reshape(n, h * wd).sum(axis=1)
+        # a flat image: nothing to follow
+        flat = (w.reshape(n, h * wd).max(axis=1) < self.flat_tol) | (total <= 0)
+        total = np.where(flat, 1.0, total)  # (its row is dropped below; no 0 / 0)
+        rows = np.arange(h) - (h - 1) / 2  # pixel offsets from the image centre
+        cols = np.arange(wd) - (wd - 1) / 2
+        c_row = _dots(rows, w.sum(axis=2)) / total  # eq. tac-gradient: the centroid offset c
+        c_col = _dots(w.sum(axis=1), cols) / total
+        # already centred on the contrast (math.hypot per image, as direction computes it)
+        centred = np.array(list(map(math.hypot, c_row, c_col))) < self.centre_tol
+        found = ~flat & ~centred
+        v = np.zeros((n, 2))  # image rows and columns onto the position axes
+        v[:, self.row_axis] = c_row
+        v[:, 1 - self.row_axis] = c_col
+        v[found] /= _norms(v[found])[:, None]  # eq. tac-gradient: a full step along c / ||c||
+        v[~found] = 0.0
+        return v, found
+
+    def reset_batch(self, obs, rngs):
+        return {"explored": np.zeros(len(rngs), np.int64)}  # exploratory steps per env
+
+    def act_batch(self, obs, rngs, state):
+        images, positions, _ = self._split_batch(obs)
+        v, found = self.direction_batch(images)
+        for i in np.flatnonzero(~found):  # nothing to follow: an exploratory step
+            state["explored"][i] += 1
+            v[i] = self._explore(positions[i], rngs[i])
         return self._planar(v)
 
 
@@ -532,9 +710,10 @@ def rollout(env: Any, policy: Policy, n_episodes: int, seed: int) -> Trajectorie
 
     A gymnasium ``VectorEnv`` of N environments (``ap_gym.make_vec``; about 3 times faster per
     episode on CircleSquare) is also accepted: batch b runs episodes bN .. bN + N - 1 after
-    ``env.reset(seed=seed + b)``, each with its own copy of the policy and the generator above;
-    the extra episodes of the last batch are dropped. Its episodes differ from the single env's
-    for the same seed (ap_gym seeds a vector env as a whole), and depend on N."""
+    ``env.reset(seed=seed + b)``, each with its own generator above (the policy acts on all N at
+    once, :meth:`Policy.act_batch`, with the actions the per-env ``act`` would give); the extra
+    episodes of the last batch are dropped. Its episodes differ from the single env's for the
+    same seed (ap_gym seeds a vector env as a whole), and depend on N."""
     checks.integer(n_episodes, "n_episodes", minimum=1)
     checks.integer(seed, "seed", minimum=0)
     if not isinstance(policy, Policy):
@@ -643,47 +822,30 @@ def _rollout_vector(
     keys: ObservationKeys,
     zero_logits: np.ndarray,
 ) -> Trajectories:
-    """:func:`rollout` on a gymnasium VectorEnv (see there)."""
-    import copy
-
+    """:func:`rollout` on a gymnasium VectorEnv (see there): every step handles all N envs at
+    once (``policy.act_batch``, whole-batch arrays), and a batch's steps are stacked into
+    (N, T, ...) arrays when it ends."""
     n_envs = int(env.num_envs)
     logits = np.broadcast_to(zero_logits, (n_envs, *zero_logits.shape)).copy()
-    episodes: list[dict[str, list]] = []
-    labels: list[int] = []
+    fields = ("images", "positions", "time", "actions", "base_rewards", "rewards")
+    batches: list[dict[str, np.ndarray]] = []  # per batch: the fields, (N, T, ...) each
+    labels: list[np.ndarray] = []
     length = None
     for b in range(-(-n_episodes // n_envs)):
-        ids = [b * n_envs + i for i in range(n_envs)]
-        rngs = [np.random.default_rng([POLICY_STREAM, seed, e]) for e in ids]
-        policies = [copy.deepcopy(policy) for _ in range(n_envs)]
-        obs, _ = env.reset(seed=seed + b)
-        rows = [
-            {
-                "images": [],
-                "positions": [],
-                "time": [],
-                "actions": [],
-                "base_rewards": [],
-                "rewards": [],
-            }
-            for _ in range(n_envs)
+        rngs = [
+            np.random.default_rng([POLICY_STREAM, seed, e])
+            for e in range(b * n_envs, (b + 1) * n_envs)
         ]
-        singles = [{k: v[i] for k, v in obs.items()} for i in range(n_envs)]
-        for pol, o, rng in zip(policies, singles, rngs):
-            pol.reset(o, rng)
+        obs, _ = env.reset(seed=seed + b)
+        state = policy.reset_batch(obs, rngs)
+        steps: dict[str, list[np.ndarray]] = {name: [] for name in fields}  # per step, (N, ...)
         batch_labels = None
-        steps = 0
         while True:
-            actions = np.stack([pol.act(o, rng) for pol, o, rng in zip(policies, singles, rngs)])
-            for i, o in enumerate(singles):
-                image, pos, time = keys.split(o)
-                rows[i]["images"].append(image)
-                rows[i]["positions"].append(pos)
-                rows[i]["time"].append(time)
-                rows[i]["actions"].append(actions[i])
+            images, positions, time = keys.split_batch(obs)
+            actions = policy.act_batch(obs, rngs, state)
             obs, reward, terminated, truncated, info = env.step(
                 {"action": actions, "prediction": logits}
             )
-            steps += 1
             target = np.asarray(info["prediction"]["target"])
             if target.shape != (n_envs,) or not np.issubdtype(target.dtype, np.integer):
                 raise ValueError(
@@ -694,10 +856,10 @@ def _rollout_vector(
                 batch_labels = target.copy()
             elif not np.array_equal(target, batch_labels):
                 raise ValueError(f"batch {b}: a target changed within the episode")
-            base = np.asarray(info["base_reward"], dtype=np.float64)
-            for i in range(n_envs):
-                rows[i]["base_rewards"].append(float(base[i]))
-                rows[i]["rewards"].append(float(reward[i]))
+            base = np.array(info["base_reward"], dtype=np.float64).reshape(n_envs)
+            reward = np.array(reward, dtype=np.float64).reshape(n_envs)
+            for name, value in zip(fields, (images, positions, time, actions, base, reward)):
+                steps[name].append(value)
             done = np.asarray(terminated) | np.asarray(truncated)
             if done.any():
                 if not done.all():
@@ -706,23 +868,28 @@ def _rollout_vector(
                         "fixed step limit"
                     )
                 break
-            if steps > 100_000:
+            if len(steps["time"]) > 100_000:
                 raise RuntimeError("episode did not end within 100,000 steps")
-            singles = [{k: v[i] for k, v in obs.items()} for i in range(n_envs)]
         if length is None:
-            length = steps
-        elif steps != length:
+            length = len(steps["time"])
+        elif len(steps["time"]) != length:
             raise ValueError(
-                f"batch {b} lasted {steps} steps, batch 0 {length}: rollout needs a fixed step "
-                "limit"
+                f"batch {b} lasted {len(steps['time'])} steps, batch 0 {length}: rollout needs a "
+                "fixed step limit"
             )
-        for i, e in enumerate(ids):
-            if e < n_episodes:
-                episodes.append(rows[i])
-                labels.append(int(batch_labels[i]))
-    return _stack_episodes(
-        episodes,
-        labels,
-        keys,
-        {"policy": policy.name, "seed": seed, "n_episodes": n_episodes, "num_envs": n_envs},
+        keep = min(n_envs, n_episodes - b * n_envs)  # the last batch's extra episodes go
+        batches.append({name: np.stack(values, axis=1)[:keep] for name, values in steps.items()})
+        labels.append(batch_labels[:keep])
+
+    def joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(arrays).astype(dtype, copy=False)
+
+    return Trajectories(
+        **{
+            name: joined([batch[name] for batch in batches], dtype)
+            for name, dtype in zip(fields, (np.float32,) * 4 + (np.float64,) * 2)
+        },
+        labels=joined(labels, np.int64),
+        keys=keys,
+        meta={"policy": policy.name, "seed": seed, "n_episodes": n_episodes, "num_envs": n_envs},
     )
