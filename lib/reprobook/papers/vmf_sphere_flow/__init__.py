@@ -29,8 +29,8 @@ numerically by the tests.
 - :mod:`.warp`: the learned noise-level warp of the training loss;
 - :mod:`.config`: the notebooks' profiles.
 
-Every submodule is reachable from the package (``vf.warp``), loaded on first use when it is not
-imported below.
+Every submodule is reachable from the package (``vf.warp``) and loaded on first use, as are the
+names below that the package offers from its submodules (``vf.psi`` is ``vf.geometry.psi``).
 """
 
 from reprobook import core
