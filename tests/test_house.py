@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -336,7 +337,7 @@ def _imported_by(statements: str, names) -> list[str]:
     """Which of ``names`` a fresh interpreter has imported after running ``statements``."""
     script = f"import sys\n{statements}\nprint([m for m in {tuple(names)!r} if m in sys.modules])"
     out = subprocess.run(
-        ["python", "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
     )
     return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
 
