@@ -354,3 +354,34 @@ def test_paper_package_imports_its_frameworks_on_first_use(slug):
         f"importing reprobook.papers.{slug} imports {sorted(found)}: import it in the "
         "submodule that uses it and let the package load that submodule on first use"
     )
+
+
+def _root_conftest():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reprobook_root_conftest", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_xdist_gives_each_chapter_to_one_worker_and_each_test_file_to_one():
+    from types import SimpleNamespace
+
+    conf = _root_conftest()
+
+    def config(dist):
+        return SimpleNamespace(
+            getoption=lambda name: {"dist": dist}[name],
+            getvalue=lambda name: {"tx": ["2*popen"]}[name],
+        )
+
+    assert conf.pytest_xdist_make_scheduler(config("load"), None) is None
+    scheduler = conf.pytest_xdist_make_scheduler(config("loadfile"), None)
+    unit = scheduler._split_scope
+    notebooks = sorted(ROOT.glob("notebooks/*/*.ipynb"))
+    units = {unit(f"{nb.relative_to(ROOT).as_posix()}::Cell 3") for nb in notebooks}
+    assert units == {f"notebooks/{c.folder.name}" for c in CHAPTERS}
+    assert unit("tests/papers/test_spr_ldp.py::test_lp[3-0.5]") == "tests/papers/test_spr_ldp.py"
+    assert unit("tests/test_core.py::test_x") == "tests/test_core.py"
+    assert unit("notebooks/ruff.toml") == "notebooks/ruff.toml"
