@@ -34,15 +34,24 @@ book: $(STAMP)
 # tests/slurm starts a one-node Slurm cluster as root when Debian's slurmctld, slurmd and munge are
 # installed (.ci/run installs them), and skips, saying why, when they are not;
 # then the book's structure with warnings as errors (from the committed notebooks: nothing runs
-# twice), then that book in a real browser.
+# twice), then that book in a real browser. `make smoke` runs beside the ledger, the book and the
+# browser test, which read nothing it writes (the browser mostly waits); its log is printed at
+# the end, and any of the four failing fails the target.
+TEST_RESULTS := $(CURDIR)/_build/test-results
 test: $(STAMP) lint
-	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
+	REPROBOOK_RESULTS=$(TEST_RESULTS) REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
 	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q -rs
-	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(MAKE) --no-print-directory smoke
-	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook ledger
-	REPROBOOK_RESULTS=$(CURDIR)/_build/test-results $(BIN)/reprobook book --source-only
-	$(MAKE) --no-print-directory browser-test
+	@mkdir -p _build; status=0; \
+	REPROBOOK_RESULTS=$(TEST_RESULTS) $(MAKE) --no-print-directory smoke >_build/smoke.log 2>&1 & \
+	smoke=$$!; \
+	echo "make smoke: running beside the ledger, the book and the browser test (_build/smoke.log)"; \
+	REPROBOOK_RESULTS=$(TEST_RESULTS) $(BIN)/reprobook ledger || status=1; \
+	REPROBOOK_RESULTS=$(TEST_RESULTS) $(BIN)/reprobook book --source-only || status=1; \
+	$(MAKE) --no-print-directory browser-test || status=1; \
+	wait $$smoke || { status=1; echo "make smoke FAILED:"; }; \
+	cat _build/smoke.log; \
+	exit $$status
 
 # The full profile's code path of every chapter with its sizes cut to seconds on CPU, on tiny
 # fixtures of its inputs built offline under _build/fixtures (models of the real architecture
