@@ -29,9 +29,18 @@ from reprobook.core import checks
 
 from . import fast_weights
 
-__all__ = ["VARIANTS", "FastWeightLayer", "ViewSynthesisModel", "count_parameters"]
+__all__ = ["VARIANTS", "LABELS", "FastWeightLayer", "ViewSynthesisModel", "count_parameters"]
 
 VARIANTS = ("kv", "ttt", "ttb_a", "ttb_b", "ttb_gt_input")
+# The variants' names in tables and figures (also ``experiments.LABELS``; here, so that the
+# render-cost notebook need not import the training stack).
+LABELS = {
+    "kv": "KV cache",
+    "ttt": "TTT",
+    "ttb_a": "TTB-A (GT-state targets)",
+    "ttb_b": "TTB-B (attention targets)",
+    "ttb_gt_input": "TTB-A, GT-token inputs (ablation)",
+}
 
 
 _EXPLICIT = {"on": False}

@@ -49,8 +49,10 @@ def unpatchify(t: torch.Tensor, patch: int, size: int) -> torch.Tensor:
     )
 
 
-def view_tokens(images: torch.Tensor, c2w: torch.Tensor, patch: int, with_colour: bool):
-    """Raw tokens (B, V, T, p*p*9) of views: [RGB - 0.5 (or zeros), Plücker] per pixel."""
-    rays = plucker_maps(c2w, images.shape[-1])
+def view_tokens(images: torch.Tensor, c2w: torch.Tensor, patch: int, with_colour: bool, rays=None):
+    """Raw tokens (B, V, T, p*p*9) of views: [RGB - 0.5 (or zeros), Plücker] per pixel.
+    ``rays``: the views' :func:`plucker_maps`, when already computed."""
+    if rays is None:
+        rays = plucker_maps(c2w, images.shape[-1])
     rgb = images - 0.5 if with_colour else torch.zeros_like(images)
     return patchify(torch.cat([rgb, rays], dim=2), patch)
