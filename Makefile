@@ -16,10 +16,16 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 env: $(STAMP)
 
+# pip writes the packages' bytecode one file at a time; compileall writes it on every core.
+# The bytecode must be written here: where PYTHONDONTWRITEBYTECODE is set, imports never write
+# it, and every import of torch and Lightning would compile from source again. compileall fails
+# on the few files that are newer Python than 3.11 (torch's tests of 3.12 syntax), as pip does
+# silently.
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -e .
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	@touch $(STAMP)
 
 book: $(STAMP)
