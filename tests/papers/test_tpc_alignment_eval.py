@@ -940,3 +940,46 @@ def test_the_smoke_profile_trains_the_full_models_on_a_few_images():
             assert cfg.n_top + cfg.n_random < cfg.n_test
     robust = resolve_notebook(config.PROFILES, "04_robustness", "smoke")
     assert len(robust.robust_replicates) >= 2 and robust.n_attack <= robust.n_test
+
+
+# ============================================================================ speed-ups, exactly
+
+
+def test_caption_retrieval_reuses_given_ranks_exactly(eval_setup):
+    """caption_retrieval with the ranks the caller already has (summary passes per_image's)
+    gives exactly what it computes itself, and summary gives exactly the metrics of
+    caption_retrieval on the model's c_hat queries."""
+    test, model = eval_setup
+    e = mo.embed(model, test.data)
+    ranks = dg.text_to_image_ranks(e.v, e.c_hat, test.relevance)
+    alone = dg.caption_retrieval(e.v, e.c_hat, test.relevance)
+    assert dg.caption_retrieval(e.v, e.c_hat, test.relevance, ranks=ranks) == alone
+    out, _ = ev.summary(model, test)
+    assert {k: out[k] for k in alone} == alone
+    with pytest.raises(ValueError, match="ranks"):
+        dg.caption_retrieval(e.v, e.c_hat, test.relevance, ranks=ranks[:, :2])
+
+
+def test_generated_sets_are_kept_and_load_as_generated(tmp_path, monkeypatch):
+    """train.generated keeps a set in the checkpoint folder and loads it back field for field
+    (tensors bit for bit, captions, spec); without a profile it only generates."""
+    from dataclasses import fields
+
+    from reprobook.papers.tpc_alignment import train
+
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    for p_wrong in (0.0, 0.25):
+        fresh = data_mod.generate(24, 3, image_size=16, p_wrong=p_wrong)
+        kept = train.generated(24, 3, profile="test", image_size=16, p_wrong=p_wrong)
+        loaded = train.generated(24, 3, profile="test", image_size=16, p_wrong=p_wrong)
+        for got in (kept, loaded, train.generated(24, 3, image_size=16, p_wrong=p_wrong)):
+            for f in fields(fresh):
+                a, b = getattr(fresh, f.name), getattr(got, f.name)
+                if isinstance(a, torch.Tensor):
+                    assert a.dtype == b.dtype and torch.equal(a, b), f.name
+                elif isinstance(a, dict) and f.name == "attrs":
+                    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+                else:
+                    assert a == b, f.name
+    assert len(list(tmp_path.rglob("data-*.dataset"))) == 2
+    assert not list(tmp_path.rglob("*.pt"))  # no file that looks like a model checkpoint

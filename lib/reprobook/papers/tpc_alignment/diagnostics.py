@@ -205,7 +205,11 @@ def rank_volatility(ranks: torch.Tensor) -> torch.Tensor:
 
 
 def caption_retrieval(
-    v: torch.Tensor, q: torch.Tensor, relevance: torch.Tensor | None = None
+    v: torch.Tensor,
+    q: torch.Tensor,
+    relevance: torch.Tensor | None = None,
+    *,
+    ranks: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Appendix B retrieval metrics.
 
@@ -217,8 +221,16 @@ def caption_retrieval(
     * ``rank_volatility``: mean over images of :func:`rank_volatility`.
     * ``i2t_r1``, ``i2t_r5``, ``i2t_r10``: fraction of images whose best relevant caption
       (relevance[:, i]) ranks within the top k of all N*K captions (:func:`image_to_text_ranks`).
+
+    ``ranks``: ``text_to_image_ranks(v, q, relevance)`` when the caller has it already (it is
+    not computed again; the caller vouches that it belongs to these inputs).
     """
-    ranks = text_to_image_ranks(v, q, relevance)  # (N, K)
+    if ranks is None:
+        ranks = text_to_image_ranks(v, q, relevance)  # (N, K)
+    elif not isinstance(ranks, torch.Tensor) or ranks.shape != q.shape[:2]:
+        raise ValueError(
+            f"ranks must have shape (N, K) = {tuple(q.shape[:2])}, got {_shape(ranks)}"
+        )
     i2t = image_to_text_ranks(v, q, relevance)  # (N,)
     out = {f"t2i_r{k}": float((ranks <= k).double().mean()) for k in (1, 5, 10)}
     out["mean_caption_r1"] = out["t2i_r1"]

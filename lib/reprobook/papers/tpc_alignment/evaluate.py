@@ -91,10 +91,11 @@ def summary(model: DualEncoder, test: TestSet) -> tuple[dict[str, float], dict[s
     was_training = model.training
     model.eval()
     e = embed(model, test.data)
-    out = D.caption_retrieval(e.v, e.c_hat, test.relevance)
+    per = per_image(model, test, e)
+    # the ranks of per_image are those caption_retrieval would compute (the same c_hat queries)
+    out = D.caption_retrieval(e.v, e.c_hat, test.relevance, ranks=per["ranks"])
     logits = model.zero_shot_classifier(test.prompts)(test.images)
     out["zero_shot"] = float((logits.argmax(1) == test.labels).double().mean())
-    per = per_image(model, test, e)
     c = consensus_core(e.t)
     r = e.t - (e.t * c[:, None]).sum(-1, keepdim=True) * c[:, None]
     r2 = r.square().sum(-1)

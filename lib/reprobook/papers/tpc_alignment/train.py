@@ -21,7 +21,10 @@ key.
 from __future__ import annotations
 
 import dataclasses
+import os
+import warnings
 from collections.abc import Iterable
+from typing import Any
 
 from reprobook import core
 from reprobook.core import checks, load_or_train
@@ -44,6 +47,7 @@ __all__ = [
     "pretrained",
     "arm_model",
     "train_side_by_side",
+    "generated",
 ]
 
 SLUG = "tpc_alignment"
@@ -256,18 +260,68 @@ def setup(cfg) -> Setup:
     return Setup(model, objective, pre, fine, adv)
 
 
-def datasets(cfg, seed: int, p_wrong: float | None = None) -> tuple[ShapesCaptions, ShapesCaptions]:
+def datasets(
+    cfg, seed: int, p_wrong: float | None = None, *, profile: str | None = None
+) -> tuple[ShapesCaptions, ShapesCaptions]:
     """The training set (seed ``seed``) and the test set (seed ``seed + 1``, its own stream) of
     the world ``p_wrong`` (None: the configuration's ``p_wrong``): each stated non-core detail
-    is wrong with that probability (see ``data.generate``)."""
-    from .data import generate
+    is wrong with that probability (see ``data.generate``).
 
+    With ``profile``, each set is kept beside the chapter's checkpoints (:func:`generated`), so
+    the notebooks after the first load the sets instead of generating them again."""
     p_wrong = cfg.p_wrong if p_wrong is None else p_wrong
 
     common = dict(
         image_size=cfg.image_size, n_views=cfg.n_views, p_mention=cfg.p_mention, p_wrong=p_wrong
     )
-    return generate(cfg.n_train, seed, **common), generate(cfg.n_test, seed + 1, **common)
+    return (
+        generated(cfg.n_train, seed, profile=profile, **common),
+        generated(cfg.n_test, seed + 1, profile=profile, **common),
+    )
+
+
+#: The largest generated set :func:`generated` keeps on disk, in bytes of its images (the
+#: reduced profile's training set has 12 MB of them; the full profile's, 12 GB, is not kept).
+DATA_CACHE_BYTES = 256 * 2**20
+
+
+def generated(n: int, seed: int, *, profile: str | None = None, **options: Any) -> ShapesCaptions:
+    """``data.generate(n, seed, **options)``, kept in the chapter's checkpoint folder of
+    ``profile`` as ``data-<digest>.dataset`` (keyed like a checkpoint: by the arguments and the
+    code of the chapter and of ``reprobook.core``) and loaded from there when it exists: the
+    same tensors, captions and ``spec``, without the second or two that generating takes.
+    Without a profile, or for a set whose images exceed :data:`DATA_CACHE_BYTES`, it just
+    generates. An unreadable file is generated again and replaced."""
+    import torch
+
+    from .data import generate
+
+    size = options.get("image_size", 32)
+    if profile is None or n * 3 * size * size > DATA_CACHE_BYTES:
+        return generate(n, seed, **options)
+    key = {"n": n, "seed": seed, **options}
+    # a .dataset file beside the models' .pt files (which the tests count)
+    path = core.checkpoint_path(SLUG, "data", profile=profile, key=key).with_suffix(".dataset")
+    if path.is_file():
+        try:
+            return ShapesCaptions(**torch.load(path, map_location="cpu", weights_only=True))
+        except Exception as exc:  # noqa: BLE001 - a damaged cache is regenerated, never trusted
+            warnings.warn(
+                f"data set {path} could not be loaded ({type(exc).__name__}: {exc}); "
+                "generating it again",
+                stacklevel=2,
+            )
+    data = generate(n, seed, **options)
+    fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(fields, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return data
 
 
 def pretrained(cfg, train: ShapesCaptions, *, seed: int, profile: str) -> tuple[DualEncoder, bool]:

@@ -58,12 +58,13 @@ def contrast(
 
 
 @functools.lru_cache(maxsize=2)
-def world_data(cfg, p_wrong: float, seed: int):
+def world_data(cfg, p_wrong: float, seed: int, profile: str | None = None):
     """The training set, the test set and its evaluation tensors of the world ``p_wrong``
     (generated once per world and kept: every replicate of a world uses the same data; two
-    worlds are kept, the claims' world, which every call also needs, and the one swept)."""
+    worlds are kept, the claims' world, which every call also needs, and the one swept). With
+    ``profile`` the sets are kept on disk too (:func:`~.train.datasets`)."""
     checks.probability(p_wrong, "p_wrong")
-    train, test = datasets(cfg, seed, p_wrong=float(p_wrong))
+    train, test = datasets(cfg, seed, p_wrong=float(p_wrong), profile=profile)
     return train, test, test_set(test)
 
 
@@ -72,11 +73,11 @@ def train_worlds(cfg, worlds, *, seed: int, profile: str) -> int:
     replicate, where no checkpoint exists yet: the claims' world's pretrained models and the
     :data:`WORLD_ARMS` fine-tuned from them on each world's data, side by side at the reduced
     profile (:func:`~.train.train_side_by_side`). Returns how many models it trained."""
-    base_train = world_data(cfg, cfg.p_wrong, seed)[0]
+    base_train = world_data(cfg, cfg.p_wrong, seed, profile)[0]
     trained = 0
     for p in worlds:
         checks.probability(p, "worlds")
-        train = world_data(cfg, p, seed)[0]
+        train = world_data(cfg, p, seed, profile)[0]
         trained += train_side_by_side(
             cfg, base_train, train, arms=WORLD_ARMS, seed=seed, profile=profile
         )
@@ -97,8 +98,9 @@ def world_scores(cfg, p_wrong: float, *, seed: int, replicate: int, profile: str
     whether the query states a wrong detail (NaN in the all-true world)."""
     checks.probability(p_wrong, "p_wrong")
     checks.integer(replicate, "replicate", minimum=0)
-    base_train = world_data(cfg, cfg.p_wrong, seed)[0]  # the claims' world: pretraining data
-    train, test, test_eval = world_data(cfg, p_wrong, seed)
+    # the claims' world: the pretraining data
+    base_train = world_data(cfg, cfg.p_wrong, seed, profile)[0]
+    train, test, test_eval = world_data(cfg, p_wrong, seed, profile)
     run_seed = seed + replicate
     base, _ = pretrained(cfg, base_train, seed=run_seed, profile=profile)
     measured = {"pretrained": summary(base, test_eval)[0]}
