@@ -36,7 +36,7 @@ book: $(STAMP)
 	exit $$status
 
 # Unit and runner tests plus every notebook through nbval (each notebook once; a chapter's
-# notebooks in order on one worker, a test file on one worker: conftest.py);
+# notebooks in order on one worker, a test file on one worker: tests/conftest.py);
 # tests/slurm starts a one-node Slurm cluster as root when Debian's slurmctld, slurmd and munge are
 # installed (.ci/run installs them), and skips, saying why, when they are not;
 # then the book's structure with warnings as errors (from the committed notebooks: nothing runs
@@ -69,7 +69,7 @@ smoke: $(STAMP)
 
 # One style: ruff's linter and formatter (pyproject.toml; notebooks/ruff.toml narrows the
 # notebooks to the book's 88-character column). `make format` applies the formatter's changes.
-LINTED := lib tests tools notebooks conftest.py
+LINTED := lib tests tools notebooks
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)

@@ -356,10 +356,12 @@ def test_paper_package_imports_its_frameworks_on_first_use(slug):
     )
 
 
-def _root_conftest():
+def _tests_conftest():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("reprobook_root_conftest", ROOT / "conftest.py")
+    spec = importlib.util.spec_from_file_location(
+        "reprobook_tests_conftest", ROOT / "tests" / "conftest.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -368,7 +370,7 @@ def _root_conftest():
 def test_xdist_gives_each_chapter_to_one_worker_and_each_test_file_to_one():
     from types import SimpleNamespace
 
-    conf = _root_conftest()
+    conf = _tests_conftest()
 
     def config(dist):
         return SimpleNamespace(
