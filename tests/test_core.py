@@ -1182,3 +1182,16 @@ def test_theme_is_seaborns_white_grid_with_the_books_settings():
     assert list(core.method_colors(names).values()) == list(
         sns.color_palette("colorblind", n_colors=13)
     )
+
+
+def test_atomic_torch_save_writes_whole_or_leaves_nothing(tmp_path):
+    import pickle
+
+    import torch
+
+    path = tmp_path / "sub" / "x.pt"
+    core.atomic_torch_save({"a": torch.arange(3)}, path)
+    assert torch.equal(torch.load(path, weights_only=True)["a"], torch.arange(3))
+    with pytest.raises((AttributeError, pickle.PicklingError), match="pickle"):  # nothing left
+        core.atomic_torch_save({"f": lambda: 0}, tmp_path / "y.pt")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["sub", "x.pt"]

@@ -6,7 +6,7 @@ from . import (
     checks,
 )
 from .chapters import EVIDENCE, VERDICT_LABELS, VERDICTS, Chapter, Claim, find_chapters, get_chapter
-from .checkpoints import checkpoint_path, checkpoints_dir, load_or_train
+from .checkpoints import atomic_torch_save, checkpoint_path, checkpoints_dir, load_or_train
 from .checks import InputError
 from .claims import Run, begin, load_records, load_results, load_values, start
 from .display import md, show_source
@@ -59,6 +59,7 @@ __all__ = [
     "jitter",
     "linprog_chain",
     "tie_groups",
+    "atomic_torch_save",
     "checkpoint_path",
     "checkpoints_dir",
     "parallel_map",

@@ -162,6 +162,22 @@ def _loads_into_a_fresh_build(build: Callable[[], Any], state: Mapping[str, Any]
         np.random.set_state(npy)
 
 
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save(obj, path)`` written whole or not at all: into a temporary file beside
+    ``path`` (its folder made when missing), then renamed over it; the temporary file is removed
+    if saving fails."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def load_or_train(
     slug: str,
     name: str,
@@ -220,13 +236,6 @@ def load_or_train(
             f"build() makes ({type(exc).__name__}: {exc}); make build() create every "
             "parameter and buffer at its trained shape"
         ) from exc
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_torch_save(state, path)
     atomic_write_text(path.with_suffix(".json"), json.dumps(full, indent=1, sort_keys=True))
     return module, False

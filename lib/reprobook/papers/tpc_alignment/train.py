@@ -21,7 +21,6 @@ key.
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -312,15 +311,7 @@ def generated(n: int, seed: int, *, profile: str | None = None, **options: Any) 
                 stacklevel=2,
             )
     data = generate(n, seed, **options)
-    fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        torch.save(fields, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    core.atomic_torch_save({f.name: getattr(data, f.name) for f in dataclasses.fields(data)}, path)
     return data
 
 
