@@ -22,6 +22,13 @@ def results(root: Path, name: str, tag: str = "") -> dict:
     return json.loads((base / "reduced" / "toy" / f"{name}.json").read_text())
 
 
+def planned(root: Path) -> dict[str, str]:
+    """What ``runner.run`` would do now at the reduced profile: each notebook's status in the
+    plan it executes (``pending`` runs, ``cached`` is skipped)."""
+    jobs = runner.plan(root, runner.select_chapters(root, None), "reduced", {}, False)
+    return {Path(j.notebook).name: j.status for j in jobs}
+
+
 def test_cache_skip_and_invalidation(toy_book: Path) -> None:
     first = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
     assert statuses(first) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}
@@ -46,19 +53,28 @@ def test_cache_skip_and_invalidation(toy_book: Path) -> None:
         ), name
 
     # The core library, the chapter's library, the lock file and the claims file each
-    # invalidate it all.
+    # invalidate it all: each changed alone, the plan that `run` executes marks both notebooks to
+    # run, and with the change undone both are cached again (no notebook runs for this).
     core = toy_book / "lib" / "reprobook" / "core" / "claims.py"
     core.parent.mkdir(parents=True)
     core.write_text("# core\n")
+    assert planned(toy_book) == {"01_draw.ipynb": "pending", "02_count.ipynb": "pending"}
+    runner.run(root=toy_book, progress=False, echo=lambda *_: None)
     for path in (
         core,
         toy_book / "lib" / "reprobook" / "papers" / "toy" / "__init__.py",
         toy_book / "requirements.lock",
         toy_book / "notebooks" / "01_toy" / "claims.yml",
     ):
-        path.write_text(path.read_text() + "\n# changed\n")
-        again = runner.run(root=toy_book, progress=False, echo=lambda *_: None)
-        assert statuses(again) == {"01_draw.ipynb": "ok", "02_count.ipynb": "ok"}, path.name
+        text = path.read_text()
+        path.write_text(text + "\n# changed\n")
+        assert planned(toy_book) == {"01_draw.ipynb": "pending", "02_count.ipynb": "pending"}, (
+            path.name
+        )
+        path.write_text(text)
+        assert planned(toy_book) == {"01_draw.ipynb": "cached", "02_count.ipynb": "cached"}, (
+            path.name
+        )
 
     # A results file deleted, or rewritten by a run outside the runner, makes its notebook
     # run again.
