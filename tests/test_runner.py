@@ -843,3 +843,27 @@ def test_a_kernel_that_died_before_starting_is_started_once_more(monkeypatch) ->
     monkeypatch.setattr(execute, "_execute_once", fake(["ValueError: a cell failed"]))
     assert runner._execute(job(), ROOT, {}, None).error == "ValueError: a cell failed"
     assert len(calls) == 1
+
+
+def test_chapters_start_longest_first_by_their_last_wall_times() -> None:
+    def job(chapter: str, name: str) -> runner.Job:
+        nb = f"notebooks/{chapter}/{name}.ipynb"
+        return runner.Job(chapter=chapter, notebook=nb, params={}, key="k", output=nb)
+
+    pending = [job("a", "01"), job("b", "01"), job("b", "02"), job("c", "01"), job("d", "01")]
+
+    def order(state: dict) -> list[str]:
+        return [jobs[0].chapter for jobs in runner.longest_first(pending, state)]
+
+    # never run: by number of notebooks, ties in the book's order
+    assert order({}) == ["b", "a", "c", "d"]
+    # last wall times: c 50 s, a 20 s, b 10 + 5 s; d never ran: the mean, (20 + 10 + 5 + 50) / 4
+    state = {
+        "notebooks/a/01.ipynb": {"wall_s": 20.0},
+        "notebooks/b/01.ipynb": {"wall_s": 10.0},
+        "notebooks/b/02.ipynb": {"wall_s": 5.0},
+        "notebooks/c/01.ipynb": {"wall_s": 50.0},
+    }
+    assert order(state) == ["c", "d", "a", "b"]  # d: 21.25 s
+    # a chapter's own notebooks keep their order
+    assert [Path(j.notebook).stem for j in runner.longest_first(pending, state)[3]] == ["01", "02"]

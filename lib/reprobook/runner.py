@@ -6,10 +6,11 @@ whose key matches its last successful run at that profile is skipped; anything e
 Executed notebooks, claim results and a manifest (commit, versions, hardware, per-notebook
 status, wall time and peak memory) go under ``_build/``. A failing notebook does not stop the
 others; its partial output and error are kept and the run fails at the end. Chapters run in
-parallel; the notebooks of one chapter run in order, so a notebook may use what an earlier one
-of its chapter wrote. Before anything runs, and before any folder is made, each ``-p`` override is
-converted to the type its notebooks' parameters cells declare (``seed: int``) and the numeric
-options are checked against their ranges: a wrong value is one line, not a run of failures.
+parallel, the longest expected first (:func:`longest_first`); the notebooks of one chapter run
+in order, so a notebook may use what an earlier one of its chapter wrote. Before anything runs,
+and before any folder is made, each ``-p`` override is converted to the type its notebooks'
+parameters cells declare (``seed: int``) and the numeric options are checked against their
+ranges: a wrong value is one line, not a run of failures.
 
 A run with another seed (``-p seed=1``) or an explicit ``--tag`` keeps everything it writes
 (results, executed notebooks, state, manifest) under ``_build/tagged/<tag>/`` instead of
@@ -609,16 +610,38 @@ def run(
         for job in chapter_jobs:
             finished(_execute(job, root, env, timeout))
 
-    by_chapter: dict[str, list[Job]] = {}
-    for job in pending:
-        by_chapter.setdefault(job.chapter, []).append(job)
+    by_chapter = longest_first(pending, load_state(root, profile, tag))
     with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for fut in [pool.submit(run_chapter, chapter_jobs) for chapter_jobs in by_chapter.values()]:
+        for fut in [pool.submit(run_chapter, chapter_jobs) for chapter_jobs in by_chapter]:
             fut.result()
     if bar is not None:
         bar.close()
     summary.manifest = write_manifest(root, summary)
     return summary
+
+
+def longest_first(pending: list[Job], state: dict[str, Any]) -> list[list[Job]]:
+    """The pending jobs grouped by chapter (in their order within it), the chapters ordered by
+    how long they are expected to take, longest first, so that the parallel workers finish
+    together instead of one waiting on a long chapter started last. A notebook is expected to
+    take its last successful run's wall time in ``state``, or, never run, the mean of those
+    known (1 s when none is: the chapters are then ordered by their number of notebooks). Ties
+    keep the book's order."""
+    by_chapter: dict[str, list[Job]] = {}
+    for job in pending:
+        by_chapter.setdefault(job.chapter, []).append(job)
+    walls = {
+        j.notebook: float(state[j.notebook]["wall_s"])
+        for j in pending
+        if isinstance(state.get(j.notebook), dict)
+        and isinstance(state[j.notebook].get("wall_s"), (int, float))
+    }
+    unknown = sum(walls.values()) / len(walls) if walls else 1.0
+
+    def expected(chapter_jobs: list[Job]) -> float:
+        return sum(walls.get(j.notebook, unknown) for j in chapter_jobs)
+
+    return sorted(by_chapter.values(), key=expected, reverse=True)
 
 
 def _run_slurm(
