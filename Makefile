@@ -22,10 +22,9 @@ env: $(STAMP)
 # (`compileall`; pip's own compile pass about twice that), against 11 s for one process importing
 # every chapter and its frameworks from nothing (processes that start together, such as the test
 # workers, may each compile a module once). So pip installs with --no-compile, and every command
-# here runs with
-# PYTHONDONTWRITEBYTECODE unset (where it is set, imports would never write bytecode and would
-# compile torch and Lightning from source in every kernel). Python writes each file atomically,
-# into .venv and the git-ignored __pycache__ folders.
+# here runs with PYTHONDONTWRITEBYTECODE unset (where it is set, imports would never write
+# bytecode and would compile torch and Lightning from source in every kernel). Python writes each
+# file atomically, into .venv and the git-ignored __pycache__ folders.
 unexport PYTHONDONTWRITEBYTECODE
 
 # The pip that Python 3.11's venv brings (23.2) took 33 s to resolve the lock file's 208 pins here;
