@@ -154,3 +154,45 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid)
 
     return ChapterScheduling(config, log)
+
+
+# ---- warm kernels for the notebooks nbval runs -----------------------------------------------
+# `make test` names the kernel spec `reprobook-warm` (--nbval-kernel-name): each worker that runs
+# notebook cells starts one kernel server (reprobook.kernels) before its first notebook, and every
+# kernel it starts after that is forked from it with torch and Lightning already imported. Where
+# no server can start, the same spec gives ordinary kernels.
+
+
+class WarmKernels:
+    """Registered as a plugin, not left as this conftest's hooks: a conftest's item hooks see
+    only the items under its folder, and the notebooks are not under tests/."""
+
+    server = None
+
+    def pytest_runtest_setup(self, item):
+        if self.server is not None or not type(item).__module__.startswith("nbval"):
+            return
+        import os
+        import warnings
+
+        from reprobook import kernels
+
+        self.server = kernels.KernelServer()
+        if self.server.start():
+            os.environ.update(self.server.env())
+        else:
+            warnings.warn(f"ordinary kernels: {self.server.failure}", stacklevel=1)
+
+    def pytest_unconfigure(self, config):
+        if self.server is not None:
+            self.server.stop()
+
+
+def pytest_configure(config):
+    from reprobook import kernels
+
+    if config.getoption("nbval_kernel_name", None) == kernels.KERNEL_NAME:
+        import os
+
+        os.environ["JUPYTER_PATH"] = kernels.KernelServer._jupyter_path(dict(os.environ))
+        config.pluginmanager.register(WarmKernels(), "reprobook-warm-kernels")

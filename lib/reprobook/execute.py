@@ -216,13 +216,18 @@ def main(argv: list[str] | None = None) -> int:
     source, output, parameters, cwd = args
     import papermill as pm
 
+    from .kernels import KERNEL_NAME, SERVER_ENV
+
+    # a kernel forked from the run's kernel server when it has one (reprobook.kernels)
+    kernel_name = KERNEL_NAME if os.environ.get(SERVER_ENV) else "python3"
+
     try:
         pm.execute_notebook(
             source,
             output,
             parameters=json.loads(parameters),
             cwd=cwd,
-            kernel_name="python3",
+            kernel_name=kernel_name,
             progress_bar=False,
             log_output=False,
             request_save_on_cell_execute=True,

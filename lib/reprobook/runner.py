@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures as cf
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -538,13 +539,17 @@ def run(
     slurm_options: Any = None,
     wait: bool = True,
     dry_run: bool = False,
+    warm_kernels: bool = False,
 ) -> RunSummary:
     """Execute the chosen chapters' notebooks (all chapters by default); see the module doc.
     ``tag`` (default: ``seedN`` for a seed other than 0) keeps the run's outputs apart.
     ``executor="slurm"`` submits one Slurm job per chapter instead (:mod:`reprobook.slurm`);
     ``wait=False`` returns once they are submitted. ``dry_run`` executes and submits nothing:
     it prints each Slurm job's batch script (no Slurm needed), or, run locally, the notebooks
-    that would execute. Every option and override is checked before anything runs."""
+    that would execute. Every option and override is checked before anything runs.
+    ``warm_kernels`` forks the local kernels from a :class:`~reprobook.kernels.KernelServer`
+    (where one can start; ordinary kernels otherwise) and then records no peak memory, since a
+    forked kernel is outside the process tree that is measured."""
     if executor not in ("local", "slurm"):
         raise RunError(f"unknown executor {executor!r}; valid: local, slurm")
     check_options(jobs=jobs, timeout=timeout)
@@ -608,12 +613,25 @@ def run(
         # an earlier one wrote (a checkpoint, the chapter's claims so far). Chapters run in
         # parallel.
         for job in chapter_jobs:
-            finished(_execute(job, root, env, timeout))
+            job = _execute(job, root, env, timeout)
+            if warm:  # the kernel was not in the process tree whose memory was measured
+                job.peak_mb = None
+            finished(job)
 
     by_chapter = longest_first(pending, load_state(root, profile, tag))
-    with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for fut in [pool.submit(run_chapter, chapter_jobs) for chapter_jobs in by_chapter]:
-            fut.result()
+    warm = False
+    with contextlib.ExitStack() as stack:
+        if warm_kernels and pending:
+            from .kernels import KernelServer
+
+            server = stack.enter_context(KernelServer(env))
+            if server.failure:
+                echo(f"ordinary kernels: {server.failure}")
+            env = {**env, **server.env()}
+            warm = server.address is not None
+        with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
+            for fut in [pool.submit(run_chapter, chapter_jobs) for chapter_jobs in by_chapter]:
+                fut.result()
     if bar is not None:
         bar.close()
     summary.manifest = write_manifest(root, summary)
