@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
+
+from reprobook import kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,23 +169,25 @@ def pytest_xdist_make_scheduler(config, log):
 
 class WarmKernels:
     """Registered as a plugin, not left as this conftest's hooks: a conftest's item hooks see
-    only the items under its folder, and the notebooks are not under tests/."""
+    only the items under its folder, and the notebooks are not under tests/. The server's
+    address is in the environment only while notebook cells run, so the unit tests' own
+    kernels (the runner's, papermill's) stay the ordinary kernels a reader gets."""
 
-    server = None
+    def __init__(self):
+        self.server = None
+        self.address: dict[str, str] = {}
 
     def pytest_runtest_setup(self, item):
-        if self.server is not None or not type(item).__module__.startswith("nbval"):
+        if not type(item).__module__.startswith("nbval"):
+            os.environ.pop(kernels.SERVER_ENV, None)
             return
-        import os
-        import warnings
-
-        from reprobook import kernels
-
-        self.server = kernels.KernelServer()
-        if self.server.start():
-            os.environ.update(self.server.env())
-        else:
-            warnings.warn(f"ordinary kernels: {self.server.failure}", stacklevel=1)
+        if self.server is None:
+            self.server = kernels.KernelServer()
+            if self.server.start():
+                self.address = self.server.env()
+            else:
+                warnings.warn(f"ordinary kernels: {self.server.failure}", stacklevel=1)
+        os.environ.update(self.address)
 
     def pytest_unconfigure(self, config):
         if self.server is not None:
@@ -189,10 +195,6 @@ class WarmKernels:
 
 
 def pytest_configure(config):
-    from reprobook import kernels
-
     if config.getoption("nbval_kernel_name", None) == kernels.KERNEL_NAME:
-        import os
-
-        os.environ["JUPYTER_PATH"] = kernels.KernelServer._jupyter_path(dict(os.environ))
+        os.environ["JUPYTER_PATH"] = kernels.jupyter_path(dict(os.environ))
         config.pluginmanager.register(WarmKernels(), "reprobook-warm-kernels")

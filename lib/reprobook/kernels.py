@@ -71,6 +71,13 @@ def env_mismatch(server: dict[str, str], kernel: dict[str, str]) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
+def jupyter_path(env: dict[str, str]) -> str:
+    """``env``'s ``JUPYTER_PATH`` with :data:`JUPYTER_DIR` first, where Jupyter finds the
+    ``reprobook-warm`` kernel spec."""
+    path = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([str(JUPYTER_DIR), *(p for p in path if p != str(JUPYTER_DIR))])
+
+
 def supported() -> bool:
     """Warm kernels need ``fork`` and file descriptors passed over Unix sockets, and forking
     is only safe where no framework holds threads or Objective-C state: Linux."""
@@ -345,7 +352,7 @@ class KernelServer:
         self.folder = tempfile.mkdtemp(prefix="reprobook-kernels-")
         self.address = os.path.join(self.folder, "server.sock")
         env = {k: v for k, v in self.base_env.items() if k != SERVER_ENV}
-        env["JUPYTER_PATH"] = self._jupyter_path(env)
+        env["JUPYTER_PATH"] = jupyter_path(env)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reprobook.kernels", "serve", self.address, *self.preload],
             stdin=subprocess.PIPE,
@@ -372,16 +379,11 @@ class KernelServer:
             return False
         return True
 
-    @staticmethod
-    def _jupyter_path(env: dict[str, str]) -> str:
-        path = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
-        return os.pathsep.join([str(JUPYTER_DIR), *(p for p in path if p != str(JUPYTER_DIR))])
-
     def env(self) -> dict[str, str]:
         """The variables to add to a kernel manager's environment (none when not running)."""
         if self.address is None:
             return {}
-        return {SERVER_ENV: self.address, "JUPYTER_PATH": self._jupyter_path(self.base_env)}
+        return {SERVER_ENV: self.address, "JUPYTER_PATH": jupyter_path(self.base_env)}
 
     def stop(self) -> None:
         if self.proc is not None:
