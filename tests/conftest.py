@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
-
-from reprobook import kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,43 +154,3 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid)
 
     return ChapterScheduling(config, log)
-
-
-# ---- warm kernels for the notebooks nbval runs -----------------------------------------------
-# `make test` names the kernel spec `reprobook-warm` (--nbval-kernel-name): each worker that runs
-# notebook cells starts one kernel server (reprobook.kernels) before its first notebook, and every
-# kernel it starts after that is forked from it with torch and Lightning already imported. Where
-# no server can start, the same spec gives ordinary kernels.
-
-
-class WarmKernels:
-    """Registered as a plugin, not left as this conftest's hooks: a conftest's item hooks see
-    only the items under its folder, and the notebooks are not under tests/. The server's
-    address is in the environment only while notebook cells run, so the unit tests' own
-    kernels (the runner's, papermill's) stay the ordinary kernels a reader gets."""
-
-    def __init__(self):
-        self.server = None
-        self.address: dict[str, str] = {}
-
-    def pytest_runtest_setup(self, item):
-        if not type(item).__module__.startswith("nbval"):
-            os.environ.pop(kernels.SERVER_ENV, None)
-            return
-        if self.server is None:
-            self.server = kernels.KernelServer()
-            if self.server.start():
-                self.address = self.server.env()
-            else:
-                warnings.warn(f"ordinary kernels: {self.server.failure}", stacklevel=1)
-        os.environ.update(self.address)
-
-    def pytest_unconfigure(self, config):
-        if self.server is not None:
-            self.server.stop()
-
-
-def pytest_configure(config):
-    if config.getoption("nbval_kernel_name", None) == kernels.KERNEL_NAME:
-        os.environ["JUPYTER_PATH"] = kernels.jupyter_path(dict(os.environ))
-        config.pluginmanager.register(WarmKernels(), "reprobook-warm-kernels")
