@@ -169,3 +169,10 @@ def test_the_runner_forks_its_kernels_when_asked(toy_book):
     assert not [line for line in said if "ordinary kernels" in line]
     # a forked kernel is outside the measured process tree: no peak memory rather than a wrong one
     assert all(j.wall_s > 0 and j.peak_mb is None for j in summary.jobs)
+
+
+def test_the_runner_refuses_warm_kernels_on_slurm(toy_book):
+    from reprobook import runner
+
+    with pytest.raises(runner.RunError, match="local executor only"):
+        runner.run(root=toy_book, progress=False, echo=print, warm_kernels=True, executor="slurm")

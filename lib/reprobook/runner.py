@@ -552,6 +552,10 @@ def run(
     forked kernel is outside the process tree that is measured."""
     if executor not in ("local", "slurm"):
         raise RunError(f"unknown executor {executor!r}; valid: local, slurm")
+    if warm_kernels and executor != "local":
+        raise RunError(
+            "--warm-kernels forks kernels on this machine: it runs with the local executor only"
+        )
     check_options(jobs=jobs, timeout=timeout)
     root = root or book_root()
     chapters = select_chapters(root, chapter_keys)
