@@ -46,7 +46,8 @@ book: $(STAMP)
 	exit $$status
 
 # Unit and runner tests plus every notebook through nbval (each notebook once; a chapter's
-# notebooks in order on one worker, a test file on one worker: tests/conftest.py);
+# notebooks in order on one worker, a test file on one worker: tests/conftest.py), in kernels
+# forked from a server that imported torch and Lightning once per worker (reprobook.kernels);
 # tests/slurm starts a one-node Slurm cluster as root when Debian's slurmctld, slurmd and munge are
 # installed (.ci/run installs them), and skips, saying why, when they are not;
 # then the book's structure with warnings as errors (from the committed notebooks: nothing runs
@@ -57,7 +58,7 @@ book: $(STAMP)
 TEST_RESULTS := $(CURDIR)/_build/test-results
 test: $(STAMP) lint
 	REPROBOOK_RESULTS=$(TEST_RESULTS) REPROBOOK_THREADS=1 OMP_NUM_THREADS=1 \
-	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-current-env \
+	  $(BIN)/python -m pytest tests notebooks --ignore=tests/browser --nbval-lax --nbval-kernel-name reprobook-warm \
 	  --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile -q -rs
 	@mkdir -p _build; status=0; \
 	REPROBOOK_RESULTS=$(TEST_RESULTS) $(MAKE) --no-print-directory smoke >_build/smoke.log 2>&1 & \

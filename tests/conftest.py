@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
+
+from reprobook import kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,3 +158,93 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid)
 
     return ChapterScheduling(config, log)
+
+
+# ---- each test's environment, and warm kernels for the notebooks nbval runs ---------------------
+# `make test` names the kernel spec `reprobook-warm` (--nbval-kernel-name): each worker that runs
+# notebook cells starts one kernel server (reprobook.kernels) before its first notebook, and every
+# kernel it starts after that is forked from it with torch and Lightning already imported. Where
+# no server can start, or the worker's environment no longer matches the server's, the same spec
+# gives ordinary kernels.
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Whatever a unit test puts in ``os.environ`` ends with it. Lightning's ``seed_everything``
+    sets ``PL_GLOBAL_SEED`` and ``PL_SEED_WORKERS``, and a deterministic ``Trainer`` sets
+    ``CUBLAS_WORKSPACE_CONFIG``, in the process that calls them; left there, they reached every
+    notebook kernel that nbval started later on the same worker (and turned its warm kernels
+    into ordinary ones, since the kernel's environment no longer matched the server's).
+    pytest's own ``PYTEST_*`` variables are left to pytest."""
+    before = dict(os.environ)
+    yield
+    for key in [k for k in os.environ if k not in before and not k.startswith("PYTEST_")]:
+        del os.environ[key]
+    for key, value in before.items():
+        if not key.startswith("PYTEST_") and os.environ.get(key) != value:
+            os.environ[key] = value
+
+
+class WarmKernels:
+    """Registered as a plugin, not left as this conftest's hooks: a conftest's item hooks see
+    only the items under its folder, and the notebooks are not under tests/.
+
+    While notebook cells run, the worker's environment is the one it had when pytest started
+    (plus pytest's own variables and the server's address): collecting the unit tests imports
+    torch, RDKit and others, which put their own variables in the process (``TORCHINDUCTOR_*``,
+    ``KMP_*``, ``RDBASE``, ...), and a kernel would inherit them, where a reader's kernel does
+    not. The server starts from that same environment, so every notebook's kernel matches it;
+    one that does not gets an ordinary kernel, and the run says so in its warnings summary (the
+    kernel's own note goes to a stream nbval does not show). The unit tests get the worker's
+    environment back, without the server's address, so their own kernels (the runner's,
+    papermill's) stay ordinary ones."""
+
+    def __init__(self):
+        self.clean_env = dict(os.environ)
+        self.server = None
+        self.address: dict[str, str] = {}
+        self.worker_env: dict[str, str] | None = None
+        self.reported: set[str] = set()
+
+    @staticmethod
+    def _replace_environment(env: dict[str, str]) -> None:
+        own = {k: v for k, v in os.environ.items() if k.startswith("PYTEST_")}
+        os.environ.clear()
+        os.environ.update({**env, **own})
+
+    def pytest_runtest_setup(self, item):
+        if not type(item).__module__.startswith("nbval"):
+            if self.worker_env is not None:
+                self._replace_environment(self.worker_env)
+                self.worker_env = None
+            return
+        if self.server is None:
+            self.server = kernels.KernelServer(self.clean_env)
+            if self.server.start():
+                self.address = self.server.env()
+            else:
+                warnings.warn(f"ordinary kernels: {self.server.failure}", stacklevel=1)
+        if self.worker_env is None:
+            self.worker_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+            self._replace_environment({**self.clean_env, **self.address})
+        if self.address:
+            differ = kernels.env_mismatch(self.server.base_env, dict(os.environ))
+            if set(differ) - self.reported:
+                self.reported.update(differ)
+                warnings.warn(
+                    f"{item.nodeid.split('::')[0]} gets an ordinary kernel: the worker's "
+                    f"environment differs from the kernel server's in {', '.join(differ)}",
+                    stacklevel=1,
+                )
+
+    def pytest_unconfigure(self, config):
+        if self.worker_env is not None:
+            self._replace_environment(self.worker_env)
+        if self.server is not None:
+            self.server.stop()
+
+
+def pytest_configure(config):
+    if config.getoption("nbval_kernel_name", None) == kernels.KERNEL_NAME:
+        os.environ["JUPYTER_PATH"] = kernels.jupyter_path(dict(os.environ))
+        config.pluginmanager.register(WarmKernels(), "reprobook-warm-kernels")

@@ -3,9 +3,9 @@ Lightning.
 
 Every kernel of the book imports the same frameworks before its first line of work: torch,
 Lightning (which brings torchmetrics, matplotlib, transformers and torch's compiler with it),
-NumPy, SciPy and pandas, about 4 s of one core each time. The smoke run (``make smoke``, part of
-``make test``) starts 74 kernels whose work after the imports is seconds, so most of its time
-was spent importing the same modules again.
+NumPy, SciPy and pandas, about 4 s of one core each time. ``make test`` starts 148 kernels for
+the book's notebooks (74 under nbval, 74 in the smoke run), so it spent about ten minutes of CPU
+importing the same modules again.
 
 A *kernel server* imports them once and then forks one child per kernel; the child chdirs,
 takes the kernel's environment and standard streams, and runs ipykernel as
@@ -20,16 +20,16 @@ environment matches the kernel's, the launcher hands the server its arguments, w
 environment and standard streams, and stands in for the forked child: signals sent to it
 (interrupts) are passed on, its exit status is the child's, and when it is killed the server
 kills the child. Otherwise, or on any platform but Linux, it becomes an ordinary kernel
-(``exec`` of ``python -m ipykernel_launcher``). So a warm kernel can only be faster, never a
-different kernel.
+(``exec`` of ``python -m ipykernel_launcher``). So a warm kernel runs in the environment an
+ordinary one would; what differs is only that the preloaded modules are already in
+``sys.modules``, which is why ``make book`` keeps ordinary kernels.
 
-Who starts a server: ``reprobook run --warm-kernels``, which ``make smoke`` uses (alone, 342 s
-with ordinary kernels and 171 s with warm ones on a 2-core machine). ``make book`` and
-``make bench`` do not, since their peak memory is measured on the process tree of each notebook,
-which a forked kernel is not in. Nor does nbval in ``make test``: it checks notebooks in the
-kernels a reader gets, and there, where each notebook works tens of seconds, warm kernels gave
-no gain that a whole run could show (the pytest step took 1,025 and 1,070 s with them, 992 and
-1,082 s without).
+Who starts a server: nbval in ``make test``, through a plugin in ``tests/conftest.py``, one
+server for each pytest worker (the pytest step fell from 911-1,097 s to 697 s on a 2-core
+machine), and ``reprobook run --warm-kernels``, which ``make smoke`` uses (alone, 342 s with
+ordinary kernels and 171 s with warm ones). ``make book`` and ``make bench`` do not: their peak
+memory is measured on the process tree of each notebook, which a forked kernel is not in, and
+they are where every notebook runs in the kernel a reader gets.
 """
 
 from __future__ import annotations
