@@ -157,9 +157,17 @@ def test_stopping_the_server_stops_its_kernels(tmp_path):
     assert not Path(srv.address or "/nonexistent").exists()
 
 
-def test_the_runner_forks_its_kernels_when_asked(toy_book):
+def test_the_runner_forks_its_kernels_when_asked(toy_book, monkeypatch):
     from reprobook import runner
 
+    measured = []
+
+    def spy(*args, measure_memory=True):
+        measured.append(measure_memory)
+        return execute_job(*args, measure_memory=measure_memory)
+
+    execute_job = runner._execute
+    monkeypatch.setattr(runner, "_execute", spy)
     said: list[str] = []
     summary = runner.run(root=toy_book, progress=False, echo=said.append, warm_kernels=True)
     assert {Path(j.notebook).name: j.status for j in summary.jobs} == {
@@ -169,6 +177,7 @@ def test_the_runner_forks_its_kernels_when_asked(toy_book):
     assert not [line for line in said if "ordinary kernels" in line]
     # a forked kernel is outside the measured process tree: no peak memory rather than a wrong one
     assert all(j.wall_s > 0 and j.peak_mb is None for j in summary.jobs)
+    assert measured == [False, False]  # not measured at all, rather than measured and dropped
 
 
 def test_the_runner_refuses_warm_kernels_on_slurm(toy_book):

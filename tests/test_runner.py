@@ -824,7 +824,7 @@ def test_a_kernel_that_died_before_starting_is_started_once_more(monkeypatch) ->
     calls = []
 
     def fake(errors):
-        def once(job, root, env, timeout):
+        def once(job, root, env, timeout, measure_memory=True):
             calls.append(job.notebook)
             error = errors[len(calls) - 1]
             job.status, job.error = ("failed", error) if error else ("ok", None)

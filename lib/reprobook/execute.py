@@ -76,17 +76,28 @@ def file_digest(path: Path) -> str | None:
 KERNEL_NOT_STARTED = "Kernel died before replying to kernel_info"
 
 
-def execute_job(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
+def execute_job(
+    job: Job,
+    root: Path,
+    env: dict[str, str],
+    timeout: float | None,
+    *,
+    measure_memory: bool = True,
+) -> Job:
     """Execute one notebook; a kernel that died before it started (no cell ran, as happens on
-    a loaded machine) is started once more."""
-    job = _execute_once(job, root, env, timeout)
+    a loaded machine) is started once more. ``measure_memory=False`` records no peak memory
+    (``None``): for a kernel forked by a warm-kernel server, which is not in the process tree
+    that would be measured."""
+    job = _execute_once(job, root, env, timeout, measure_memory)
     if job.status == "failed" and KERNEL_NOT_STARTED in (job.error or ""):
         job.error = None
-        job = _execute_once(job, root, env, timeout)
+        job = _execute_once(job, root, env, timeout, measure_memory)
     return job
 
 
-def _execute_once(job: Job, root: Path, env: dict[str, str], timeout: float | None) -> Job:
+def _execute_once(
+    job: Job, root: Path, env: dict[str, str], timeout: float | None, measure_memory: bool = True
+) -> Job:
     source = root / job.notebook
     output = root / job.output
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +126,8 @@ def _execute_once(job: Job, root: Path, env: dict[str, str], timeout: float | No
     )
     stop, peak = threading.Event(), []
     watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
-    watcher.start()
+    if measure_memory:
+        watcher.start()
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -126,7 +138,8 @@ def _execute_once(job: Job, root: Path, env: dict[str, str], timeout: float | No
         stdout, stderr = proc.communicate()
         stderr = f"timed out after {timeout:.0f} s\n" + (stderr or "")
     stop.set()
-    watcher.join()
+    if measure_memory:
+        watcher.join()
     job.wall_s = round(time.perf_counter() - start, 2)
     job.peak_mb = round(peak[0], 1) if peak else None
     job.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

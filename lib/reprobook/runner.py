@@ -617,9 +617,8 @@ def run(
         # an earlier one wrote (a checkpoint, the chapter's claims so far). Chapters run in
         # parallel.
         for job in chapter_jobs:
-            job = _execute(job, root, env, timeout)
-            if warm:  # the kernel was not in the process tree whose memory was measured
-                job.peak_mb = None
+            # a forked kernel is not in the process tree whose memory would be measured
+            job = _execute(job, root, env, timeout, measure_memory=not warm)
             finished(job)
 
     by_chapter = longest_first(pending, load_state(root, profile, tag))
