@@ -193,3 +193,33 @@ def test_pretrained_encoder_loads_from_its_checkpoint(monkeypatch, tmp_path):
         warnings.simplefilter("error")  # "could not be loaded ... training again" fails here
         again, loaded = protocol.pretrained_encoder("csbm-aligned", g, cfg, 0, "reduced")
     assert loaded and _checksum(again) == _checksum(first)
+
+
+def test_building_the_encoders_leaves_no_generated_files_in_the_temporary_folder():
+    """PyG writes the ``propagate`` it generates for a message-passing class to the temporary
+    folder; the chapter's encoders remove those files once the modules are loaded."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    from reprobook.papers.spectral_reverse_prompt import models
+
+    def leftovers() -> set[str]:
+        return {
+            p.name
+            for p in Path(tempfile.gettempdir()).glob("*_propagate_*.py")
+            if p.name.startswith(("torch_geometric.", "reprobook."))
+        }
+
+    before = leftovers()
+    encoders = [models.GCNEncoder(3, 4), models.GINEncoder(3, 4)]
+    assert leftovers() <= before
+    generated = [m for n, m in sys.modules.items() if n.endswith("_propagate") and "GINBlock" in n]
+    assert generated and not Path(generated[0].__file__).exists()
+    x = torch.randn(5, 3)
+    edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    for encoder in encoders:  # the loaded modules still work without their files
+        encoder.eval()
+        assert encoder.convs[0](x, edges).shape == (5, 4)

@@ -12,6 +12,11 @@ re-implementations of the baselines from their papers' definitions: GPF and GPF-
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -35,6 +40,27 @@ __all__ = [
 ]
 
 
+def _remove_generated_sources() -> None:
+    """PyG builds each message-passing class's ``propagate`` from a Jinja template the first
+    time the class is instantiated in a process, writes the generated module to a file in the
+    temporary folder, imports it, and leaves the file there: one file per class and process,
+    so every run of this chapter (and of its tests) left a few in ``/tmp``. The module is in
+    ``sys.modules`` by then and nothing reads its file again but a traceback's source lines,
+    so the files are removed once loaded."""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    for name, module in list(sys.modules.items()):
+        if not name.endswith(("_propagate", "_edge_updater")):
+            continue
+        path = getattr(module, "__file__", None)
+        if (
+            path
+            and os.path.basename(path).startswith(f"{name}_")
+            and os.path.dirname(os.path.realpath(path)) == tmp
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
 class GCNEncoder(nn.Module):
     """GCNConv layers d_in -> hidden -> ... -> hidden; a prompt p_l(h) is added to layer l's
     output before its ReLU (none after the last layer), then dropout."""
@@ -44,6 +70,7 @@ class GCNEncoder(nn.Module):
         layers = checks.integer(layers, "layers", minimum=1)
         dims = [checks.integer(d_in, "d_in", minimum=1)] + [hidden] * layers
         self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        _remove_generated_sources()
         self.dropout = checks.probability(dropout, "dropout")
         self.register_buffer("pretrain_loss", torch.zeros(0))  # GraphCL curve, kept for plots
 
@@ -81,6 +108,7 @@ class GINBlock(MessagePassing):
 
     def __init__(self, d_in: int, d_out: int) -> None:
         super().__init__(aggr="add")
+        _remove_generated_sources()
         d_in = checks.integer(d_in, "d_in", minimum=1)
         d_out = checks.integer(d_out, "d_out", minimum=1)
         self.mlp = nn.Sequential(
