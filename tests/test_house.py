@@ -132,6 +132,16 @@ def _parameters(nb: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebook_cell_ids_are_unique(nb):
+    """nbformat 4.5 requires each cell's id to be unique in its notebook; a reader's Jupyter
+    (and nbval, papermill) otherwise renames the duplicates on every load, with a warning."""
+    ids = [c.get("id") for c in _cells(nb)]
+    assert all(ids), f"{nb.name}: cells without an id"
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    assert not twice, f"{nb.name}: cell ids used more than once: {twice}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_notebook_cells_are_short_and_it_closes_with_findings_and_things_to_try(nb):
     cells = _cells(nb)
     long = [
