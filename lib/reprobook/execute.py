@@ -125,8 +125,9 @@ def _execute_once(
         start_new_session=True,
     )
     stop, peak = threading.Event(), []
-    watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
+    watcher = None
     if measure_memory:
+        watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, stop, peak), daemon=True)
         watcher.start()
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -138,7 +139,7 @@ def _execute_once(
         stdout, stderr = proc.communicate()
         stderr = f"timed out after {timeout:.0f} s\n" + (stderr or "")
     stop.set()
-    if measure_memory:
+    if watcher is not None:
         watcher.join()
     job.wall_s = round(time.perf_counter() - start, 2)
     job.peak_mb = round(peak[0], 1) if peak else None
