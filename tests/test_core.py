@@ -6,6 +6,9 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -520,6 +523,31 @@ def test_seed_everything_is_deterministic_and_sets_threads() -> None:
     assert np.random.rand() != draws[0][1]
     with pytest.raises(ValueError, match="seed must be an integer"):
         runtime.seed_everything(-1)
+
+
+def test_seed_everything_seeds_torch_when_it_is_first_imported() -> None:
+    """A kernel that has not imported torch does not import it to seed it: torch is seeded
+    (with the latest seed asked for) and given its threads the moment it is imported, so its
+    draws are those of seeding it first."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from reprobook.core import runtime
+        runtime.seed_everything(7, threads=1)
+        runtime.seed_everything(8, threads=1)  # the latest call wins
+        assert "torch" not in sys.modules
+        import torch
+        first = torch.rand(3).tolist()
+        assert torch.initial_seed() == 8 and torch.get_num_threads() == 1
+        torch.manual_seed(8)
+        assert torch.rand(3).tolist() == first
+        assert runtime._TorchOnImport._finder is None  # gone once torch is in
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
 
 
 def test_threads_from_environment(monkeypatch) -> None:
