@@ -373,6 +373,29 @@ def test_gamma_sweep_is_the_batch_sweep_at_its_one_batch():
     assert sweep[1, 1] == at_one[0]
 
 
+def test_a_sweep_point_trained_once_is_read_by_the_next_notebook(tmp_path, monkeypatch):
+    """Notebooks 3-5 share sweep points: with a profile, a point is trained once, kept beside
+    the checkpoints, and read back equal to what training it again gives."""
+    monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
+    train, test = data.digit_tokens(0)
+    point = config.BatchConfig(hidden=8, base_batch=8, base_steps=2, batches=(4, 8))
+    kw = dict(budget_factor=2, profile="reduced")
+    fresh = experiments.batch_sweep(point, 3, train, test[:20], "sde", budget_factor=2)
+    first = experiments.batch_sweep(point, 3, train, test[:20], "sde", **kw)
+    assert np.array_equal(first, fresh)
+    assert len(list(tmp_path.rglob("nelbo-*.json"))) == 2
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a cached point was trained again")
+
+    monkeypatch.setattr(experiments.model, "train_mlp", no_training)
+    assert np.array_equal(experiments.batch_sweep(point, 3, train, test[:20], "sde", **kw), first)
+    gamma = config.GammaConfig(hidden=8, batch=8, base_steps=2, gammas=(0.0,), budgets=(2,))
+    assert experiments.gamma_sweep(gamma, 3, train, test[:20], profile="reduced")[0, 0] == first[1]
+    with pytest.raises(AssertionError, match="trained again"):  # another seed is not cached
+        experiments.batch_sweep(point, 4, train, test[:20], "sde", **kw)
+
+
 def test_the_trimodal_model_trains_through_core_fit_one_loss_a_step():
     rng = torch.Generator().manual_seed(0)
     tokens = {m: torch.randint(0, data.VOCAB - 1, (6, data.LENGTH), generator=rng)

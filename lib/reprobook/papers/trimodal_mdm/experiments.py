@@ -4,6 +4,9 @@ tri-modal transformer (trained through Lightning and cached with ``core.load_or_
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import torch
 from scipy import stats as scipy_stats
@@ -12,6 +15,8 @@ from reprobook import core
 from reprobook.core import checks
 
 from . import config, data, mdm, model, reparam
+
+SLUG = "trimodal_mdm"  # the chapter's checkpoints folder
 
 BASE = reparam.AdamW(
     config.BASE_LR, config.BASE_BETAS[0], config.BASE_BETAS[1], config.BASE_EPS, config.BASE_WD
@@ -163,10 +168,47 @@ def marginal_nelbo(train: torch.Tensor, test: torch.Tensor, vocab: int) -> float
     return float(-logp[torch.arange(test.shape[1]), test].mean())
 
 
-def batch_sweep(cfg, seed: int, train, test, recipe_name: str, *, budget_factor, gamma=0.0):
+def _digest(tokens) -> str:
+    """SHA-256 of a token tensor's shape, dtype and bytes (what a cached run was trained on)."""
+    import hashlib
+
+    t = torch.as_tensor(tokens).contiguous()
+    h = hashlib.sha256(f"{tuple(t.shape)} {t.dtype}".encode())
+    h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _held_out_after_training(train, test, h, batch, steps, *, hidden, seed, profile):
+    """``held_out(train_mlp(...), test)``: one point of a sweep. With a ``profile`` the value is
+    kept beside the chapter's checkpoints (a JSON file keyed by everything that decides it:
+    the hyperparameters, batch, steps, width, seed, the data's digests and the chapter's code),
+    so a later notebook that needs the same point reads it instead of training it again.
+    Notebooks 3 and 4 train the same SDE curve at budget D, and notebook 5 the same runs at its
+    batch at budgets D and 4D (gamma = 0). Training on one thread is deterministic, so the value
+    read is the value a new run would give."""
+    if profile is None:
+        net = model.train_mlp(train, h, batch, steps, hidden=hidden, seed=seed)
+        return model.held_out(net, test)
+    key = dict(h=list(dataclasses.astuple(h)), batch=batch, steps=steps, hidden=hidden, seed=seed,
+               train=_digest(train), test=_digest(test))  # fmt: skip
+    path = core.checkpoint_path(SLUG, "nelbo", profile=profile, key=key).with_suffix(".json")
+    if path.is_file():
+        return float(json.loads(path.read_text())["nelbo"])
+    net = model.train_mlp(train, h, batch, steps, hidden=hidden, seed=seed)
+    value = model.held_out(net, test)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    core.atomic_write_text(path, json.dumps({"nelbo": value, "key": key}))
+    return value
+
+
+def batch_sweep(
+    cfg, seed: int, train, test, recipe_name: str, *, budget_factor, gamma=0.0, profile=None
+):
     """Held-out NELBO after spending ``budget_factor * cfg.base_steps * cfg.base_batch``
     sequences at each physical batch of ``cfg.batches`` (a :class:`~.config.BatchConfig`; MLPs
-    of width ``cfg.hidden``), with the hyperparameters of ``recipe_name``."""
+    of width ``cfg.hidden``), with the hyperparameters of ``recipe_name``. With a ``profile``,
+    each point is read from the chapter's cache when an earlier notebook trained it
+    (:func:`_held_out_after_training`)."""
     budget = budget_factor * cfg.base_steps * cfg.base_batch * data.DIGIT_LENGTH  # tokens
     base_budget = cfg.base_steps * cfg.base_batch * data.DIGIT_LENGTH
     base = dict(base_batch=cfg.base_batch, base_budget=base_budget, gamma=gamma)
@@ -174,25 +216,32 @@ def batch_sweep(cfg, seed: int, train, test, recipe_name: str, *, budget_factor,
     for b in cfg.batches:
         h = reparam.recipe(recipe_name, BASE, b, budget, **base)
         s = reparam.n_steps(budget, b, data.DIGIT_LENGTH)
-        net = model.train_mlp(train, h, b, s, hidden=cfg.hidden, seed=seed)
-        losses.append(model.held_out(net, test))
+        losses.append(
+            _held_out_after_training(
+                train, test, h, b, s, hidden=cfg.hidden, seed=seed, profile=profile
+            )
+        )
     return np.array(losses)
 
 
-def gamma_sweep(cfg, seed: int, train, test):
+def gamma_sweep(cfg, seed: int, train, test, *, profile=None):
     """Held-out NELBO for each (budget, gamma) of ``cfg`` (a :class:`~.config.GammaConfig`) at
     its fixed physical batch ``cfg.batch``, shape (len(cfg.budgets), len(cfg.gammas)). At the
-    base budget kappa = 1 for every gamma, so one run serves the whole row."""
+    base budget kappa = 1 for every gamma, so one run serves the whole row. ``profile`` as in
+    :func:`batch_sweep`."""
     point = config.BatchConfig(
         hidden=cfg.hidden, base_batch=cfg.batch, base_steps=cfg.base_steps, batches=(cfg.batch,)
     )  # the batch sweep at the one batch
+    sweep = dict(profile=profile)
     out = np.zeros((len(cfg.budgets), len(cfg.gammas)))
     for i, f in enumerate(cfg.budgets):
         if f == 1:
-            out[i] = batch_sweep(point, seed, train, test, "sde", budget_factor=1)[0]
+            out[i] = batch_sweep(point, seed, train, test, "sde", budget_factor=1, **sweep)[0]
             continue
         for j, gm in enumerate(cfg.gammas):
-            out[i, j] = batch_sweep(point, seed, train, test, "sde", budget_factor=f, gamma=gm)[0]
+            out[i, j] = batch_sweep(
+                point, seed, train, test, "sde", budget_factor=f, gamma=gm, **sweep
+            )[0]
     return out
 
 
