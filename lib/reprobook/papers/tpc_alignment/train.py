@@ -75,10 +75,14 @@ def arm_objective(arm: str, base: TPCConfig) -> TPCConfig:
 def fit(module: DualEncoder, train: ShapesCaptions, *, seed: int) -> DualEncoder:
     """Train ``module`` for ``module.optim.steps`` steps on ``train`` (batches shuffled with
     ``seed``), with :func:`reprobook.core.fit` (quiet, deterministic, gradient clipping), and
-    keep its training curve in the module (:meth:`~.model.DualEncoder.keep_curve`)."""
+    keep its training curve in the module (:meth:`~.model.DualEncoder.keep_curve`). Torch's NaN
+    fill of every new tensor under deterministic training is skipped
+    (``core.unfilled_allocations``): the encoders read no uninitialised memory, so the weights
+    are the same bits without it (the chapter's recorded values are identical)."""
     optim = module.optim
     data = ShapesCaptionsDataModule(train, batch_size=optim.batch_size, seed=seed)
-    loss = core.fit(module, data, steps=optim.steps, gradient_clip_val=optim.grad_clip)
+    with core.unfilled_allocations():
+        loss = core.fit(module, data, steps=optim.steps, gradient_clip_val=optim.grad_clip)
     module.keep_curve(loss)
     return module
 
