@@ -5,8 +5,8 @@ Exact properties: the action's projection onto the unit ball and the 3 cm step, 
 identity r = base - loss on random rollouts of four environments, time_step from -1 to 1,
 termination exactly at the step limit, seeded resets, the true labels of the underlying digits,
 the geometry of the placed height field, the height-field volume against the triangulated solid
-and a closed form, the mesh being closed and outward-oriented, Gymnasium's check_env, and clear
-errors on bad input.
+and a closed form, the mesh being closed and outward-oriented, Gymnasium's check_env, clear
+errors on bad input, and glimpses computed for all environments at once being bitwise ap_gym's.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from sklearn.datasets import load_digits
 
 from reprobook.papers.tactile_mnist.envs import (
     DigitsDataset,
+    batched_glimpses,
     interface_report,
     make_digits_glimpse_env,
+    make_digits_glimpse_vector_env,
 )
 from reprobook.papers.tactile_mnist.tactile import (
     TactileDigitEnv,
@@ -398,3 +400,110 @@ def test_bad_input_raises_clear_errors(train_set):
         env.step({"action": np.zeros(2, np.float32), "prediction": np.zeros(10, np.float32)})
     with pytest.raises(ValueError, match="n_episodes"):
         interface_report(env, n_episodes=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Glimpses of all environments at once
+# ---------------------------------------------------------------------------------------------
+
+
+def _glimpse_envs():
+    """(reference, batched) pairs of one kind each: CircleSquare-v0 as a vector env of 7, and
+    the digits-glimpse env (one env behind the single-env wrapper)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield (
+            ap_gym.make_vec("CircleSquare-v0", num_envs=7),
+            batched_glimpses(ap_gym.make_vec("CircleSquare-v0", num_envs=7)),
+        )
+    yield make_digits_glimpse_env(), batched_glimpses(make_digits_glimpse_env())
+
+
+def test_batched_glimpses_are_bitwise_ap_gyms():
+    # at random positions, at the corners and edges (points on the grid's last line), and on
+    # the grid's own coordinates (cells chosen at a tie): every glimpse equal bit for bit
+    from reprobook.papers.tactile_mnist.envs import _perception_module
+
+    rng = np.random.default_rng(5)
+    for reference, batched in _glimpse_envs():
+        ref_mod, new_mod = _perception_module(reference), _perception_module(batched)
+        assert getattr(new_mod.get_glimpse, "batched", False)
+        assert not getattr(ref_mod.get_glimpse, "batched", False)
+        assert batched_glimpses(batched) is batched  # installing twice changes nothing
+        for seed in (0, 3):
+            reference.reset(seed=seed)
+            batched.reset(seed=seed)
+            n = len(ref_mod._ImagePerceptionModule__interpolated_images)
+            half_pixel = 1 / (ref_mod.config.dataset[0][0].shape[0] / 2)
+            grid_aligned = np.round(rng.uniform(-0.8, 0.8, (n, 2)) / half_pixel) * half_pixel
+            positions = [
+                rng.uniform(-1, 1, (n, 2)),
+                np.tile([[1.0, -1.0]], (n, 1)),
+                np.tile([[-1.0, 1.0]], (n, 1)),
+                np.tile([[1.0, 0.3]], (n, 1)),
+                grid_aligned,
+            ]
+            for pos in positions:
+                a, b = ref_mod.get_glimpse(pos), new_mod.get_glimpse(pos)
+                assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        reference.close()
+        batched.close()
+
+
+def test_batched_glimpses_give_bitwise_the_same_episodes():
+    from reprobook.papers.tactile_mnist import policies as P
+
+    fields = ("images", "positions", "time", "labels", "actions", "base_rewards", "rewards")
+    for reference, batched in _glimpse_envs():
+        for name in P.POLICIES:
+            a, b = (
+                P.rollout(env, P.make_policy(name, env, max_step=0.2), 9, seed=11)
+                for env in (reference, batched)
+            )
+            for field in fields:
+                x, y = getattr(a, field), getattr(b, field)
+                assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+        reference.close()
+        batched.close()
+
+
+def test_batched_glimpses_fall_back_to_ap_gym():
+    # points outside the image: ap_gym's interpolators raise their own error; a glimpse asked
+    # for other positions than one per env goes to ap_gym's method; a non-image env is refused
+    from reprobook.papers.tactile_mnist.envs import _perception_module
+
+    env = batched_glimpses(make_digits_glimpse_env())
+    env.reset(seed=0)
+    module = _perception_module(env)
+    with pytest.raises(ValueError, match="out of bounds"):
+        module.get_glimpse(np.array([[1.5, 0.0]]))
+    several = module.get_glimpse(np.zeros((1, 3, 2)))  # three positions of the one env
+    assert several.shape == (1, 3, 5, 5, 1)
+    with pytest.raises(TypeError, match="ap_gym image environment"):
+        batched_glimpses(TactileDigitEnv())
+
+
+def test_digits_vector_env_is_the_single_task_in_parallel(train_set):
+    # four environments of the single env's task: ap_gym's spaces of one env, episodes of the
+    # step limit, reproducible under a seed, true labels, and glimpses computed all at once
+    from reprobook.papers.tactile_mnist import policies as P
+    from reprobook.papers.tactile_mnist.envs import _perception_module
+
+    venv = make_digits_glimpse_vector_env(num_envs=4, dataset=train_set)
+    single = make_digits_glimpse_env(dataset=train_set)
+    assert venv.num_envs == 4 and getattr(_perception_module(venv).get_glimpse, "batched", False)
+    assert venv.single_observation_space == single.observation_space
+    assert venv.single_action_space == single.action_space
+    pol = P.make_policy("raster", venv, max_step=0.2)
+    a, b = P.rollout(venv, pol, 6, seed=4), P.rollout(venv, pol, 6, seed=4)
+    assert a.images.shape == (6, 16, 5, 5, 1)
+    assert all(getattr(a, f).tobytes() == getattr(b, f).tobytes() for f in ("images", "labels"))
+    obs, info = venv.reset(seed=9)
+    labels = _perception_module(venv).current_labels
+    assert np.array_equal(train_set.labels[info["index"]], labels)
+    with pytest.raises(ValueError, match="num_envs"):
+        make_digits_glimpse_vector_env(num_envs=0, dataset=train_set)
+    venv.close()
+    single.close()

@@ -492,6 +492,27 @@ def test_training_is_deterministic_under_a_seed(fake_trajs):
         M.train_predictor(bad, 2, epochs=1)
 
 
+def test_training_without_the_memory_fill_gives_the_same_weights(fake_trajs, monkeypatch):
+    # fit_predictor skips torch's NaN fill of new tensors; with the fill kept (the context a
+    # no-op) the weights and the logits are the same, bit for bit
+    import contextlib
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a = M.train_predictor(fake_trajs, 2, epochs=2, seed=3, batch_size=8)
+        monkeypatch.setattr(M.core, "unfilled_allocations", contextlib.nullcontext)
+        b = M.train_predictor(fake_trajs, 2, epochs=2, seed=3, batch_size=8)
+    finally:
+        torch.set_num_threads(threads)
+    sa, sb = a.state_dict(), b.state_dict()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]) or (
+            torch.isnan(sa[k]).any() and torch.allclose(sa[k], sb[k], equal_nan=True)
+        ), k
+    assert np.array_equal(M.predict_logits(a, fake_trajs), M.predict_logits(b, fake_trajs))
+
+
 def test_the_curve_keeps_the_mean_training_loss_of_each_epoch():
     model = M.GlimpsePredictor((2, 2, 1), 2, 2, epochs=3)
     losses = np.array([1.0, 2.0, 4.0, 0.5, 0.25, 0.75], dtype=np.float32)  # core.fit's steps

@@ -3,8 +3,9 @@
 Library of the chapter. The benchmark's interface is ap_gym's: every step takes a movement and a
 prediction, and the reward is the base reward minus the prediction loss.
 
-- :mod:`.envs`: a digits-glimpse environment on scikit-learn's digits, built from ap_gym's image
-  classification classes, and the interface checks of claim C1;
+- :mod:`.envs`: a digits-glimpse environment on scikit-learn's digits (single and vector), built
+  from ap_gym's image classification classes, glimpses of all environments at once, and the
+  interface checks of claim C1;
 - :mod:`.tactile`: synthetic tactile digits (height maps, a NumPy depth sensor) behind the
   suite's tactile interface;
 - :mod:`.policies`: scripted exploration (random, raster, gradient-following) and rollouts;
@@ -32,7 +33,14 @@ _warnings.filterwarnings("ignore", message="IProgress not found")
 
 _EXPORTS = {
     **dict.fromkeys(
-        ("DigitsDataset", "interface_report", "make_digits_glimpse_env", "make_glimpse_env"),
+        (
+            "DigitsDataset",
+            "batched_glimpses",
+            "interface_report",
+            "make_digits_glimpse_env",
+            "make_digits_glimpse_vector_env",
+            "make_glimpse_env",
+        ),
         "envs",
     ),
     **dict.fromkeys(

@@ -53,6 +53,7 @@ class TouchConfig:
     policies: tuple[str, ...] = ("random", "raster", "gradient")
     digits_train_episodes: int = 600
     digits_test_episodes: int = 300
+    num_envs: int = 50  # vectorised digits-glimpse environments (faster roll-outs)
     tactile_train_episodes: int = 400
     tactile_test_episodes: int = 200
     sensor_resolution: int = 16  # tactile image side in pixels (the suite: 64)
@@ -72,9 +73,12 @@ TOUCH_FULL = TouchConfig(
 )
 
 # Wall time of each notebook at the reduced sizes, timed by `reprobook run` (2-core CPU, kernel
-# start included): interface 9-13 s, where_you_look 50-58 s (9 roll-out sets and predictors,
-# about 5 s each with 50 vectorised CircleSquare environments), touching_digits 46 s (digits
-# 24 s: ap_gym's single image environment steps at about 0.4 ms; tactile 13 s).
+# start included): interface 9-13 s, where_you_look 55-62 s before the glimpses of all 50
+# vectorised CircleSquare environments were interpolated at once (9 roll-out sets and
+# predictors), about a quarter less since (its CPU time fell from 68 to 55 s on a loaded
+# machine), touching_digits 47 s with a single digits-glimpse environment (digits 31 s; tactile
+# 14 s) and about 25 s with 50 vectorised ones (the digits study's CPU time fell from 44 to 13 s
+# on the same loaded machine).
 # The smoke profile: the full profile's code path with its sizes cut to seconds on one CPU
 # thread (two seeds, so the intervals over seeds can still be formed).
 PROFILES: dict[str, dict[str, Any]] = {
@@ -100,6 +104,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             tactile_train_episodes=20,
             tactile_test_episodes=10,
             epochs=2,
+            num_envs=10,
         ),
     },
 }

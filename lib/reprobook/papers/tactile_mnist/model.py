@@ -355,7 +355,9 @@ def fit_predictor(
     :func:`reprobook.core.fit` (quiet, deterministic; CPU here), after setting its input
     standardisation from the training episodes' images, and keep each epoch's mean training loss
     in its curve. The split and the batch order come from ``seed``. Returns the model in eval
-    mode."""
+    mode. Torch's fill of each new tensor's memory under deterministic training is skipped
+    (``core.unfilled_allocations``): the model reads no uninitialised memory, so the weights are
+    the same (a test trains with and without the fill)."""
     if not isinstance(model, GlimpsePredictor):
         raise TypeError(f"model must be a GlimpsePredictor, got {type(model).__name__}")
     _check_labels(trajs, model.num_classes)
@@ -370,7 +372,8 @@ def fit_predictor(
         )
     data = TrajectoryDataModule(trajs, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
     model.set_input_stats(trajs.images[data.train_index.numpy()])
-    losses = core.fit(model, data, epochs=int(model.hparams.epochs), num_sanity_val_steps=0)
+    with core.unfilled_allocations():
+        losses = core.fit(model, data, epochs=int(model.hparams.epochs), num_sanity_val_steps=0)
     model.record_training_loss(losses, -(-len(data.train_index) // batch_size))
     model.eval()
     return model
