@@ -507,3 +507,13 @@ def test_digits_vector_env_is_the_single_task_in_parallel(train_set):
         make_digits_glimpse_vector_env(num_envs=0, dataset=train_set)
     venv.close()
     single.close()
+
+
+def test_circle_square_vector_env_is_ap_gyms_with_batched_glimpses():
+    from reprobook.papers.tactile_mnist import envs
+
+    env = envs.make_circle_square_vector_env(3)
+    assert env.num_envs == 3
+    assert getattr(envs._perception_module(env).get_glimpse, "batched", False)
+    with pytest.raises(ValueError, match="num_envs"):
+        envs.make_circle_square_vector_env(0)

@@ -37,6 +37,7 @@ _EXPORTS = {
             "DigitsDataset",
             "batched_glimpses",
             "interface_report",
+            "make_circle_square_vector_env",
             "make_digits_glimpse_env",
             "make_digits_glimpse_vector_env",
             "make_glimpse_env",

@@ -71,6 +71,7 @@ __all__ = [
     "make_glimpse_env",
     "make_digits_glimpse_env",
     "make_digits_glimpse_vector_env",
+    "make_circle_square_vector_env",
     "batched_glimpses",
     "interface_report",
     "find_step_limit",
@@ -409,6 +410,19 @@ def make_digits_glimpse_vector_env(
         dataset = DigitsDataset(split)
     config = _glimpse_config(dataset, step_limit, sensor_size, max_step_length)
     env = ActiveClassificationVectorLogWrapper(ImageClassificationVectorEnv(int(num_envs), config))
+    return batched_glimpses(env)
+
+
+def make_circle_square_vector_env(num_envs: int = 50) -> Any:
+    """``ap_gym.make_vec("CircleSquare-v0", num_envs=...)`` (its construction warnings silenced)
+    with its glimpses computed by :func:`batched_glimpses`: the environment of notebook 2's
+    roll-outs, whose observations are bitwise the registered environment's."""
+    import ap_gym
+
+    checks.integer(num_envs, "num_envs", minimum=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = ap_gym.make_vec("CircleSquare-v0", num_envs=int(num_envs))
     return batched_glimpses(env)
 
 
