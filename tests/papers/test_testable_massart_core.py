@@ -120,6 +120,24 @@ def test_features_blocks_agree_with_one_block(monkeypatch):
     np.testing.assert_allclose(wmeans, (w / w.sum()) @ full, rtol=1e-12, atol=1e-13)
 
 
+def test_features_are_the_column_gathered_products_bit_for_bit():
+    # the product of each feature's factors, gathered column by column from hermite_1d's table and
+    # multiplied in the order of _sparse_form (padding factors are h_0 = 1): the blocks gather
+    # rows of a transposed table instead, which must not move a single bit
+    rng = np.random.default_rng(4)
+    for n, d, k, constant in [(700, 5, 4, False), (300, 3, 3, True), (50, 1, 6, True)]:
+        X = rng.standard_normal((n, d)) * 2.0
+        A, cols = hermite._cached_plan(d, k, constant)
+        table = hermite_1d(X, k).reshape(n, d * (k + 1))
+        want = np.take(table, cols[0], axis=1)
+        for c in cols[1:]:
+            want *= np.take(table, c, axis=1)
+        got = features(X, k, include_constant=constant)
+        assert got.flags.c_contiguous and got.tobytes() == want.tobytes()
+        rows = hermite._hermite_rows(np.ascontiguousarray(X.T), k)
+        assert rows.transpose(1, 2, 0).tobytes() == hermite_1d(X, k).transpose(2, 0, 1).tobytes()
+
+
 def test_gauss_hermite_product_matches_gaussian_moments():
     atoms, w = gauss_hermite_product(3, 3)
     assert atoms.shape == (27, 3) and w.shape == (27,)
@@ -251,6 +269,25 @@ def test_refinement_does_not_worsen_the_sandwich():
     assert r2.off_grid_violation <= r0.off_grid_violation
     assert r2.gap >= r0.gap - 1e-9  # more constraints: never a smaller optimum
     assert r2.refine_rounds >= 1
+
+
+def test_a_kept_sandwich_is_the_one_a_fresh_solve_gives():
+    kw = dict(grid_points=301, refine=3)
+    first = sandwich.sandwich(0.5, 6, **kw)
+    assert sandwich.sandwich(0.5, 6, **kw) is first  # kept, not solved again
+    assert sandwich.sandwich(np.float64(0.5), np.int64(6), **kw) is first
+    assert sandwich.sandwich(0.5, 6, grid_points=301, refine=2) is not first  # other arguments
+    sandwich._sandwich.cache_clear()
+    fresh = sandwich.sandwich(0.5, 6, **kw)
+    assert fresh is not first
+    # the LPs are deterministic: the kept result is bit for bit the fresh one
+    for name in ("gap", "grid_violation", "off_grid_violation", "inner_violation", "n_constraints"):
+        assert getattr(fresh, name) == getattr(first, name)
+    assert fresh.refine_rounds == first.refine_rounds
+    np.testing.assert_array_equal(fresh.coef_up, first.coef_up)
+    np.testing.assert_array_equal(fresh.coef_lo, first.coef_lo)
+    assert not first.coef_up.flags.writeable  # what is kept cannot be changed by a caller
+    assert math.copysign(1.0, sandwich.sandwich(-0.0, 2).t) == -1.0  # -0.0 is not 0.0's
 
 
 def test_known_values_at_t_0():

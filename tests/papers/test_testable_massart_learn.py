@@ -433,6 +433,28 @@ def test_tester_learner_branches():
         assert out.statistic == pytest.approx(float(np.sum(p.X.mean(axis=0) ** 2)))
 
 
+def test_tester_learner_reuses_a_polynomial_fitted_on_the_sample():
+    rng = np.random.default_rng(15)
+    p = D.massart_problem(600, 3, 0.0, NOISES["boundary_band"], rng)
+    tl = L.TesterLearner(FakeTester(True), degree=2, eps=0.03, solver="dual")
+    fresh = tl.run(p.X, p.y).hypothesis
+    given = L.L1PolynomialRegression(2, solver="dual").fit(p.X, p.y)
+    out = tl.run(p.X, p.y, polynomial=given)
+    assert out.which == "polynomial" and out.hypothesis is given
+    # the fit is deterministic: the reused learner is the one run would have fitted
+    np.testing.assert_array_equal(given.coef_, fresh.coef_)
+    assert given.theta_ == fresh.theta_
+    np.testing.assert_array_equal(given.predict(p.X), fresh.predict(p.X))
+    for other in (
+        L.L1PolynomialRegression(1, solver="dual").fit(p.X, p.y),
+        L.L1PolynomialRegression(2, solver="sklearn").fit(p.X, p.y),
+        L.L1PolynomialRegression(2, solver="dual"),  # not fitted
+        L.ChowHalfspace().fit(p.X, p.y),
+    ):
+        with pytest.raises(ValueError, match="polynomial"):
+            tl.run(p.X, p.y, polynomial=other)
+
+
 def test_tester_learner_with_the_moment_tester():
     rng = np.random.default_rng(14)
     n, d = 1000, 3
@@ -557,6 +579,11 @@ def test_learner_study_rows_follow_the_seeded_problems():
     chow = L.ChowHalfspace().fit(train.X, train.y)
     row = results[(results.seed == 1) & (results.t == 1.0) & (results.learner == "Chow halfspace")]
     assert row.excess.item() == L.excess_error(chow, test) and row.opt.item() == test.opt
+    # the tester-learner's row is what running it afresh on that sample scores
+    out = L.TesterLearner(FakeTester(True), degree=1, eps=0.03, solver="dual").run(train.X, train.y)
+    assert out.which == "polynomial"
+    row = results[(results.seed == 1) & (results.t == 1.0) & (results.learner == "tester-learner")]
+    assert row.excess.item() == L.excess_error(out.hypothesis, test)
     # a rejecting tester leaves the tester-learner out
     results, outcomes = L.learner_study(replace(cfg, seeds=1), 5, FakeTester(False), noises)
     assert not outcomes.accepted.any() and "tester-learner" not in set(results.learner)

@@ -57,20 +57,26 @@ def _failing(methods_that_fail):
     return fake
 
 
+def _use_linprog(monkeypatch, solve):
+    """Solve the sandwich LPs with ``solve`` from now on (results already kept are dropped)."""
+    monkeypatch.setattr(sandwich, "linprog", solve)
+    sandwich._sandwich.cache_clear()
+
+
 def test_sandwich_falls_back_to_another_method_on_the_same_lp(monkeypatch):
     ref = sandwich.sandwich(0.5, 8)
-    monkeypatch.setattr(sandwich, "linprog", _failing({("highs-ipm", False)}))
+    _use_linprog(monkeypatch, _failing({("highs-ipm", False)}))
     fallback = sandwich.sandwich(0.5, 8)  # the dual simplex solves it
+    assert fallback is not ref
     assert fallback.gap == pytest.approx(ref.gap, rel=1e-9)
-    monkeypatch.setattr(sandwich, "linprog", _failing({("highs-ipm", False), ("highs-ds", False)}))
+    _use_linprog(monkeypatch, _failing({("highs-ipm", False), ("highs-ds", False)}))
     assert sandwich.sandwich(0.5, 8).gap == pytest.approx(ref.gap, rel=1e-9)
-    monkeypatch.setattr(
-        sandwich,
-        "linprog",
-        _failing({("highs-ipm", False), ("highs-ds", False), ("highs-ipm", True)}),
+    _use_linprog(
+        monkeypatch, _failing({("highs-ipm", False), ("highs-ds", False), ("highs-ipm", True)})
     )
     with pytest.raises(RuntimeError, match=r"highs-ipm: status 4; highs-ds: status 4; highs-ipm"):
         sandwich.sandwich(0.5, 8)
+    sandwich._sandwich.cache_clear()  # nothing solved by the failing stand-ins stays kept
 
 
 # --- L1 regression and its threshold ------------------------------------------------------------

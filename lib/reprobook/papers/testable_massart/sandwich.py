@@ -27,6 +27,7 @@ exact problem, so its gap may never exceed the closed form ``christoffel_gap`` (
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -274,11 +275,27 @@ def sandwich(
     violates, and keeps the previous round's polynomials (reporting their off-grid violation) if
     HiGHS fails on a refined LP.
     Raises RuntimeError if HiGHS does not return an optimum for the first LP.
+
+    The LPs are deterministic, so a result is kept (the last 256 argument sets) and a second
+    call with the same arguments returns the same, immutable, :class:`SandwichResult` without
+    solving again (its ``seconds`` are those of the first call's solves).
     """
     t = checks.real(t, "t")
     degree = checks.integer(degree, "degree", minimum=0, maximum=MAX_DEGREE)
     tail_points = checks.integer(tail_points, "tail_points", minimum=0)
     refine = checks.integer(refine, "refine", minimum=0)
+    grid_points = checks.integer(grid_points, "grid_points", minimum=3)
+    radius = None if radius is None else checks.real(radius, "radius", above=abs(t))
+    # t by its exact bits (float.hex keeps -0.0 apart from 0.0, which == would not)
+    return _sandwich(t.hex(), degree, grid_points, radius, tail_points, refine)
+
+
+@functools.lru_cache(maxsize=256)
+def _sandwich(
+    t_hex: str, degree: int, grid_points: int, radius: float | None, tail_points: int, refine: int
+) -> SandwichResult:
+    """:func:`sandwich` on validated arguments, t as ``float.hex`` (cached there)."""
+    t = float.fromhex(t_hex)
     z, R = lp_grid(t, grid_points, radius)
     f = _sign(z, t)
     V = hermite_1d(z, degree)  # (|Z|, k + 1)
