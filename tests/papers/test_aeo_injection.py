@@ -1,6 +1,8 @@
 """Tests of chapter 13's library: the language's checker, the Gaussian scores, the asymmetric
 loss, the metrics, generation with hidden states and steering, and that no weight changes."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -132,6 +134,26 @@ def test_shrunk_covariances_are_positive_definite():
     assert np.isfinite(scores).all() and (scores >= 0).all()
 
 
+def test_token_cloud_kl_is_the_kl_of_each_shrunk_cloud_bit_for_bit():
+    # token_cloud_kl inverts the compliant covariance once and asks sklearn for the Ledoit-Wolf
+    # shrinkage alone: the scores must be those of gaussian_kl on each cloud's shrunk Gaussian,
+    # with the shrinkage of sklearn's ledoit_wolf, to the last bit
+    from sklearn.covariance import ledoit_wolf
+
+    rng = np.random.default_rng(5)
+    clouds = rng.normal(size=(12, 4, 10)) * rng.uniform(0.5, 2.0, size=(12, 1, 1))
+    g = detect.fit_compliant(rng.normal(size=(300, 10)), 6)
+    Z = g.project(clouds.reshape(-1, 10)).reshape(12, 4, -1)
+    for X in Z:
+        S = np.cov(X, rowvar=False, bias=True)
+        s = max(float(ledoit_wolf(X)[1]), 0.1)
+        mu = max(float(np.trace(S)) / S.shape[0], 1e-12)
+        want = (1 - s) * S + s * mu * np.eye(S.shape[0])
+        assert detect.shrunk_covariance(X).tobytes() == want.tobytes()
+    want = [detect.gaussian_kl(X.mean(0), detect.shrunk_covariance(X), g.mean, g.cov) for X in Z]
+    assert detect.token_cloud_kl(clouds, g).tolist() == want
+
+
 def test_auroc_is_invariant_to_monotone_transforms():
     rng = np.random.default_rng(5)
     y, s = rng.random(200) < 0.3, rng.normal(size=200)
@@ -260,6 +282,56 @@ def test_no_parameter_changes_during_detection_and_correction(small_model):
     assert parameter_checksum(small_model) != before
     with torch.no_grad():
         small_model.head.bias[0] -= 1.0
+
+
+def test_correction_runs_regenerate_each_gate_once_with_the_same_answers(small_model, monkeypatch):
+    cfg = replace(
+        config.AEOConfig(),
+        d=16,
+        heads=2,
+        n_pool_aligned=30,
+        n_pool_t1=30,
+        n_val=10,
+        n_test_aligned=10,
+        n_test_family=6,
+        k=3,
+        head_hidden=4,
+        head_out=2,
+        head_steps=5,
+        alphas=(1.0, 3.0),
+    )
+    rng = np.random.default_rng(6)
+    runs = {}
+    for name, p in experiments.prompt_sets(cfg, 0).items():
+        run = experiments.run_model(cfg, small_model, p)
+        run.ok = rng.random(len(p)) < 0.5  # labels of both classes for the untrained model
+        runs[name] = run
+    det, got, why = experiments.fit_and_score(cfg, runs, 0)
+    assert why is None
+    r = experiments.SeedResult(0, small_model, runs, det, got, "")
+    calls = []
+    real = experiments.gated_correction
+
+    def counted(model, prompts, base, score, tau, v, alpha, layer):
+        calls.append((len(prompts), alpha, (np.asarray(score) > tau).tobytes()))
+        return real(model, prompts, base, score, tau, v, alpha, layer)
+
+    monkeypatch.setattr(experiments, "gated_correction", counted)
+    per = experiments.correction_runs(cfg, r)
+    assert len(calls) == len(set(calls))  # no gate regenerated twice
+    assert cfg.tau_quantile in experiments.TAUS  # so the sweep meets the chosen gate again
+    # each answer is what a call of its own gives
+    ell = experiments.detection_layer(cfg)
+    pool, test = runs["pool"], runs["test"]
+    v = correct.steering_vector(pool.z[:, ell], pool.ok)
+    pool_c = experiments.scores(cfg, det, pool)[experiments.GATE][pool.ok]
+    s = got[experiments.GATE]
+    for q, acc in per["sweep"].items():
+        t = float(np.quantile(pool_c, q))
+        tokens = real(small_model, test.prompts, test.gen, s, t, v, per["alpha"], ell)
+        np.testing.assert_array_equal(acc, correct.accuracy(tokens, test.prompts))
+    np.testing.assert_array_equal(per["acc"]["gated"], per["sweep"][cfg.tau_quantile])
+    assert per["acc"]["gated"] is not per["sweep"][cfg.tau_quantile]  # copies, not one array
 
 
 def test_training_targets_cover_only_the_response():

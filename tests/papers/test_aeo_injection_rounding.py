@@ -196,6 +196,16 @@ def test_a_pool_short_of_a_class_fails_its_replicate_and_the_others_go_on():
         experiments.correction_runs(SMALL, results[1])
 
 
+def test_the_scores_of_some_methods_are_those_of_every_method():
+    runs = {"pool": _pool(6, 0), "test": _test_block({}, seed=4)}
+    det, every, why = experiments.fit_and_score(SMALL, runs, 0)
+    assert why is None and list(every) == list(experiments.METHODS)
+    some = experiments.scores(SMALL, det, runs["test"], ("LDA (T1)", experiments.GATE))
+    assert list(some) == ["LDA (T1)", experiments.GATE]  # only those, in the order asked
+    for m, s in some.items():
+        assert s.tobytes() == every[m].tobytes()
+
+
 def test_a_family_with_one_class_is_left_out_of_the_detection_table():
     test = _test_block({"T3": 8}, seed=3)  # every T3 answer violates
     runs = {"pool": _pool(6, 0), "test": test}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.covariance import LedoitWolf, ledoit_wolf
+from sklearn.covariance import LedoitWolf, ledoit_wolf_shrinkage
 from sklearn.decomposition import PCA
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import LogisticRegression
@@ -70,20 +70,26 @@ def gaussian_nll(z, g: Gaussian) -> np.ndarray:
     return 0.5 * (mahalanobis(z, g) + k * np.log(2 * np.pi) + g.logdet)
 
 
-def gaussian_kl(mu_r, cov_r, mu_c, cov_c) -> float:
+def gaussian_kl(mu_r, cov_r, mu_c, cov_c, reference: list | None = None) -> float:
     """KL(N(mu_r, cov_r) || N(mu_c, cov_c)) in closed form.
 
-    Implements eq. `aeo-kl` of notebooks/13_aeo_injection/index.md."""
+    Implements eq. `aeo-kl` of notebooks/13_aeo_injection/index.md. ``reference``: a list, empty
+    at first, that keeps Sigma_c^-1 and log det Sigma_c between calls with the same (mu_c, cov_c)
+    (as :func:`token_cloud_kl` makes them), so they are computed once."""
     mu_r = checks.array(mu_r, "mu_r", ndim=1)
     k = mu_r.size
     cov_r = checks.array(cov_r, "cov_r", ndim=2, shape=(k, k))
     mu_c = checks.array(mu_c, "mu_c", ndim=1, shape=(k,))
     cov_c = checks.array(cov_c, "cov_c", ndim=2, shape=(k, k))
-    prec_c = np.linalg.inv(cov_c)
+    if not reference:  # Sigma_c^-1 and log det Sigma_c
+        kept = (np.linalg.inv(cov_c), np.linalg.slogdet(cov_c)[1])
+        if reference is not None:
+            reference.append(kept)
+    prec_c, logdet_c = reference[0] if reference else kept
     diff = mu_r - mu_c
     trace = np.trace(prec_c @ cov_r)  # tr(Sigma_c^-1 Sigma_r)
     quad = diff @ prec_c @ diff  # (mu_r - mu_c)^T Sigma_c^-1 (mu_r - mu_c)
-    logdets = np.linalg.slogdet(cov_c)[1] - np.linalg.slogdet(cov_r)[1]  # log det ratio
+    logdets = logdet_c - np.linalg.slogdet(cov_r)[1]  # log det ratio
     return float(0.5 * (trace + quad - k + logdets))
 
 
@@ -94,7 +100,9 @@ def shrunk_covariance(X, min_shrinkage: float = 0.1) -> np.ndarray:
     X = checks.array(X, "X", ndim=2)
     floor = checks.probability(min_shrinkage, "min_shrinkage", open_low=True)
     S = np.cov(X, rowvar=False, bias=True).reshape(X.shape[1], X.shape[1])
-    _, lw = ledoit_wolf(X)
+    # the shrinkage ledoit_wolf(X) returns (its estimator centres X, then calls this), without
+    # the shrunk covariance and precision that the estimator also computes and we do not use
+    lw = ledoit_wolf_shrinkage(X - X.mean(0), assume_centered=True)
     s = max(float(lw), floor)
     mu = max(float(np.trace(S)) / S.shape[0], 1e-12)
     return (1 - s) * S + s * mu * np.eye(S.shape[0])
@@ -107,9 +115,10 @@ def token_cloud_kl(clouds, g: Gaussian) -> np.ndarray:
     n, T, d = clouds.shape
     Z = g.project(clouds.reshape(n * T, d)).reshape(n, T, -1)
     out = np.empty(n)
+    reference: list = []  # g's precision and log-determinant, computed at the first response
     for i in range(n):
         cov_r = shrunk_covariance(Z[i])  # shrunk: T is far below k
-        out[i] = gaussian_kl(Z[i].mean(0), cov_r, g.mean, g.cov)
+        out[i] = gaussian_kl(Z[i].mean(0), cov_r, g.mean, g.cov, reference)
     return out
 
 

@@ -185,19 +185,27 @@ def _standard(g: detect.Gaussian, X) -> np.ndarray:
     return (g.project(X) - g.mean) / np.sqrt(np.diag(g.cov))
 
 
-def scores(cfg, det: Detectors, r: Run) -> dict[str, np.ndarray]:
-    """Every method's violation score (higher: more likely a violation)."""
+def scores(cfg, det: Detectors, r: Run, methods=METHODS) -> dict[str, np.ndarray]:
+    """The violation scores (higher: more likely a violation) of ``methods`` (every method by
+    default, in the order of :data:`METHODS`); a method left out is not computed."""
     ell = detection_layer(cfg)
-    zs = _standard(det.means, r.z[:, ell])
-    return {
-        "AEO head": det.head.score(zs),
-        "KL cloud (a)": detect.token_cloud_kl(r.cloud, det.tokens),
-        "Mahalanobis (b)": detect.mahalanobis(det.means.project(r.z[:, ell]), det.means),
-        "probe (T1)": det.probe.decision_function(zs),
-        "LDA (T1)": det.lda.decision_function(zs),
-        "entropy": r.entropy,
-        "neg. max prob": r.neg_max_prob,
+    standard: list[np.ndarray] = []  # the whitened PCA coordinates, computed once if needed
+
+    def zs() -> np.ndarray:
+        if not standard:
+            standard.append(_standard(det.means, r.z[:, ell]))
+        return standard[0]
+
+    make = {
+        "AEO head": lambda: det.head.score(zs()),
+        "KL cloud (a)": lambda: detect.token_cloud_kl(r.cloud, det.tokens),
+        "Mahalanobis (b)": lambda: detect.mahalanobis(det.means.project(r.z[:, ell]), det.means),
+        "probe (T1)": lambda: det.probe.decision_function(zs()),
+        "LDA (T1)": lambda: det.lda.decision_function(zs()),
+        "entropy": lambda: r.entropy,
+        "neg. max prob": lambda: r.neg_max_prob,
     }
+    return {m: make[m]() for m in methods}
 
 
 def mean_pairwise(X) -> float:
@@ -464,13 +472,23 @@ def correction_runs(cfg, r: SeedResult, taus=TAUS) -> dict:
     ell = detection_layer(cfg)
     pool, val, test = r.runs["pool"], r.runs["val"], r.runs["test"]
     v = steering_vector(pool.z[:, ell], pool.ok)
-    tau = float(np.quantile(scores(cfg, r.det, pool)[GATE][pool.ok], cfg.tau_quantile))
-    val_score = scores(cfg, r.det, val)[GATE]
+    pool_c = scores(cfg, r.det, pool, (GATE,))[GATE][pool.ok]  # only the gate's score is used
+    tau = float(np.quantile(pool_c, cfg.tau_quantile))
+    val_score = scores(cfg, r.det, val, (GATE,))[GATE]
+
+    kept: dict = {}  # (prompt set, alpha, gate) -> accuracy
 
     def fix(run, score, t, alpha):
-        return accuracy(
-            gated_correction(r.model, run.prompts, run.gen, score, t, v, alpha, ell), run.prompts
-        )
+        # the answers depend on the score only through the gate (score > t): a gate met before
+        # at the same alpha (the sweep's quantile equal to cfg.tau_quantile, say) regenerates
+        # the same rows, so its accuracy is reused
+        key = (id(run), alpha, (np.asarray(score, dtype=float) > t).tobytes())
+        if key not in kept:
+            kept[key] = accuracy(
+                gated_correction(r.model, run.prompts, run.gen, score, t, v, alpha, ell),
+                run.prompts,
+            )
+        return kept[key].copy()
 
     val_acc = {a: fix(val, val_score, tau, a).mean() for a in cfg.alphas}
     alpha = max(cfg.alphas, key=lambda a: (val_acc[a], -a))
@@ -481,7 +499,6 @@ def correction_runs(cfg, r: SeedResult, taus=TAUS) -> dict:
         "always": fix(test, s, float(s.min()) - 1.0, alpha),
         "oracle": fix(test, (~test.ok).astype(float), 0.5, alpha),
     }
-    pool_c = scores(cfg, r.det, pool)[GATE][pool.ok]
     sweep = {q: fix(test, s, float(np.quantile(pool_c, q)), alpha) for q in taus}
     return {
         "acc": out,
@@ -684,9 +701,9 @@ def backbone_correction_runs(cfg, r: SeedResult, taus=TAUS) -> dict:
     ell = detection_layer(cfg)
     pool, val, test = r.runs["pool"], r.runs["val"], r.runs["test"]
     v = steering_vector(pool.z[:, ell], pool.ok)
-    pool_c = scores(cfg, r.det, pool)[GATE][pool.ok]
+    pool_c = scores(cfg, r.det, pool, (GATE,))[GATE][pool.ok]  # only the gate's score is used
     tau = float(np.quantile(pool_c, cfg.tau_quantile))
-    val_score = scores(cfg, r.det, val)[GATE]
+    val_score = scores(cfg, r.det, val, (GATE,))[GATE]
 
     def steered_ok(run: Run, rows, alpha: float) -> np.ndarray:
         if rows.size == 0 or alpha == 0.0:
