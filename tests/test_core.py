@@ -687,6 +687,35 @@ def test_parallel_map_keeps_order_and_matches_the_serial_map():
             core.parallel_map(operator.add, items, workers=bad)
 
 
+def test_parallel_stages_run_in_order_on_one_pool_of_workers(monkeypatch):
+    import concurrent.futures
+    import operator
+
+    pools = []
+    real = concurrent.futures.ProcessPoolExecutor
+
+    def counted(*args, **kwargs):
+        pools.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counted)
+    stages = [[(1, 2), (3, 4)], [], [(5, 6), (7, 8), (9, 10)]]
+    expected = [[operator.add(*it) for it in stage] for stage in stages]
+    assert core.parallel_stages(operator.add, stages, workers=1) == expected
+    assert pools == []  # one worker: in this process
+    assert core.parallel_stages(operator.add, stages, workers=2) == expected
+    assert len(pools) == 1  # both stages on one pool, its workers started once
+    assert core.parallel_stages(operator.add, [[], []], workers=2) == [[], []]
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        core.parallel_stages(operator.add, stages, workers=0)
+    seen = []
+    record = lambda fn, stages, workers: seen.append(workers)  # noqa: E731
+    monkeypatch.setattr(core.runtime, "parallel_stages", record)
+    core.side_by_side_stages(operator.add, stages, profile="reduced")
+    core.side_by_side_stages(operator.add, stages, profile="full")
+    assert seen == [None, 1]
+
+
 def test_load_or_train_retrains_a_damaged_file(tmp_path, monkeypatch):
     monkeypatch.setenv("REPROBOOK_CHECKPOINTS", str(tmp_path))
     calls: list[int] = []

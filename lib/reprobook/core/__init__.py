@@ -28,10 +28,12 @@ from .resources import (
 from .rng import as_generator
 from .runtime import (
     parallel_map,
+    parallel_stages,
     quiet_lightning,
     runtime_facts,
     seed_everything,
     side_by_side,
+    side_by_side_stages,
 )
 from .stats import (
     Interval,
@@ -63,7 +65,9 @@ __all__ = [
     "checkpoint_path",
     "checkpoints_dir",
     "parallel_map",
+    "parallel_stages",
     "side_by_side",
+    "side_by_side_stages",
     "load_or_train",
     "as_generator",
     "resolve_notebook",

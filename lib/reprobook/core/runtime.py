@@ -83,14 +83,26 @@ def parallel_map(
     of an importable module (it is sent to the workers by name), and its arguments and result
     must pickle. ``workers`` defaults to :func:`default_threads`, which is 1 wherever the
     runner or the tests already run notebooks side by side, so nothing is oversubscribed."""
-    items = [tuple(it) for it in items]
+    return parallel_stages(fn, [items], workers=workers)[0]
+
+
+def parallel_stages(
+    fn: Callable[..., Any], stages: Iterable[Iterable[tuple]], *, workers: int | None = None
+) -> list[list[Any]]:
+    """``[[fn(*item) for item in stage] for stage in stages]``: each stage computed as
+    :func:`parallel_map` computes its items, and finished before the next one starts (a stage
+    may load what the one before wrote), all on one pool of workers started once. A spawned
+    worker imports torch and Lightning afresh (seconds of CPU each), so two stages in one pool
+    cost half the start-ups of two calls of :func:`parallel_map`. ``workers`` is capped by the
+    largest stage; with one worker everything runs in this process, stage after stage."""
+    stages = [[tuple(it) for it in stage] for stage in stages]
     if workers is None:
         workers = default_threads()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    workers = min(workers, len(items))
+    workers = min(workers, max((len(stage) for stage in stages), default=0))
     if workers <= 1:
-        return [fn(*it) for it in items]
+        return [[fn(*it) for it in stage] for stage in stages]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -98,7 +110,7 @@ def parallel_map(
     with ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_worker_start, initargs=(list(sys.path),)
     ) as pool:
-        return list(pool.map(_worker_call, [(fn, it) for it in items]))
+        return [list(pool.map(_worker_call, [(fn, it) for it in stage])) for stage in stages]
 
 
 def side_by_side(fn: Callable[..., Any], items: Iterable[tuple], *, profile: str) -> list[Any]:
@@ -107,6 +119,14 @@ def side_by_side(fn: Callable[..., Any], items: Iterable[tuple], *, profile: str
     side); at any other profile one after the other in this process, since there each training
     takes the GPU. For the trainings a notebook needs that have no checkpoint yet."""
     return parallel_map(fn, items, workers=None if profile == "reduced" else 1)
+
+
+def side_by_side_stages(
+    fn: Callable[..., Any], stages: Iterable[Iterable[tuple]], *, profile: str
+) -> list[list[Any]]:
+    """:func:`parallel_stages` with the workers of :func:`side_by_side`: for trainings that
+    need others trained first (fine-tunings of pretrained models), on one pool of workers."""
+    return parallel_stages(fn, stages, workers=None if profile == "reduced" else 1)
 
 
 def quiet_lightning() -> None:

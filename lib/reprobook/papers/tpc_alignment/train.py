@@ -405,7 +405,8 @@ def train_side_by_side(
     (default ``base_train``). An arm is a name of :data:`ARMS` or ``(name, adversarial)``.
     Every run seeds itself, so a model trained here has the weights that the notebook would
     train one after the other (the tests check it bit for bit); the notebook then loads them.
-    Missing pretrainings go first, then the arms."""
+    Missing pretrainings go first, then the arms, on the same workers
+    (:func:`reprobook.core.side_by_side_stages`: a worker's start-up is paid once)."""
     train = base_train if train is None else train
     replicates = tuple(cfg.replicates if replicates is None else replicates)
     pairs = [(a, False) if isinstance(a, str) else (a[0], bool(a[1])) for a in arms]
@@ -422,6 +423,6 @@ def train_side_by_side(
         for arm, adversarial in pairs:
             if not _arm_path(cfg, base_key, train, arm, adversarial, seed + i, profile).is_file():
                 arm_jobs.append((cfg, base_train, train, seed + i, arm, adversarial, profile))
-    core.side_by_side(_fit_job, bases, profile=profile)
-    core.side_by_side(_fit_job, arm_jobs, profile=profile)
+    # the arms load the pretrained models: a second stage on the same workers
+    core.side_by_side_stages(_fit_job, [bases, arm_jobs], profile=profile)
     return len(bases) + len(arm_jobs)
