@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from scipy.special import expit, logit
+from scipy.special import expit, log_expit, logit
 from scipy.stats import norm
 
 from reprobook.papers.acorn_occupancy import (
@@ -31,6 +31,9 @@ from reprobook.papers.acorn_occupancy import (
 )
 from reprobook.papers.acorn_occupancy.baselines import (
     BinaryFit,
+    _binary_data,
+    _binary_value_and_grad,
+    _parts,
     binary_default_init,
     binary_log_posterior,
     binary_log_prior,
@@ -110,6 +113,26 @@ def test_gradient_matches_finite_differences(false_positive):
     gn = np.array([(lp(uu + h * e) - lp(uu - h * e)) / (2 * h) for e in np.eye(uu.size)])
     np.testing.assert_allclose(g, gn, rtol=1e-6, atol=1e-6)
     assert g.shape == ((5,) if false_positive else (4,))
+
+
+@pytest.mark.parametrize("false_positive", [False, True])
+def test_one_log_expit_per_unit_gives_the_bits_of_both_branches(false_positive):
+    """A_i from log_expit(sign * logit p11) equals, bit for bit, the sum of log_expit(logit
+    p11) where d = 1 and log_expit(-logit p11) where d = 0; the fit's evaluation on data
+    prepared once equals the checked public gradient bit for bit."""
+    sv = simulate(BIOACOUSTIC, np.random.default_rng([0, 0]))
+    d = threshold_detections(sv, 0.8)
+    d[0], d[1] = 0, 1  # a site with no detection and one with every unit detected
+    uu = np.array([-0.3, 0.9, -1.2, 0.4, -3.1])[: 5 if false_positive else 4]
+    data = _binary_data(d, sv.x, sv.w)
+    eta_p = uu[2] + uu[3] * sv.w
+    both = np.where(d == 1, log_expit(eta_p), log_expit(-eta_p)).sum(axis=1)
+    want = log_expit(uu[0] + uu[1] * sv.x) + both
+    got = _parts(uu, data, false_positive)["A"]
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    lp, g = _binary_value_and_grad(uu, data, false_positive)
+    lp_ref, g_ref = grad_binary_log_posterior(uu, d, sv.x, sv.w, false_positive=false_positive)
+    assert lp == lp_ref and np.array_equal(g.view(np.int64), g_ref.view(np.int64))
 
 
 def test_all_reviewed_csom_posterior_factorises():

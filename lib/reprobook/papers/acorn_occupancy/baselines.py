@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit, log_expit, logit
@@ -146,13 +147,32 @@ def _check_binary(d, x, w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # --- the likelihood ----------------------------------------------------------------------------
 
 
-def _parts(u: np.ndarray, d: np.ndarray, x: np.ndarray, w: np.ndarray, false_positive: bool):
-    """A_i = log of the z = 1 term of (RL)/(STD), B_i = log of the z = 0 term, and helpers."""
-    eta_psi = u[0] + u[1] * x  # (N,)
-    eta_p = u[2] + u[3] * w  # (N, K)
-    n_det = d.sum(axis=1)  # (N,)
-    k = d.shape[1]
-    A = log_expit(eta_psi) + np.where(d == 1, log_expit(eta_p), log_expit(-eta_p)).sum(axis=1)
+class _BinaryData(NamedTuple):
+    """Detections and covariates as :func:`_parts` reads them, with what depends on the data
+    only, made once per fit by :func:`_binary_data` rather than once per evaluation."""
+
+    d: np.ndarray  # (N, K) int64 detections d_ik
+    x: np.ndarray  # (N,) site covariate
+    w: np.ndarray  # (N, K) unit covariate
+    sign: np.ndarray  # (N, K) float: +1 where d_ik = 1, -1 where d_ik = 0
+    n_det: np.ndarray  # (N,) detections per site, n_i = sum_k d_ik
+
+
+def _binary_data(d: np.ndarray, x: np.ndarray, w: np.ndarray) -> _BinaryData:
+    """:class:`_BinaryData` from arrays checked by :func:`_check_binary`."""
+    return _BinaryData(d, x, w, np.where(d == 1, 1.0, -1.0), d.sum(axis=1))
+
+
+def _parts(u: np.ndarray, data: _BinaryData, false_positive: bool):
+    """A_i = log of the z = 1 term of (RL)/(STD), B_i = log of the z = 0 term, and helpers.
+
+    The unit terms log p11^{d} (1 - p11)^{1 - d} are log_expit(+-logit p11), one log_expit of
+    sign_ik logit p11_ik (the sign flip is exact), so each unit's logarithm is taken once."""
+    eta_psi = u[0] + u[1] * data.x  # (N,)
+    eta_p = u[2] + u[3] * data.w  # (N, K)
+    n_det = data.n_det  # (N,)
+    k = data.d.shape[1]
+    A = log_expit(eta_psi) + log_expit(data.sign * eta_p).sum(axis=1)
     if false_positive:
         B = log_expit(-eta_psi) + n_det * log_expit(u[4]) + (k - n_det) * log_expit(-u[4])
     else:
@@ -166,8 +186,7 @@ def binary_site_loglik(params, d, x, w, *, false_positive: bool = False) -> np.n
     ``false_positive`` (params (5,), last entry logit p10), else its p10 = 0 case (STD)
     (params (4,)). ``d`` (N, K) binary detections, ``x`` (N,) and ``w`` (N, K) covariates."""
     u = _check_params(params, false_positive)
-    d, x, w = _check_binary(d, x, w)
-    p = _parts(u, d, x, w, false_positive)
+    p = _parts(u, _binary_data(*_check_binary(d, x, w)), false_positive)
     return np.logaddexp(p["A"], p["B"])
 
 
@@ -179,7 +198,11 @@ def binary_loglik(params, d, x, w, *, false_positive: bool = False) -> float:
 def binary_log_prior(params, *, false_positive: bool = False) -> float:
     """log p(u): beta_j, alpha_j ~ N(0, 2^2); with ``false_positive`` also logit p10 ~ N(-3, 2^2)
     (ASSUMED). All on the unconstrained scale, so there is no Jacobian."""
-    u = _check_params(params, false_positive)
+    return _binary_log_prior(_check_params(params, false_positive), false_positive)
+
+
+def _binary_log_prior(u: np.ndarray, false_positive: bool) -> float:
+    """:func:`binary_log_prior` of a checked u."""
     lp = float(_log_normal_sum(np, u[0:4], 0.0, PRIOR_SD_COEF))
     if false_positive:
         lp += float(_log_normal_sum(np, u[4:5], PRIOR_MEAN_LOGIT_P10, PRIOR_SD_LOGIT_P10))
@@ -207,8 +230,15 @@ def grad_binary_log_posterior(
     plus the prior terms -u_j / 2^2 and -(logit p10 + 3) / 2^2.
     """
     u = _check_params(params, false_positive)
-    d, x, w = _check_binary(d, x, w)
-    p = _parts(u, d, x, w, false_positive)
+    return _binary_value_and_grad(u, _binary_data(*_check_binary(d, x, w)), false_positive)
+
+
+def _binary_value_and_grad(u: np.ndarray, data: _BinaryData, false_positive: bool):
+    """:func:`grad_binary_log_posterior` of a checked u on data prepared once by
+    :func:`_binary_data` (an optimiser calls it many times per fit): the closed-form gradient
+    of eq. `acorn-royle-link` plus the prior's."""
+    d, x, w = data.d, data.x, data.w
+    p = _parts(u, data, false_positive)
     lse = np.logaddexp(p["A"], p["B"])
     rz = np.exp(p["A"] - lse)  # (N,)
     g = np.empty(u.shape[0])
@@ -220,7 +250,7 @@ def grad_binary_log_posterior(
     if false_positive:
         g[4] = ((1.0 - rz) * (p["n_det"] - d.shape[1] * expit(u[4]))).sum()
         g[4] -= (u[4] - PRIOR_MEAN_LOGIT_P10) / PRIOR_SD_LOGIT_P10**2
-    lp = float(lse.sum()) + binary_log_prior(u, false_positive=false_positive)
+    lp = float(lse.sum()) + _binary_log_prior(u, false_positive)
     return lp, g
 
 
@@ -230,9 +260,9 @@ def binary_laplace_hessian(
     """H = -Hessian of log p(u | d) by central differences of the analytic gradient
     (:func:`.fit.numerical_hessian`)."""
     u = _check_params(params, false_positive)
-    d, x, w = _check_binary(d, x, w)
+    data = _binary_data(*_check_binary(d, x, w))
     return numerical_hessian(
-        lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive)[1],
+        lambda v: _binary_value_and_grad(_check_params(v, false_positive), data, false_positive)[1],
         u,
         step=step,
     )
@@ -291,9 +321,10 @@ def fit_binary_occupancy(
         start = ("the default start", binary_default_init(d, false_positive=false_positive))
     else:
         start = ("the given start", _check_params(init, false_positive))
+    data = _binary_data(d, x, w)  # checked above; made once per fit
     t0 = time.perf_counter()
     u, cov, log_post, res = map_with_laplace(
-        lambda v: grad_binary_log_posterior(v, d, x, w, false_positive=false_positive),
+        lambda v: _binary_value_and_grad(_check_params(v, false_positive), data, false_positive),
         [start],
         gtol=gtol,
         ftol=ftol,
