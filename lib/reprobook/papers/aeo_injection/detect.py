@@ -70,22 +70,20 @@ def gaussian_nll(z, g: Gaussian) -> np.ndarray:
     return 0.5 * (mahalanobis(z, g) + k * np.log(2 * np.pi) + g.logdet)
 
 
-def gaussian_kl(mu_r, cov_r, mu_c, cov_c, reference: list | None = None) -> float:
+def gaussian_kl(mu_r, cov_r, mu_c, cov_c, precision: tuple | None = None) -> float:
     """KL(N(mu_r, cov_r) || N(mu_c, cov_c)) in closed form.
 
-    Implements eq. `aeo-kl` of notebooks/13_aeo_injection/index.md. ``reference``: a list, empty
-    at first, that keeps Sigma_c^-1 and log det Sigma_c between calls with the same (mu_c, cov_c)
-    (as :func:`token_cloud_kl` makes them), so they are computed once."""
+    Implements eq. `aeo-kl` of notebooks/13_aeo_injection/index.md. ``precision``: Sigma_c^-1
+    and log det Sigma_c when the caller already has them (:func:`token_cloud_kl` scores every
+    response against the same compliant Gaussian); computed here when None."""
     mu_r = checks.array(mu_r, "mu_r", ndim=1)
     k = mu_r.size
     cov_r = checks.array(cov_r, "cov_r", ndim=2, shape=(k, k))
     mu_c = checks.array(mu_c, "mu_c", ndim=1, shape=(k,))
     cov_c = checks.array(cov_c, "cov_c", ndim=2, shape=(k, k))
-    if not reference:  # Sigma_c^-1 and log det Sigma_c
-        kept = (np.linalg.inv(cov_c), np.linalg.slogdet(cov_c)[1])
-        if reference is not None:
-            reference.append(kept)
-    prec_c, logdet_c = reference[0] if reference else kept
+    if precision is None:
+        precision = (np.linalg.inv(cov_c), np.linalg.slogdet(cov_c)[1])
+    prec_c, logdet_c = precision
     diff = mu_r - mu_c
     trace = np.trace(prec_c @ cov_r)  # tr(Sigma_c^-1 Sigma_r)
     quad = diff @ prec_c @ diff  # (mu_r - mu_c)^T Sigma_c^-1 (mu_r - mu_c)
@@ -115,10 +113,11 @@ def token_cloud_kl(clouds, g: Gaussian) -> np.ndarray:
     n, T, d = clouds.shape
     Z = g.project(clouds.reshape(n * T, d)).reshape(n, T, -1)
     out = np.empty(n)
-    reference: list = []  # g's precision and log-determinant, computed at the first response
+    cov_c = checks.array(g.cov, "g.cov", ndim=2)
+    precision = (np.linalg.inv(cov_c), np.linalg.slogdet(cov_c)[1])  # once for all responses
     for i in range(n):
         cov_r = shrunk_covariance(Z[i])  # shrunk: T is far below k
-        out[i] = gaussian_kl(Z[i].mean(0), cov_r, g.mean, g.cov, reference)
+        out[i] = gaussian_kl(Z[i].mean(0), cov_r, g.mean, g.cov, precision)
     return out
 
 

@@ -189,19 +189,14 @@ def scores(cfg, det: Detectors, r: Run, methods=METHODS) -> dict[str, np.ndarray
     """The violation scores (higher: more likely a violation) of ``methods`` (every method by
     default, in the order of :data:`METHODS`); a method left out is not computed."""
     ell = detection_layer(cfg)
-    standard: list[np.ndarray] = []  # the whitened PCA coordinates, computed once if needed
-
-    def zs() -> np.ndarray:
-        if not standard:
-            standard.append(_standard(det.means, r.z[:, ell]))
-        return standard[0]
-
+    whitened = {"AEO head", "probe (T1)", "LDA (T1)"} & set(methods)
+    zs = _standard(det.means, r.z[:, ell]) if whitened else None  # what those three read
     make = {
-        "AEO head": lambda: det.head.score(zs()),
+        "AEO head": lambda: det.head.score(zs),
         "KL cloud (a)": lambda: detect.token_cloud_kl(r.cloud, det.tokens),
         "Mahalanobis (b)": lambda: detect.mahalanobis(det.means.project(r.z[:, ell]), det.means),
-        "probe (T1)": lambda: det.probe.decision_function(zs()),
-        "LDA (T1)": lambda: det.lda.decision_function(zs()),
+        "probe (T1)": lambda: det.probe.decision_function(zs),
+        "LDA (T1)": lambda: det.lda.decision_function(zs),
         "entropy": lambda: r.entropy,
         "neg. max prob": lambda: r.neg_max_prob,
     }
